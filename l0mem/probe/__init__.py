@@ -1,0 +1,1 @@
+"""Host and device memory signals, sampled together as one snapshot."""

@@ -1,0 +1,62 @@
+"""Names and meaning of the memory signals a snapshot can hold.
+
+A snapshot is a flat mapping from signal name to a value in bytes; a signal
+the machine does not offer is absent from the mapping, never 0. Names:
+
+- ``proc.VmRSS``, ``proc.RssAnon``, ``proc.RssFile``, ``proc.RssShmem``: this process.
+- ``meminfo.<Key>``: /proc/meminfo (``MemAvailable``, ``MemFree``, ``Committed_AS``,
+  ``Shmem``, ``GPUActive``, ``GPUReclaim``).
+- ``vmstat.nr_gpu_active``, ``vmstat.nr_gpu_reclaim``: /proc/vmstat, pages turned to bytes.
+- ``cgroup.memory.current``, ``cgroup.gpu_active``, ``cgroup.gpu_reclaim``: the process's cgroup v2.
+- ``drm.<pdev>.<region>.<key>``: DRM fdinfo summed over this process's clients of
+  one PCI device; ``key`` is total, shared, resident, purgeable or active.
+- ``sysman.<index>.used``: device memory in use by Sysman's count (device side).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+Side = Literal["host", "device"]
+
+# Signals where host memory being consumed shows as the value going *down*.
+_FALLING = {"meminfo.MemAvailable", "meminfo.MemFree"}
+
+# DRM memory regions that are backed by host pages (xe: system, gtt; i915: system0...).
+HOST_DRM_REGIONS = frozenset({"system", "gtt", "system0", "stolen-system0"})
+
+
+@dataclasses.dataclass(frozen=True)
+class SignalInfo:
+    """What one signal measures: the memory side it watches and its sense."""
+
+    name: str
+    side: Side
+    sense: int  # +1: a rise means more memory used; -1: a fall means more used
+    source: str  # proc, meminfo, vmstat, cgroup, drm or sysman
+
+
+def describe(name: str) -> SignalInfo:
+    """Return the :class:`SignalInfo` for a signal name; raise ValueError for unknown names."""
+    source, _, rest = name.partition(".")
+    if not rest:
+        raise ValueError(f"not a signal name: {name!r}")
+    if source in ("proc", "meminfo", "vmstat", "cgroup"):
+        return SignalInfo(name, "host", -1 if name in _FALLING else 1, source)
+    if source == "sysman":
+        return SignalInfo(name, "device", 1, source)
+    if source == "drm":
+        # drm.<pdev>.<region>.<key>; the PCI address itself contains dots.
+        head, _, key = name.rpartition(".")
+        region = head.rpartition(".")[2]
+        if not key or not region:
+            raise ValueError(f"not a DRM signal name: {name!r}")
+        side: Side = "host" if region in HOST_DRM_REGIONS else "device"
+        return SignalInfo(name, side, 1, source)
+    raise ValueError(f"unknown signal source in {name!r}")
+
+
+def host_cost(name: str, before: int, after: int) -> int:
+    """Return how many more bytes of memory ``name`` says are used at ``after`` than at ``before``."""
+    return describe(name).sense * (after - before)
