@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from typing_extensions import Buffer as HostBuffer  # noqa: F401  (re-exported for typing)
+from typing_extensions import Buffer as HostBuffer
 
 
 @runtime_checkable
