@@ -1,13 +1,52 @@
-"""The ``l0mem`` command line (click + rich), built on the public API only."""
+"""The ``l0mem`` command line (click + rich), built on the public API only.
+
+Commands are imported lazily so that ``l0mem info`` does not pay for the SYCL
+runtime and a missing optional dependency only affects the command needing it.
+"""
 
 from __future__ import annotations
+
+import importlib
+import importlib.util
 
 import click
 
 from l0mem import __version__
 
+# command name -> (module, attribute)
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "info": ("l0mem.cli.info", "info"),
+    "audit": ("l0mem.cli.audit", "audit"),
+    "compare": ("l0mem.cli.compare", "compare"),
+    "p2p": ("l0mem.cli.p2p", "p2p"),
+    "allreduce": ("l0mem.cli.allreduce", "allreduce"),
+    "bench": ("l0mem.cli.bench", "bench"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Return the names of the commands whose modules are present."""
+        return sorted(
+            name
+            for name, (module, _) in _COMMANDS.items()
+            if importlib.util.find_spec(module) is not None
+        )
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Return the command named ``cmd_name``, importing its module, or None."""
+        entry = _COMMANDS.get(cmd_name)
+        if entry is None or importlib.util.find_spec(entry[0]) is None:
+            return None
+        command = getattr(importlib.import_module(entry[0]), entry[1])
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{entry[0]}.{entry[1]} is not a click command")
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="l0mem")
 def cli() -> None:
     """Measure host-memory mirroring of Intel GPU allocations (Level Zero and SYCL)."""
