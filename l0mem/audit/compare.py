@@ -1,0 +1,191 @@
+"""Compare two audit reports run by run: verdict and slope changes, regressions.
+
+Runs are matched by (setup, remedy). A run regresses when its verdict gets
+worse (clean -> partial -> mirror) or its deciding slope rises by more than
+the tolerance (MiB of host per GiB of device). Inconclusive, skipped or
+failed runs cannot regress: the change is reported but not judged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from l0mem.audit.analysis import ensure_analysed
+from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
+from l0mem.audit.report import PathLike, load_json_data, report_from_data, schema_of
+
+COMPARE_SCHEMA = "l0mem.compare/1"
+DEFAULT_SLOPE_TOLERANCE = 64.0  # MiB per GiB: well above run-to-run noise, far below a mirror
+
+_RANK = {"clean": 0, "partial": 1, "mirror": 2}
+
+RunKey = tuple[str, str | None]
+
+
+class ReportMismatchError(ValueError):
+    """Two well-formed reports cannot be compared (schema major versions differ)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunChange:
+    """How one (setup, remedy) run changed from the baseline to the current report."""
+
+    setup: str
+    remedy: str | None
+    baseline_status: str
+    current_status: str
+    baseline_verdict: str | None
+    current_verdict: str | None
+    baseline_signal: str | None
+    current_signal: str | None
+    baseline_slope: float | None  # deciding slope, MiB per GiB
+    current_slope: float | None
+    regression: bool
+    note: str  # why it regressed, or why it could not be judged; "" when unchanged and fine
+
+    @property
+    def label(self) -> str:
+        """Return the set-up name with the remedy in brackets when there is one."""
+        return self.setup if self.remedy is None else f"{self.setup} [{self.remedy}]"
+
+    @property
+    def slope_change(self) -> float | None:
+        """Return current minus baseline deciding slope (MiB per GiB), or None."""
+        if self.baseline_slope is None or self.current_slope is None:
+            return None
+        return self.current_slope - self.baseline_slope
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the change as plain JSON data."""
+        d = dataclasses.asdict(self)
+        d["slope_change"] = self.slope_change
+        return d
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """The outcome of comparing two reports."""
+
+    slope_tolerance: float
+    changes: list[RunChange]  # runs present in both, in the baseline's order
+    missing: list[RunKey]  # in the baseline only
+    new: list[RunKey]  # in the current report only
+    simulated: bool  # either report's numbers come from the simulated driver
+
+    @property
+    def regressions(self) -> list[RunChange]:
+        """Return the runs that regressed."""
+        return [c for c in self.changes if c.regression]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the comparison as plain JSON data (schema ``l0mem.compare/1``)."""
+        return {
+            "schema": COMPARE_SCHEMA,
+            "slope_tolerance": self.slope_tolerance,
+            "simulated": self.simulated,
+            "regression": bool(self.regressions),
+            "changes": [c.to_dict() for c in self.changes],
+            "missing": [{"setup": s, "remedy": r} for s, r in self.missing],
+            "new": [{"setup": s, "remedy": r} for s, r in self.new],
+        }
+
+
+def load_pair(baseline: PathLike, current: PathLike) -> tuple[AuditReport, AuditReport]:
+    """Return both reports; raise ReportFormatError (unreadable) or ReportMismatchError."""
+    data_b = load_json_data(baseline)
+    data_c = load_json_data(current)
+    major_b, _ = schema_of(data_b, baseline)
+    major_c, _ = schema_of(data_c, current)
+    # Checked before full parsing: a report of another major version is well-formed
+    # in its own terms, and saying "versions differ" is the useful message.
+    if major_b != major_c:
+        raise ReportMismatchError(
+            f"schema major versions differ: {baseline} is {data_b['schema']!r}, "
+            f"{current} is {data_c['schema']!r}"
+        )
+    return report_from_data(data_b, baseline), report_from_data(data_c, current)
+
+
+def _judge(base: SetupRun, cur: SetupRun, tolerance: float) -> tuple[bool, str]:
+    """Return (regressed, note) for one matched pair of runs."""
+    bv = None if base.result is None else base.result.verdict
+    cv = None if cur.result is None else cur.result.verdict
+    if cur.status in ("skipped", "failed") or cv is None:
+        return False, f"not judged: current run {cur.status}" + (
+            f" ({cur.reason})" if cur.reason else ""
+        )
+    if base.status in ("skipped", "failed") or bv is None:
+        return False, f"not judged: baseline run {base.status}"
+    if bv not in _RANK or cv not in _RANK:
+        return False, f"not judged: {bv} -> {cv}"
+    notes = []
+    regressed = False
+    if _RANK[cv] > _RANK[bv]:
+        regressed = True
+        notes.append(f"verdict worse: {bv} -> {cv}")
+    bs = None if base.result is None else base.result.slope
+    cs = None if cur.result is None else cur.result.slope
+    if bs is not None and cs is not None and cs - bs > tolerance:
+        regressed = True
+        notes.append(f"slope up {cs - bs:.0f} MiB/GiB (tolerance {tolerance:.0f})")
+    if _RANK[cv] < _RANK[bv]:
+        notes.append(f"verdict better: {bv} -> {cv}")
+    sig_b = None if base.result is None else base.result.deciding_signal
+    sig_c = None if cur.result is None else cur.result.deciding_signal
+    if sig_b != sig_c:
+        notes.append(f"deciding signal changed: {sig_b} -> {sig_c}")
+    return regressed, "; ".join(notes)
+
+
+def compare_reports(
+    baseline: AuditReport, current: AuditReport, slope_tolerance: float = DEFAULT_SLOPE_TOLERANCE
+) -> Comparison:
+    """Return the run-by-run comparison of two reports (unanalysed runs are analysed first)."""
+    if slope_tolerance < 0 or slope_tolerance != slope_tolerance:
+        raise ValueError(f"slope tolerance must be >= 0 MiB/GiB, got {slope_tolerance}")
+    baseline = ensure_analysed(baseline)
+    current = ensure_analysed(current)
+    cur_runs = {r.key: r for r in current.runs}
+    base_keys = {r.key for r in baseline.runs}
+    changes = []
+    for base in baseline.runs:
+        cur = cur_runs.get(base.key)
+        if cur is None:
+            continue
+        regressed, note = _judge(base, cur, slope_tolerance)
+        changes.append(
+            RunChange(
+                setup=base.setup,
+                remedy=base.remedy,
+                baseline_status=base.status,
+                current_status=cur.status,
+                baseline_verdict=None if base.result is None else base.result.verdict,
+                current_verdict=None if cur.result is None else cur.result.verdict,
+                baseline_signal=None if base.result is None else base.result.deciding_signal,
+                current_signal=None if cur.result is None else cur.result.deciding_signal,
+                baseline_slope=None if base.result is None else base.result.slope,
+                current_slope=None if cur.result is None else cur.result.slope,
+                regression=regressed,
+                note=note,
+            )
+        )
+    return Comparison(
+        slope_tolerance=slope_tolerance,
+        changes=changes,
+        missing=[r.key for r in baseline.runs if r.key not in cur_runs],
+        new=[r.key for r in current.runs if r.key not in base_keys],
+        simulated=baseline.simulated or current.simulated,
+    )
+
+
+__all__ = [
+    "COMPARE_SCHEMA",
+    "DEFAULT_SLOPE_TOLERANCE",
+    "Comparison",
+    "ReportFormatError",
+    "ReportMismatchError",
+    "RunChange",
+    "compare_reports",
+    "load_pair",
+]

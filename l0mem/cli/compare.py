@@ -1,0 +1,181 @@
+"""``l0mem compare``: compare two audit reports and fail on a mirroring regression."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from l0mem.audit.compare import (
+    DEFAULT_SLOPE_TOLERANCE,
+    Comparison,
+    ReportMismatchError,
+    RunChange,
+    compare_reports,
+    load_pair,
+)
+from l0mem.audit.model import ReportFormatError
+from l0mem.audit.report import ReportWriteError, atomic_write_bytes, dumps_json
+from l0mem.cli._common import ExitCode
+
+_EPILOG = f"""\b
+Exit codes:
+  {ExitCode.OK:<3d} no regression
+  {ExitCode.REGRESSION:<3d} a regression: a verdict got worse (clean -> partial -> mirror)
+      or a deciding slope rose by more than --slope-tolerance
+  {ExitCode.USAGE:<3d} bad command-line usage
+  {ExitCode.BAD_INPUT:<3d} a report is missing, unreadable or malformed (or --json
+      cannot be written)
+  {ExitCode.MISMATCH:<3d} the reports cannot be compared: no set-up run in common,
+      different schema major versions, or (with --fail-on-missing)
+      a run present in only one report
+"""
+
+
+def _fmt_slope(value: float | None, sign: str = "") -> str:
+    # Rounded to whole MiB/GiB first so that tiny negative values do not print as "-0".
+    return "-" if value is None else f"{round(value):{sign}d}"
+
+
+def _result_cell(change: RunChange) -> str:
+    if change.regression:
+        return "[bold red]REGRESSION[/]"
+    if change.note.startswith("not judged"):
+        return "not judged"
+    return "ok"
+
+
+def _table(comparison: Comparison, baseline: Path, current: Path) -> Table:
+    title = f"{baseline} -> {current}"
+    if comparison.simulated:
+        title += " (simulator numbers, not hardware)"
+    table = Table(
+        title=escape(title),
+        title_justify="left",
+        caption="before/now/change: deciding slope, MiB of host memory per GiB of device memory",
+        caption_justify="left",
+    )
+    for name, justify in (
+        ("set-up", "left"),
+        ("baseline", "left"),
+        ("current", "left"),
+        ("before", "right"),
+        ("now", "right"),
+        ("change", "right"),
+        ("result", "left"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=name == "set-up")  # type: ignore[arg-type]
+    for c in comparison.changes:
+        table.add_row(
+            escape(c.label),
+            c.baseline_verdict or c.baseline_status,
+            c.current_verdict or c.current_status,
+            _fmt_slope(c.baseline_slope),
+            _fmt_slope(c.current_slope),
+            _fmt_slope(c.slope_change, "+"),
+            _result_cell(c),
+        )
+    return table
+
+
+def _label(key: tuple[str, str | None]) -> str:
+    setup, remedy = key
+    return setup if remedy is None else f"{setup} [{remedy}]"
+
+
+def _not_nan(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if math.isnan(value):
+        raise click.BadParameter("must be a number of MiB/GiB, not nan")
+    return value
+
+
+def _fail(code: ExitCode, message: str) -> None:
+    click.echo(f"l0mem compare: error: {message}", err=True)
+    raise SystemExit(int(code))
+
+
+@click.command("compare", epilog=_EPILOG)
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("current", type=click.Path(path_type=Path))
+@click.option(
+    "--slope-tolerance",
+    type=click.FloatRange(min=0.0),
+    default=DEFAULT_SLOPE_TOLERANCE,
+    show_default=True,
+    metavar="MiB/GiB",
+    callback=_not_nan,
+    help="Largest rise of a deciding slope that is not a regression.",
+)
+@click.option(
+    "--allow-new-setups/--fail-on-missing",
+    default=True,
+    show_default=True,
+    help="Whether a run present in only one report is merely listed, or fails (exit 5).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the comparison as JSON (schema l0mem.compare/1) to this file.",
+)
+def compare(
+    baseline: Path,
+    current: Path,
+    slope_tolerance: float,
+    allow_new_setups: bool,
+    json_path: Path | None,
+) -> None:
+    """Compare two audit reports (BASELINE, CURRENT) run by run and flag regressions."""
+    try:
+        before, after = load_pair(baseline, current)
+    except ReportMismatchError as exc:
+        _fail(ExitCode.MISMATCH, str(exc))
+        return
+    except ReportFormatError as exc:
+        _fail(ExitCode.BAD_INPUT, str(exc))
+        return
+    comparison = compare_reports(before, after, slope_tolerance)
+
+    if not comparison.changes:
+        code, message = ExitCode.MISMATCH, "the reports have no set-up run in common"
+    elif comparison.regressions:
+        n = len(comparison.regressions)
+        code, message = ExitCode.REGRESSION, f"{n} regression(s)"
+    elif (comparison.missing or comparison.new) and not allow_new_setups:
+        code, message = ExitCode.MISMATCH, "some runs are present in only one report"
+    else:
+        code, message = ExitCode.OK, "no regression"
+
+    if json_path is not None:
+        data = comparison.to_dict()
+        data.update(
+            baseline=str(baseline),
+            current=str(current),
+            fail_on_missing=not allow_new_setups,
+            exit_code=int(code),
+        )
+        try:
+            atomic_write_bytes(json_path, dumps_json(data, json_path))
+        except (ReportWriteError, ReportFormatError) as exc:
+            _fail(ExitCode.BAD_INPUT, str(exc))
+
+    console = Console(highlight=False)
+    if comparison.changes:
+        console.print(_table(comparison, baseline, current))
+    for c in comparison.changes:
+        if c.note:
+            console.print(escape(f"{c.label}: {c.note}"), soft_wrap=True)
+    for key in comparison.missing:
+        console.print(escape(f"only in baseline: {_label(key)}"), soft_wrap=True)
+    for key in comparison.new:
+        console.print(escape(f"only in current: {_label(key)}"), soft_wrap=True)
+    if code in (ExitCode.OK, ExitCode.REGRESSION):
+        console.print(message)
+    else:
+        _fail(code, message)
+    raise SystemExit(int(code))

@@ -1,0 +1,196 @@
+"""``l0mem compare`` end to end: every exit code, the table, the JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from l0mem.audit.report import write_json
+from l0mem.cli.compare import compare
+from tests.test_analysis import synthetic_report, synthetic_run
+
+DATA = Path(__file__).parent / "data" / "reports"
+BASELINE = str(DATA / "baseline.json")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args: str):
+    return CliRunner().invoke(compare, list(args))
+
+
+def _one_line_error(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    assert lines[0].startswith("l0mem compare: error: ")
+    return lines[0]
+
+
+def test_exit_0_when_nothing_regressed() -> None:
+    result = _run(BASELINE, str(DATA / "current-same.json"))
+    assert result.exit_code == 0, result.output
+    assert "no regression" in result.stdout
+    assert "sycl [affinity]" in result.stdout
+    assert result.stderr == ""
+
+
+def test_exit_1_on_regression_lists_them() -> None:
+    result = _run(BASELINE, str(DATA / "current-regressed.json"))
+    assert result.exit_code == 1
+    assert "REGRESSION" in result.stdout
+    assert "l0: verdict worse: clean -> mirror" in result.stdout
+    assert "sycl-single: verdict worse: clean -> partial" in result.stdout
+    assert "2 regression(s)" in result.stdout
+
+
+def test_slope_tolerance_decides_a_same_verdict_rise(tmp_path: Path) -> None:
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    write_json(synthetic_report([synthetic_run(0.80)]), before)
+    write_json(synthetic_report([synthetic_run(0.95)]), after)
+    assert _run(str(before), str(after)).exit_code == 1
+    assert _run(str(before), str(after), "--slope-tolerance", "200").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        [BASELINE],
+        [BASELINE, BASELINE, "--slope-tolerance", "-5"],
+        [BASELINE, BASELINE, "--slope-tolerance", "nan"],
+    ],
+)
+def test_exit_2_on_bad_usage(args: list[str]) -> None:
+    assert _run(*args).exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("current", "message"),
+    [
+        ("absent.json", "absent.json: no such file"),
+        ("malformed.json", r"malformed.json: runs[1].samples[2].phase: expected one of"),
+        ("schema-v2-both", "unsupported schema version"),
+    ],
+)
+def test_exit_4_on_unreadable_input(current: str, message: str) -> None:
+    if current == "schema-v2-both":
+        result = _run(str(DATA / "schema-v2.json"), str(DATA / "schema-v2.json"))
+    else:
+        result = _run(BASELINE, str(DATA / current))
+    assert result.exit_code == 4
+    assert message in _one_line_error(result.stderr)
+    assert result.stdout == ""
+
+
+def test_exit_4_on_not_json(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{truncated")
+    result = _run(str(bad), BASELINE)
+    assert result.exit_code == 4
+    assert "bad.json: not JSON" in _one_line_error(result.stderr)
+
+
+def test_exit_5_when_no_runs_in_common() -> None:
+    result = _run(BASELINE, str(DATA / "other-setups.json"))
+    assert result.exit_code == 5
+    assert "no set-up run in common" in _one_line_error(result.stderr)
+    assert "only in current: l0-dmabuf" in result.stdout
+
+
+def test_exit_5_on_schema_major_mismatch() -> None:
+    result = _run(BASELINE, str(DATA / "schema-v2.json"))
+    assert result.exit_code == 5
+    assert "schema major versions differ" in _one_line_error(result.stderr)
+
+
+def test_missing_runs_fail_only_with_fail_on_missing(tmp_path: Path) -> None:
+    fewer = tmp_path / "fewer.json"
+    write_json(synthetic_report([synthetic_run(0.0, setup="l0", seed=3)]), fewer)
+    allowed = _run(BASELINE, str(fewer))
+    assert allowed.exit_code == 0
+    assert "only in baseline: sycl [affinity]" in allowed.stdout
+    strict = _run(BASELINE, str(fewer), "--fail-on-missing")
+    assert strict.exit_code == 5
+    assert "present in only one report" in _one_line_error(strict.stderr)
+
+
+def test_json_output(tmp_path: Path) -> None:
+    out = tmp_path / "cmp.json"
+    result = _run(BASELINE, str(DATA / "current-regressed.json"), "--json", str(out))
+    assert result.exit_code == 1
+    data = json.loads(out.read_text())
+    assert data["schema"] == "l0mem.compare/1"
+    assert data["exit_code"] == 1 and data["regression"] is True
+    assert data["slope_tolerance"] == 64.0 and data["fail_on_missing"] is False
+    regressed = {c["setup"] for c in data["changes"] if c["regression"]}
+    assert regressed == {"l0", "sycl-single"}
+
+
+def test_unwritable_json_output_is_exit_4(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = _run(BASELINE, BASELINE, "--json", str(blocker / "cmp.json"))
+    assert result.exit_code == 4
+    assert "cannot write" in _one_line_error(result.stderr)
+
+
+def test_help_documents_exit_codes() -> None:
+    result = _run("--help")
+    assert result.exit_code == 0
+    for line in (
+        "0   no regression",
+        "1   a regression",
+        "4   a report is missing",
+        "5   the reports",
+    ):
+        assert line in result.stdout
+
+
+def test_simulator_reports_are_labelled(tmp_path: Path) -> None:
+    import dataclasses
+
+    sim = dataclasses.replace(
+        synthetic_report([synthetic_run(0.0)]), fingerprint={"simulated": True}
+    )
+    path = tmp_path / "sim.json"
+    write_json(sim, path)
+    result = _run(str(path), str(path))
+    assert result.exit_code == 0
+    assert "simulator numbers, not hardware" in result.stdout
+
+
+def _subprocess(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="120")
+    return subprocess.run(
+        [sys.executable, "-m", "l0mem", "compare", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("current", "code"),
+    [
+        ("current-same.json", 0),
+        ("current-regressed.json", 1),
+        ("absent.json", 4),
+        ("schema-v2.json", 5),
+    ],
+)
+def test_installed_command_exit_codes(current: str, code: int) -> None:
+    proc = _subprocess(BASELINE, str(DATA / current))
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    if code >= 4:
+        _one_line_error(proc.stderr)
+    else:
+        assert "sycl-single" in proc.stdout

@@ -1,0 +1,290 @@
+"""Report files: JSON round trip and errors, atomic writes, JUnit XML, plots, table rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import stat
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from l0mem.audit import report as report_mod
+from l0mem.audit.model import AuditReport, ReportFormatError
+from l0mem.audit.report import (
+    MissingDependencyError,
+    ReportWriteError,
+    junit_xml,
+    read_json,
+    summary_rows,
+    write_json,
+    write_junit,
+    write_plot,
+)
+from tests.test_analysis import synthetic_report, synthetic_run
+
+DATA = Path(__file__).parent / "data" / "reports"
+
+
+@pytest.fixture
+def report() -> AuditReport:
+    runs = [
+        synthetic_run(1.0, setup="sycl"),
+        synthetic_run(0.5, setup="l0-peer-resident", released=False),
+        synthetic_run(0.0, setup="l0"),
+        synthetic_run(0.0, setup="sycl", remedy="affinity", env={"ZE_AFFINITY_MASK": "0"}),
+        dataclasses.replace(
+            synthetic_run(setup="l0-multi"),
+            status="skipped",
+            reason="needs two devices",
+            samples=[],
+        ),
+        dataclasses.replace(
+            synthetic_run(setup="l0-dmabuf", steps=2),
+            status="failed",
+            reason="zeMemAllocDevice: ZE_RESULT_ERROR_UNSUPPORTED_FEATURE",
+        ),
+        synthetic_run(1.0, setup="sycl-single", noise_mib=400.0, seed=9),
+    ]
+    return synthetic_report(runs)
+
+
+def _leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def test_json_round_trip(tmp_path: Path, report: AuditReport) -> None:
+    path = tmp_path / "audit.json"
+    write_json(report, path)
+    assert read_json(path) == report
+    assert json.loads(path.read_text())["schema"] == "l0mem.audit/1"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert _leftovers(tmp_path) == []
+
+
+def test_stored_fixtures_read() -> None:
+    for name in ("baseline.json", "current-same.json", "current-regressed.json"):
+        assert read_json(DATA / name).runs
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "not JSON (Expecting property name enclosed in double quotes at line 1"),
+        (b"\xff\xfe\x00", "not JSON (not UTF-8 text)"),
+        (b'{"schema": NaN}', "not JSON (NaN is not valid JSON)"),
+        (b"[1, 2]", "not an l0mem report (top level is not a JSON object)"),
+        (b'{"runs": []}', "schema: missing field"),
+        (b'{"schema": "other.tool/1"}', "schema: not an l0mem audit report"),
+        (b'{"schema": "l0mem.audit/2"}', "schema: unsupported schema version 'l0mem.audit/2'"),
+        (b'{"schema": "l0mem.audit/1"}', "created: missing field"),
+    ],
+)
+def test_read_json_errors_are_one_line_and_name_the_file(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(ReportFormatError) as info:
+        read_json(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: {message}"), text
+    assert "\n" not in text
+
+
+def test_read_json_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(ReportFormatError, match=r"nope\.json: no such file"):
+        read_json(tmp_path / "nope.json")
+    with pytest.raises(ReportFormatError, match="is a directory"):
+        read_json(tmp_path)
+
+
+def test_read_json_names_the_bad_field_of_a_stored_file() -> None:
+    with pytest.raises(ReportFormatError, match=r"malformed.json: runs\[1\]\.samples\[2\]\.phase"):
+        read_json(DATA / "malformed.json")
+
+
+# ---------------------------------------------------------------- atomic writes
+
+
+def test_non_serializable_value_leaves_no_file(tmp_path: Path, report: AuditReport) -> None:
+    bad = dataclasses.replace(report, fingerprint={"host": {"cpus": {1, 2}}})
+    path = tmp_path / "audit.json"
+    with pytest.raises(ReportFormatError, match="not JSON-serializable"):
+        write_json(bad, path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_invalid_report_is_not_written(tmp_path: Path, report: AuditReport) -> None:
+    bad_run = dataclasses.replace(report.runs[4], reason=None)  # a skip without a reason
+    bad = dataclasses.replace(report, runs=[*report.runs[:4], bad_run])
+    with pytest.raises(ReportFormatError, match=r"runs\[4\]\.reason"):
+        write_json(bad, tmp_path / "audit.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_write_keeps_the_old_file_and_no_temp(
+    tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "audit.json"
+    path.write_text("previous")
+
+    def broken_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(report_mod.os, "fsync", broken_fsync)
+    with pytest.raises(ReportWriteError) as info:
+        write_json(report, path)
+    assert str(info.value) == f"{path}: cannot write (Input/output error)"
+    assert path.read_text() == "previous"
+    assert _leftovers(tmp_path) == []
+
+
+def test_interrupted_write_leaves_no_temp(
+    tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(src: str, dst: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_mod.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_junit(report, tmp_path / "junit.xml")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_destination_is_a_one_line_error(tmp_path: Path, report: AuditReport) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    with pytest.raises(
+        ReportWriteError, match=r"file/audit.json: cannot write \(Not a directory\)"
+    ):
+        write_json(report, not_a_dir / "audit.json")
+    with pytest.raises(ReportWriteError, match="No such file or directory"):
+        write_json(report, tmp_path / "missing" / "audit.json")
+
+
+# ---------------------------------------------------------------- JUnit
+
+
+def test_junit_cases_failures_skips_and_errors(tmp_path: Path, report: AuditReport) -> None:
+    path = tmp_path / "junit.xml"
+    write_junit(report, path)
+    root = ET.parse(path).getroot()
+    assert root.tag == "testsuites"
+    suite = root.find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert set(cases) == {
+        "sycl",
+        "l0-peer-resident",
+        "l0",
+        "sycl [affinity]",
+        "l0-multi",
+        "l0-dmabuf",
+        "sycl-single",
+    }
+    assert all(c.get("classname") == "l0mem.audit" for c in cases.values())
+    assert (
+        suite.get("tests"),
+        suite.get("failures"),
+        suite.get("errors"),
+        suite.get("skipped"),
+    ) == (
+        "7",
+        "2",
+        "1",
+        "1",
+    )
+
+    mirror = cases["sycl"].find("failure")
+    assert mirror is not None and mirror.get("type") == "mirror"
+    message = mirror.get("message") or ""
+    assert "1024 MiB host per GiB device" in message and "ratio 1.00" in message
+    assert "meminfo.MemAvailable" in message and "VmRSS does not show it" in message
+
+    partial = cases["l0-peer-resident"].find("failure")
+    assert partial is not None and partial.get("type") == "partial"
+    assert "512 MiB" in (partial.get("message") or "")
+    assert "not released" in (partial.get("message") or "")
+
+    skipped = cases["l0-multi"].find("skipped")
+    assert skipped is not None and skipped.get("message") == "needs two devices"
+    error = cases["l0-dmabuf"].find("error")
+    assert error is not None and "UNSUPPORTED_FEATURE" in (error.get("message") or "")
+    for name in ("l0", "sycl [affinity]", "sycl-single"):  # clean, clean, inconclusive
+        assert cases[name].find("failure") is None and cases[name].find("error") is None
+    inconclusive = cases["sycl-single"].find("system-out")
+    assert inconclusive is not None and "inconclusive" in (inconclusive.text or "")
+
+
+def test_junit_marks_simulator_numbers(report: AuditReport) -> None:
+    sim = dataclasses.replace(report, fingerprint={"simulated": True})
+    root = ET.fromstring(junit_xml(sim))
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert props["simulated"] == "true"
+    failure = next(root.iter("failure"))
+    assert (failure.get("message") or "").startswith("[simulator] ")
+
+
+# ---------------------------------------------------------------- plot
+
+
+def test_png_plot(tmp_path: Path, report: AuditReport) -> None:
+    path = tmp_path / "audit.png"
+    write_plot(report, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _leftovers(tmp_path) == []
+
+
+def test_svg_plot_is_xml_with_a_line_per_run(tmp_path: Path, report: AuditReport) -> None:
+    path = tmp_path / "audit.SVG"
+    write_plot(dataclasses.replace(report, fingerprint={"simulated": True}), path)
+    root = ET.parse(path).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    text = path.read_text()
+    assert "SIMULATOR" in text
+    assert "affinity: clean" in text and "no remedy: mirror" in text
+
+
+def test_plot_of_an_empty_report(tmp_path: Path, report: AuditReport) -> None:
+    path = tmp_path / "empty.png"
+    write_plot(dataclasses.replace(report, runs=[]), path)
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_rejects_other_suffixes(tmp_path: Path, report: AuditReport) -> None:
+    with pytest.raises(ValueError, match=r"must end in \.png or \.svg"):
+        write_plot(report, tmp_path / "audit.pdf")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_without_matplotlib_says_which_extra(
+    tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(MissingDependencyError, match=r"l0mem\[plot\]"):
+        write_plot(report, tmp_path / "audit.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- table rows
+
+
+def test_summary_rows(report: AuditReport) -> None:
+    rows = {r["label"]: r for r in summary_rows(report)}
+    assert len(rows) == 7
+    sycl = rows["sycl"]
+    assert sycl["verdict"] == "mirror" and sycl["deciding_signal"] == "meminfo.MemAvailable"
+    assert sycl["slope"] == pytest.approx(1024.0, abs=1e-3)
+    assert sycl["slopes"]["proc.VmRSS"] == pytest.approx(0.0, abs=1e-6)
+    assert sycl["vmrss_would_miss"] is True and sycl["released"] is True
+    assert rows["l0-peer-resident"]["released"] is False
+    assert rows["l0-multi"]["verdict"] is None and rows["l0-multi"]["reason"] == "needs two devices"
+    assert rows["sycl [affinity]"]["remedy"] == "affinity"
+    assert rows["sycl-single"]["verdict"] == "inconclusive"
