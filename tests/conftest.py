@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+from tests.support.hardware import intel_gpu_present
+
+_GPU_PRESENT, _GPU_WHY = intel_gpu_present()
+
+if not _GPU_PRESENT:
+    # Without an Intel GPU the tests point the Level Zero loader at the simulated
+    # driver; the SYCL runtime's Level Zero adapter would load it too and cannot
+    # run on it, so SYCL tests use the OpenCL CPU device only.
+    os.environ.setdefault("ONEAPI_DEVICE_SELECTOR", "opencl:*")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip tests marked ``hardware`` unless a real Intel Level Zero GPU is present."""
-    from tests.support.hardware import intel_gpu_present
-
-    present, why = intel_gpu_present()
-    if present:
+    if _GPU_PRESENT:
         return
-    skip = pytest.mark.skip(reason=f"needs a real Intel GPU: {why}")
+    skip = pytest.mark.skip(reason=f"needs a real Intel GPU: {_GPU_WHY}")
     for item in items:
         if "hardware" in item.keywords:
             item.add_marker(skip)

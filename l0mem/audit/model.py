@@ -42,6 +42,7 @@ DEFAULT_PRIORITY: tuple[str, ...] = (
     "meminfo.GPUActive",
     "vmstat.nr_gpu_active",
     "cgroup.gpu_active",
+    "host.available",
     "meminfo.MemAvailable",
     "cgroup.memory.current",
     "drm.all.host.resident",

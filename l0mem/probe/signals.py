@@ -5,8 +5,13 @@ the machine does not offer is absent from the mapping, never 0. Names:
 
 - ``proc.VmRSS``, ``proc.RssAnon``, ``proc.RssFile``, ``proc.RssShmem``: this process.
 - ``meminfo.<Key>``: /proc/meminfo (``MemAvailable``, ``MemFree``, ``Committed_AS``,
-  ``Shmem``, ``GPUActive``, ``GPUReclaim``).
+  ``MemTotal``, ``Shmem``, ``GPUActive``, ``GPUReclaim``).
 - ``vmstat.nr_gpu_active``, ``vmstat.nr_gpu_reclaim``: /proc/vmstat, pages turned to bytes.
+- ``zoneinfo.pcp_free``: free pages parked on the per-CPU lists (/proc/zoneinfo). The
+  kernel counts them in neither MemFree nor MemAvailable, and since Linux 6.7 the
+  lists are auto-tuned to hold hundreds of MiB, enough to hide an allocation.
+- ``host.available``: ``meminfo.MemAvailable`` plus ``zoneinfo.pcp_free``, the
+  available-memory signal corrected for those lists.
 - ``cgroup.memory.current``, ``cgroup.gpu_active``, ``cgroup.gpu_reclaim``: the process's cgroup v2.
 - ``drm.<pdev>.<region>.<key>``: DRM fdinfo summed over this process's clients of
   one PCI device; ``key`` is total, shared, resident, purgeable or active.
@@ -21,7 +26,7 @@ from typing import Literal
 Side = Literal["host", "device"]
 
 # Signals where host memory being consumed shows as the value going *down*.
-_FALLING = {"meminfo.MemAvailable", "meminfo.MemFree"}
+_FALLING = {"meminfo.MemAvailable", "meminfo.MemFree", "zoneinfo.pcp_free", "host.available"}
 
 # DRM memory regions that are backed by host pages (xe: system, gtt; i915: system0...).
 HOST_DRM_REGIONS = frozenset({"system", "gtt", "system0", "stolen-system0"})
@@ -34,7 +39,7 @@ class SignalInfo:
     name: str
     side: Side
     sense: int  # +1: a rise means more memory used; -1: a fall means more used
-    source: str  # proc, meminfo, vmstat, cgroup, drm or sysman
+    source: str  # proc, meminfo, vmstat, zoneinfo, host, cgroup, drm or sysman
 
 
 def describe(name: str) -> SignalInfo:
@@ -42,7 +47,7 @@ def describe(name: str) -> SignalInfo:
     source, _, rest = name.partition(".")
     if not rest:
         raise ValueError(f"not a signal name: {name!r}")
-    if source in ("proc", "meminfo", "vmstat", "cgroup"):
+    if source in ("proc", "meminfo", "vmstat", "cgroup", "zoneinfo", "host"):
         return SignalInfo(name, "host", -1 if name in _FALLING else 1, source)
     if source == "sysman":
         return SignalInfo(name, "device", 1, source)

@@ -1,0 +1,205 @@
+"""Pure parsers from the text of kernel memory files to snapshot signals (bytes).
+
+Each parser takes the text of one file and returns a mapping from signal name
+(see :mod:`l0mem.probe.signals`) to bytes. A key the text lacks is left out,
+never reported as 0. Lines that do not parse are skipped: these files gain new
+fields between kernel versions and an unknown line must not cost the others.
+
+- ``/proc/self/status``: ``VmRSS``, ``RssAnon``, ``RssFile``, ``RssShmem`` in kB
+  become ``proc.<Key>``.
+- ``/proc/meminfo``: every key with a ``kB`` unit becomes ``meminfo.<Key>``
+  (``MemAvailable``, ``MemFree``, ``MemTotal``, ``Committed_AS``, ``Shmem`` and,
+  from the kernels that have them, ``GPUActive`` and ``GPUReclaim``). Unitless
+  counts such as ``HugePages_Total`` are not bytes and are left out.
+- ``/proc/vmstat``: ``nr_gpu_active`` and ``nr_gpu_reclaim`` are page counts,
+  multiplied by the page size into ``vmstat.<key>``.
+- cgroup v2 ``memory.current`` becomes ``cgroup.memory.current``; the
+  ``gpu_active`` and ``gpu_reclaim`` keys of ``memory.stat`` (already bytes)
+  become ``cgroup.gpu_active`` and ``cgroup.gpu_reclaim``.
+- DRM fdinfo (kernel doc gpu/drm-usage-stats): :func:`parse_drm_fdinfo` reads one
+  file into a :class:`DrmClient`; :func:`sum_drm_clients` counts every client
+  once and sums per device into ``drm.<pdev>.<region>.<key>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+
+STATUS_KEYS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
+VMSTAT_KEYS = ("nr_gpu_active", "nr_gpu_reclaim")
+MEMORY_STAT_KEYS = ("gpu_active", "gpu_reclaim")
+DRM_KEYS = ("total", "shared", "resident", "purgeable", "active")
+
+# Units the DRM usage-stats spec allows (KiB, MiB) plus the kB that /proc uses.
+_UNITS = {"": 1, "B": 1, "kB": 1024, "KiB": 1024, "MiB": 1 << 20, "GiB": 1 << 30}
+
+_DRM_MEMORY = re.compile(
+    r"drm-(total|shared|resident|purgeable|active|memory)-(\S+?):\s*(\d+)\s*([A-Za-z]*)\s*$"
+)
+
+
+def _kb_lines(text: str, keys: Iterable[str] | None) -> dict[str, int]:
+    """Return ``{key: bytes}`` for ``Key: <n> kB`` lines, limited to ``keys`` if given."""
+    wanted = None if keys is None else set(keys)
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        if not sep or (wanted is not None and key not in wanted):
+            continue
+        fields = rest.split()
+        if len(fields) != 2 or fields[1] != "kB" or not fields[0].isdigit():
+            continue
+        out[key] = int(fields[0]) * 1024
+    return out
+
+
+def parse_status(text: str) -> dict[str, int]:
+    """Return the ``proc.*`` signals (bytes) found in the text of /proc/<pid>/status."""
+    return {f"proc.{k}": v for k, v in _kb_lines(text, STATUS_KEYS).items()}
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """Return ``meminfo.<Key>`` (bytes) for every kB-valued key in the text of /proc/meminfo."""
+    return {f"meminfo.{k}": v for k, v in _kb_lines(text, None).items()}
+
+
+def parse_vmstat(text: str, page_size: int) -> dict[str, int]:
+    """Return the ``vmstat.nr_gpu_*`` signals (page counts times ``page_size``) in /proc/vmstat."""
+    if page_size <= 0:
+        raise ValueError(f"page size must be positive, got {page_size}")
+    out: dict[str, int] = {}
+    # vmstat has ~200 lines and we want two: search instead of splitting everything.
+    for key in VMSTAT_KEYS:
+        m = re.search(rf"^{key} (\d+)$", text, re.MULTILINE)
+        if m:
+            out[f"vmstat.{key}"] = int(m.group(1)) * page_size
+    return out
+
+
+def parse_cgroup_path(text: str) -> str | None:
+    """Return the cgroup v2 path from the text of /proc/<pid>/cgroup, or None if there is none."""
+    for line in text.splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, sep, path = rest.partition(":")
+        if hierarchy == "0" and sep and controllers == "" and path.startswith("/"):
+            return path
+    return None
+
+
+def parse_memory_current(text: str) -> dict[str, int]:
+    """Return ``cgroup.memory.current`` from the text of a cgroup v2 memory.current file."""
+    value = text.strip()
+    return {"cgroup.memory.current": int(value)} if value.isdigit() else {}
+
+
+def parse_memory_stat(text: str) -> dict[str, int]:
+    """Return ``cgroup.gpu_active`` / ``cgroup.gpu_reclaim`` (bytes) from a memory.stat text."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0] in MEMORY_STAT_KEYS and fields[1].isdigit():
+            out[f"cgroup.{fields[0]}"] = int(fields[1])
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class DrmClient:
+    """The memory one DRM client (an open ``struct drm_file``) reports in its fdinfo."""
+
+    driver: str
+    pdev: str | None
+    client_id: int | None
+    # (region, key) -> bytes, key one of DRM_KEYS
+    memory: Mapping[tuple[str, str], int]
+
+    @property
+    def device(self) -> str:
+        """Return the name the client's signals are keyed by: drm-pdev, else the driver name."""
+        return self.pdev or self.driver
+
+
+def parse_drm_fdinfo(text: str) -> DrmClient | None:
+    """Return the :class:`DrmClient` in one fdinfo text, or None if it is not a DRM file."""
+    driver: str | None = None
+    pdev: str | None = None
+    client_id: int | None = None
+    memory: dict[tuple[str, str], int] = {}
+    legacy: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.startswith("drm-"):
+            continue
+        key, _, value = line.partition(":")
+        value = value.strip()
+        if key == "drm-driver":
+            driver = value
+        elif key == "drm-pdev":
+            pdev = value.lower()
+        elif key == "drm-client-id":
+            client_id = int(value) if value.isdigit() else None
+        else:
+            m = _DRM_MEMORY.match(line)
+            if m is None:
+                continue  # engine time, cycles, capacity, maxfreq, client name
+            kind, region, number, unit = m.groups()
+            if kind == "total" and region.startswith("cycles-"):
+                continue  # drm-total-cycles-<engine> is a GPU timestamp, not memory
+            scale = _UNITS.get(unit)
+            if scale is None:
+                continue
+            if kind == "memory":
+                legacy[region] = int(number) * scale
+            else:
+                memory[(region, kind)] = int(number) * scale
+    if driver is None:
+        return None
+    # drm-memory-<region> is the older alias of drm-resident-<region>; the new key wins.
+    for region, nbytes in legacy.items():
+        memory.setdefault((region, "resident"), nbytes)
+    return DrmClient(driver, pdev, client_id, memory)
+
+
+def sum_drm_clients(clients: Iterable[DrmClient]) -> dict[str, int]:
+    """Return ``drm.<device>.<region>.<key>`` bytes summed over distinct clients of each device.
+
+    Two fds with the same drm-client-id on one device are one client (a dup or a
+    shared open file) and count once. A client without a client id cannot be
+    matched to another, so each one counts.
+    """
+    seen: set[tuple[str, int]] = set()
+    out: dict[str, int] = {}
+    for client in clients:
+        if client.client_id is not None:
+            ident = (client.device, client.client_id)
+            if ident in seen:
+                continue
+            seen.add(ident)
+        for (region, key), nbytes in client.memory.items():
+            name = f"drm.{client.device}.{region}.{key}"
+            out[name] = out.get(name, 0) + nbytes
+    return out
+
+
+def parse_zoneinfo_pcp(text: str) -> int | None:
+    """Return the free pages held on per-CPU lists in a /proc/zoneinfo text, or None if unlisted.
+
+    The kernel does not count these pages in MemFree or MemAvailable; since the
+    per-CPU list sizes are auto-tuned (Linux 6.7+) they can hold hundreds of MiB,
+    which hides an allocation of that size from MemAvailable.
+    """
+    total = 0
+    found = False
+    in_pagesets = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped == "pagesets":
+            in_pagesets = True
+        elif line.startswith("Node "):
+            in_pagesets = False
+        elif in_pagesets and stripped.startswith("count:"):
+            value = stripped[len("count:") :].strip()
+            if value.isdigit():
+                total += int(value)
+                found = True
+    return total if found else None

@@ -1,0 +1,212 @@
+"""The probe on this real machine, against memory leaked on purpose.
+
+Other processes share the machine, so each system-wide check (MemAvailable,
+Shmem) is repeated for up to ROUNDS rounds and must hold in one of them;
+per-process signals must be right in every round. A broken reader (wrong file,
+wrong unit, stale value) is wrong in every round and fails.
+
+MemAvailable leaves out free pages parked on the kernel's per-CPU lists, which
+recent kernels size automatically up to hundreds of MiB: a 256 MiB allocation
+can be served from them without MemAvailable moving at all. So each leak is
+SIZE plus what those lists hold at its start; MemAvailable alone must then fall
+by at least SIZE, and MemAvailable plus the per-CPU free pages of
+/proc/zoneinfo (sampled right after each snapshot) by the whole leak.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+from collections.abc import Callable
+
+import psutil
+import pytest
+
+from l0mem.probe import Prober, Snapshot
+from l0mem.probe.parse import parse_zoneinfo_pcp
+from l0mem.probe.signals import host_cost
+
+MiB = 1 << 20
+SIZE = 256 * MiB
+TOL = 0.10
+ROUNDS = 12
+PAGE = mmap.PAGESIZE
+
+
+@dataclasses.dataclass
+class Sample:
+    snap: Snapshot
+    pcp_free: int  # bytes on per-CPU free lists, just after the snapshot
+
+
+def near(value: int, expected: int, tol: float = TOL) -> bool:
+    return abs(value - expected) <= tol * expected
+
+
+def cost(name: str, a: Sample, b: Sample) -> int:
+    """Bytes more in use at ``b`` than at ``a`` by signal ``name``."""
+    return host_cost(name, a.snap.values[name], b.snap.values[name])
+
+
+def available_cost(a: Sample, b: Sample) -> int:
+    """Bytes more in use by MemAvailable, counting per-CPU free pages as available."""
+    return cost("meminfo.MemAvailable", a, b) - (b.pcp_free - a.pcp_free)
+
+
+@pytest.fixture(scope="module")
+def prober() -> Prober:
+    return Prober()
+
+
+def sample(prober: Prober) -> Sample:
+    snap = prober.snapshot()
+    with open("/proc/zoneinfo") as f:
+        pages = parse_zoneinfo_pcp(f.read())
+    return Sample(snap, (pages or 0) * PAGE)
+
+
+@dataclasses.dataclass
+class Round:
+    size: int  # bytes leaked
+    before: Sample
+    leaked: Sample
+    freed: Sample
+
+    def taken_from_available(self) -> bool:
+        """MemAvailable with the per-CPU free pages fell by the size of the leak."""
+        return near(available_cost(self.before, self.leaked), self.size)
+
+    def taken_from_available_itself(self) -> bool:
+        """MemAvailable alone fell by at least what the per-CPU lists could not serve."""
+        raw = cost("meminfo.MemAvailable", self.before, self.leaked)
+        return raw >= (1 - TOL) * (self.size - self.before.pcp_free)
+
+    def given_back_to_available(self) -> bool:
+        """Freeing the leak raised MemAvailable (with the per-CPU lists) by the size."""
+        return near(available_cost(self.freed, self.leaked), self.size)
+
+    def taken_from_shmem(self) -> bool:
+        """Shmem rose by the leak."""
+        return near(cost("meminfo.Shmem", self.before, self.leaked), self.size)
+
+    def given_back_to_shmem(self) -> bool:
+        """Shmem fell by the leak when it was freed."""
+        return near(cost("meminfo.Shmem", self.freed, self.leaked), self.size)
+
+    def summary(self) -> tuple[int, ...]:
+        """Leak size; raw and corrected MemAvailable cost; corrected give-back; Shmem; in MiB."""
+        return (
+            self.size // MiB,
+            cost("meminfo.MemAvailable", self.before, self.leaked) // MiB,
+            available_cost(self.before, self.leaked) // MiB,
+            available_cost(self.freed, self.leaked) // MiB,
+            cost("meminfo.Shmem", self.before, self.leaked) // MiB,
+        )
+
+
+Check = Callable[[Round], bool]
+
+
+def rounds(
+    prober: Prober, leak: Callable[[int], Callable[[], None]], checks: list[Check]
+) -> list[Round]:
+    """Run ``leak(size)`` (which returns its undo) until each check held once, or ROUNDS times.
+
+    Each leak is SIZE more than the per-CPU lists hold at its start, so that at
+    least SIZE of it must come out of MemAvailable itself.
+    """
+    out = []
+    for _ in range(ROUNDS):
+        before = sample(prober)
+        size = SIZE + before.pcp_free
+        undo = leak(size)
+        try:
+            leaked = sample(prober)
+        finally:
+            undo()
+        out.append(Round(size, before, leaked, sample(prober)))
+        if all(any(check(r) for r in out) for check in checks):
+            break
+    return out
+
+
+def leak_anonymous(size: int = SIZE) -> Callable[[], None]:
+    """Map ``size`` bytes of anonymous memory and touch every page; return the unmap."""
+    # MAP_POPULATE faults the pages in one call: a shorter window for other processes
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
+    if not populate:
+        for off in range(0, size, PAGE):
+            m[off] = 1
+    return m.close
+
+
+def leak_memfd(size: int = SIZE) -> Callable[[], None]:
+    """Fill a memfd of ``size`` bytes that is never mapped; return the close."""
+    fd = os.memfd_create("l0mem-probe-test")
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError:
+        chunk = b"\1" * MiB
+        for _ in range(-(-size // MiB)):
+            os.write(fd, chunk)
+    return lambda: os.close(fd)
+
+
+def test_real_machine_sources(prober):
+    assert {"proc", "meminfo", "vmstat"} <= set(prober.sources)
+    snap = prober.snapshot()
+    v = snap.values
+    page_total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert v["meminfo.MemTotal"] == page_total
+    assert 0 < v["meminfo.MemAvailable"] <= page_total
+    assert abs(v["proc.VmRSS"] - psutil.Process().memory_info().rss) < 8 * MiB
+    assert v["proc.RssAnon"] + v["proc.RssFile"] + v["proc.RssShmem"] == v["proc.VmRSS"]
+    # absent, not 0: each signal is either a value or has a reason
+    for name in ("meminfo.GPUActive", "vmstat.nr_gpu_active", "sysman"):
+        assert (name in v) != (name in snap.unavailable)
+
+
+AVAILABLE: list[Check] = [
+    Round.taken_from_available,
+    Round.taken_from_available_itself,
+    Round.given_back_to_available,
+]
+SHMEM: list[Check] = [Round.taken_from_shmem, Round.given_back_to_shmem]
+
+
+def test_anonymous_memory_shows_in_rss_and_available(prober):
+    results = rounds(prober, leak_anonymous, AVAILABLE)
+    summary = [r.summary() for r in results]
+    for r in results:
+        assert near(cost("proc.VmRSS", r.before, r.leaked), r.size), summary
+        assert near(cost("proc.RssAnon", r.before, r.leaked), r.size), summary
+        assert near(cost("proc.RssAnon", r.freed, r.leaked), r.size), summary
+    for check in AVAILABLE:
+        assert any(check(r) for r in results), (check.__name__, summary)
+
+
+def test_unmapped_memfd_is_missed_by_rss_but_caught_by_meminfo(prober):
+    results = rounds(prober, leak_memfd, AVAILABLE + SHMEM)
+    summary = [r.summary() for r in results]
+    for r in results:
+        assert abs(cost("proc.VmRSS", r.before, r.leaked)) < 16 * MiB, summary
+        assert abs(cost("proc.VmRSS", r.before, r.freed)) < 16 * MiB, summary
+    for check in AVAILABLE + SHMEM:
+        assert any(check(r) for r in results), (check.__name__, summary)
+
+
+def test_no_drm_file_means_no_drm_signal(prober):
+    fd_dir = "/proc/self/fd"
+    links = []
+    for fd in os.listdir(fd_dir):
+        try:
+            links.append(os.readlink(os.path.join(fd_dir, fd)))
+        except OSError:
+            continue
+    if any(link.startswith("/dev/dri/") for link in links):
+        pytest.skip("this process holds a DRM device file")
+    snap = prober.snapshot()
+    assert not any(name.startswith("drm.") for name in snap.values)
+    assert "no DRM device file" in snap.unavailable["drm"]
