@@ -1,0 +1,178 @@
+"""l0mem's compiled kernels: the shipped SPIR-V, their argument layouts, and launchers.
+
+The three kernels (sources in ``native_kernels/l0mem_kernels.cl``) run one
+work-item per element over ``n`` elements:
+
+- ``l0mem_f32_to_bf16(src f32*, dst u16*, n)``: BF16 compress, round to nearest even;
+- ``l0mem_bf16_add_to_f32(src u16*, acc f32*, n)``: ``acc[i] += bf16 src[i]``;
+- ``l0mem_f32_add(src f32*, acc f32*, n)``: ``acc[i] += src[i]``.
+
+The launchers below take buffers of any :class:`l0mem.backend.Backend`, check
+sizes and devices, and call ``backend.launch``. NumPy is not needed here.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from l0mem.backend import Backend, DeviceBuffer, Event
+
+SPIRV_RESOURCE = "_spirv/l0mem_kernels.spv"
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    """One kernel argument: a global buffer of ``elem_size``-byte elements, or a u64 scalar."""
+
+    name: str
+    kind: Literal["buffer", "u64"]
+    elem_size: int
+    access: Literal["read", "write", "read_write", "value"]
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A kernel's name, its arguments in order, and the bytes it moves per element."""
+
+    name: str
+    args: tuple[KernelArg, ...]
+
+    def bytes_per_element(self) -> int:
+        """Return bytes read plus bytes written per element."""
+        total = 0
+        for arg in self.args:
+            if arg.kind == "buffer":
+                total += arg.elem_size * (2 if arg.access == "read_write" else 1)
+        return total
+
+
+_N = KernelArg("n", "u64", 8, "value")
+
+KERNELS: dict[str, KernelInfo] = {
+    "l0mem_f32_to_bf16": KernelInfo(
+        "l0mem_f32_to_bf16",
+        (KernelArg("src", "buffer", 4, "read"), KernelArg("dst", "buffer", 2, "write"), _N),
+    ),
+    "l0mem_bf16_add_to_f32": KernelInfo(
+        "l0mem_bf16_add_to_f32",
+        (KernelArg("src", "buffer", 2, "read"), KernelArg("acc", "buffer", 4, "read_write"), _N),
+    ),
+    "l0mem_f32_add": KernelInfo(
+        "l0mem_f32_add",
+        (KernelArg("src", "buffer", 4, "read"), KernelArg("acc", "buffer", 4, "read_write"), _N),
+    ),
+}
+
+
+@lru_cache(maxsize=1)
+def spirv_bytes() -> bytes:
+    """Return the shipped SPIR-V module holding all of l0mem's kernels."""
+    return importlib.resources.files("l0mem").joinpath(SPIRV_RESOURCE).read_bytes()
+
+
+class _NoWorkEvent:
+    """The event of a launch over zero elements: complete once its dependencies are."""
+
+    def __init__(self, wait_for: Sequence[Event]) -> None:
+        self._wait_for = tuple(wait_for)
+
+    def wait(self) -> None:
+        """Block until every event this one depends on has finished."""
+        for ev in self._wait_for:
+            ev.wait()
+
+    def elapsed_ns(self) -> int | None:
+        """Return 0: nothing ran on the device."""
+        return 0
+
+
+def _check_count(n: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"element count must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"element count must be >= 0, got {n}")
+
+
+def launch_elementwise(
+    backend: Backend,
+    kernel: str,
+    buffers: Sequence[DeviceBuffer],
+    n: int,
+    *,
+    wait_for: Sequence[Event] = (),
+) -> Event:
+    """Validate ``buffers`` against ``kernel``'s layout and run it over ``n`` elements; return its event."""
+    info = KERNELS.get(kernel)
+    if info is None:
+        raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
+    _check_count(n)
+    buffer_args = [a for a in info.args if a.kind == "buffer"]
+    if len(buffers) != len(buffer_args):
+        raise ValueError(f"{kernel} takes {len(buffer_args)} buffers, got {len(buffers)}")
+    for arg, buf in zip(buffer_args, buffers, strict=True):
+        need = n * arg.elem_size
+        if buf.nbytes < need:
+            raise ValueError(
+                f"{kernel}: buffer '{arg.name}' holds {buf.nbytes} bytes, "
+                f"{n} elements need {need}"
+            )
+    devices = {buf.device for buf in buffers}
+    if len(devices) != 1:
+        raise ValueError(
+            f"{kernel}: buffers are on different devices ({', '.join(map(str, sorted(devices)))})"
+        )
+    if n == 0:
+        return _NoWorkEvent(wait_for)
+    return backend.launch(kernel, buffers[0].device, [*buffers, n], n, wait_for=wait_for)
+
+
+def compress_bf16(
+    backend: Backend,
+    src: DeviceBuffer,
+    dst: DeviceBuffer,
+    n: int,
+    *,
+    wait_for: Sequence[Event] = (),
+) -> Event:
+    """Write the BF16 of ``n`` FP32 values of ``src`` into ``dst``; return the launch event."""
+    return launch_elementwise(backend, "l0mem_f32_to_bf16", [src, dst], n, wait_for=wait_for)
+
+
+def decompress_add_bf16(
+    backend: Backend,
+    src: DeviceBuffer,
+    acc: DeviceBuffer,
+    n: int,
+    *,
+    wait_for: Sequence[Event] = (),
+) -> Event:
+    """Add ``n`` BF16 values of ``src`` into the FP32 ``acc``; return the launch event."""
+    return launch_elementwise(backend, "l0mem_bf16_add_to_f32", [src, acc], n, wait_for=wait_for)
+
+
+def add_f32(
+    backend: Backend,
+    src: DeviceBuffer,
+    acc: DeviceBuffer,
+    n: int,
+    *,
+    wait_for: Sequence[Event] = (),
+) -> Event:
+    """Add ``n`` FP32 values of ``src`` into ``acc``; return the launch event."""
+    return launch_elementwise(backend, "l0mem_f32_add", [src, acc], n, wait_for=wait_for)
+
+
+__all__ = [
+    "KERNELS",
+    "KernelArg",
+    "KernelInfo",
+    "add_f32",
+    "compress_bf16",
+    "decompress_add_bf16",
+    "launch_elementwise",
+    "spirv_bytes",
+]

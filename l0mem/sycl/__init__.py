@@ -1,0 +1,37 @@
+"""The SYCL path of l0mem, through dpctl (an optional dependency).
+
+Importing this package needs nothing beyond l0mem itself; the first call that
+needs the SYCL runtime imports dpctl and raises :class:`SyclUnavailableError`
+(with the ``pip install 'l0mem[sycl]'`` hint) when it is missing. When
+``OCL_ICD_FILENAMES`` is unset and the environment ships the OpenCL CPU runtime
+(``<sys.prefix>/lib/libintelocl.so``), it is pointed there first so that the CPU
+device appears when running from a virtual environment.
+"""
+
+from l0mem.sycl._runtime import INSTALL_HINT, SyclUnavailableError, load_dpctl
+from l0mem.sycl.backend import SyclBackend, SyclBuffer, SyclEvent
+from l0mem.sycl.devices import (
+    DeviceFilter,
+    SyclDeviceInfo,
+    describe,
+    devices,
+    find_devices,
+    parse_filter,
+    resolve_device,
+)
+
+__all__ = [
+    "INSTALL_HINT",
+    "DeviceFilter",
+    "SyclBackend",
+    "SyclBuffer",
+    "SyclDeviceInfo",
+    "SyclEvent",
+    "SyclUnavailableError",
+    "describe",
+    "devices",
+    "find_devices",
+    "load_dpctl",
+    "parse_filter",
+    "resolve_device",
+]

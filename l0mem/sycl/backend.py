@@ -1,0 +1,617 @@
+"""The SYCL implementation of :class:`l0mem.backend.Backend`, through dpctl.
+
+Every device gets one in-order queue. ``context="default"`` puts each queue in
+the context a plain ``sycl::queue(device)`` gets (for root devices, the
+platform's default context holding every root device: the layout in which the
+SYCL runtime makes allocations resident on peers); ``context="single"`` gives
+each device index a fresh context holding that device alone. Memory of one
+context cannot be addressed from another, so a copy between contexts is staged
+through host memory.
+
+dpctl runs work asynchronously and does not keep host buffers or device
+allocations alive for it, so the backend holds a reference to everything an
+enqueued operation touches until its event has completed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from typing_extensions import Buffer as HostBuffer
+from typing_extensions import Self
+
+from l0mem.backend import DeviceBuffer, Event
+from l0mem.kernels import KERNELS, spirv_bytes
+from l0mem.sycl._runtime import load_dpctl
+from l0mem.sycl.devices import resolve_device
+
+# Work-group sizes from benchmarks/bench_kernels.py: on the OpenCL CPU device
+# groups of 1024 or more beat 256 by about 10 % for every kernel (fewer,
+# larger tasks); 256 is the usual choice for Intel GPUs. Both are capped by
+# the kernel's own limit.
+CPU_WORK_GROUP_SIZE = 1024
+GPU_WORK_GROUP_SIZE = 256
+_FILL_SEED_BYTES = 1 << 16
+
+
+class SyclEvent:
+    """Completion of one operation, possibly made of several dpctl events (a staged copy)."""
+
+    def __init__(self, events: Sequence[Any], context: Any, profiled: bool) -> None:
+        self._events = tuple(events)
+        self._context = context
+        self._profiled = profiled
+
+    @property
+    def dpctl_events(self) -> tuple[Any, ...]:
+        """Return the underlying ``dpctl.SyclEvent`` objects, last one last."""
+        return self._events
+
+    @property
+    def context(self) -> Any:
+        """Return the dpctl context of the queue that ran the last part of the operation."""
+        return self._context
+
+    def wait(self) -> None:
+        """Block until the operation has finished."""
+        for ev in self._events:
+            ev.wait()
+
+    def elapsed_ns(self) -> int | None:
+        """Return the device-measured duration in ns (summed over parts), or None without profiling."""
+        if not self._profiled:
+            return None
+        self.wait()
+        total = 0
+        try:
+            for ev in self._events:
+                total += int(ev.profiling_info_end) - int(ev.profiling_info_start)
+        except Exception:
+            # Barriers and some runtimes carry no profiling data.
+            return None
+        return total
+
+
+class _Span:
+    """USM array interface over part of an allocation that keeps the allocation alive.
+
+    dpctl keeps the object it wraps, so work holding the wrapper keeps the
+    memory even if the buffer is closed before the work has run.
+    """
+
+    def __init__(self, allocation: Any, address: int, nbytes: int, queue: Any) -> None:
+        self.allocation = allocation
+        self.__sycl_usm_array_interface__ = {
+            "data": (address, False),
+            "shape": (nbytes,),
+            "strides": None,
+            "typestr": "|u1",
+            "version": 1,
+            "syclobj": queue,
+        }
+
+
+class SyclBuffer:
+    """A USM device allocation of a :class:`SyclBackend`, or a view into one."""
+
+    def __init__(
+        self,
+        backend: SyclBackend,
+        device: int,
+        memory: Any,
+        *,
+        root: SyclBuffer | None = None,
+        offset: int = 0,
+        nbytes: int | None = None,
+    ) -> None:
+        self._backend = backend
+        self._device = device
+        self._memory = memory  # the owning dpctl MemoryUSMDevice; None for views
+        self._root = root
+        self._offset = offset
+        if root is None:
+            self._nbytes = int(memory.nbytes)
+            self._base: int = int(memory._pointer)
+        else:
+            # A view must not hold the allocation: closing the root frees it.
+            self._memory = None
+            self._nbytes = root._nbytes if nbytes is None else nbytes
+            self._base = root._base
+        self._queue = backend.queue_of(device)
+        self._closed = False
+
+    @property
+    def nbytes(self) -> int:
+        """Return the size in bytes."""
+        return self._nbytes
+
+    @property
+    def device(self) -> int:
+        """Return the index of the owning device within its backend."""
+        return self._device
+
+    @property
+    def offset(self) -> int:
+        """Return the byte offset of this view in its allocation (0 for an allocation)."""
+        return self._offset
+
+    @property
+    def closed(self) -> bool:
+        """Return whether the allocation behind this buffer has been freed."""
+        root = self._root if self._root is not None else self
+        return root._closed
+
+    @property
+    def address(self) -> int:
+        """Return the device virtual address as an integer."""
+        self._check_open()
+        return self._base + self._offset
+
+    @property
+    def backend(self) -> SyclBackend:
+        """Return the backend that allocated this buffer."""
+        return self._backend
+
+    @property
+    def __sycl_usm_array_interface__(self) -> dict[str, Any]:
+        """Return the USM array interface describing these bytes (so dpctl can wrap a view)."""
+        return {
+            "data": (self.address, False),
+            "shape": (self._nbytes,),
+            "strides": None,
+            "typestr": "|u1",
+            "version": 1,
+            "syclobj": self._queue,
+        }
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("the buffer is closed")
+
+    def memory(self) -> Any:
+        """Return a dpctl ``MemoryUSMDevice`` over exactly these bytes (non-owning for a view)."""
+        self._check_open()
+        if self._root is None and self._memory is not None:
+            return self._memory
+        root = self._root if self._root is not None else self
+        span = _Span(root._memory, self.address, self._nbytes, self._queue)
+        return load_dpctl().memory.MemoryUSMDevice(span)
+
+    def view(self, offset: int, nbytes: int) -> SyclBuffer:
+        """Return a non-owning view of ``nbytes`` starting at ``offset``."""
+        self._check_open()
+        if offset < 0 or nbytes < 0 or offset + nbytes > self._nbytes:
+            raise ValueError(
+                f"view [{offset}, {offset + nbytes}) is outside the buffer of {self._nbytes} bytes"
+            )
+        root = self._root if self._root is not None else self
+        return SyclBuffer(
+            self._backend,
+            self._device,
+            None,
+            root=root,
+            offset=self._offset + offset,
+            nbytes=nbytes,
+        )
+
+    def close(self) -> None:
+        """Free the allocation (a no-op for views and for already closed buffers)."""
+        if self._root is not None or self._closed:
+            return
+        self._closed = True
+        # Work still in flight holds its own reference; dpctl frees on the last one.
+        self._memory = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self._nbytes} bytes"
+        return f"<SyclBuffer device={self._device} offset={self._offset} {state}>"
+
+
+def _default_context(dpctl: Any, device: Any) -> Any:
+    """Return the context a plain ``sycl::queue(device)`` would use."""
+    platform_ctx = device.sycl_platform.default_context
+    if any(d == device for d in platform_ctx.get_devices()):
+        return platform_ctx
+    # Sub-devices are not in the platform's default context.
+    return dpctl.SyclQueue(device).sycl_context
+
+
+class SyclBackend:
+    """l0mem's backend protocol over SYCL devices, with dpctl doing the work."""
+
+    name = "sycl"
+
+    def __init__(
+        self,
+        devices: Sequence[str | Any] | None = None,
+        *,
+        context: Literal["default", "single"] = "default",
+        profiling: bool = False,
+        work_group_size: int | None = None,
+    ) -> None:
+        dpctl = load_dpctl()
+        if context not in ("default", "single"):
+            raise ValueError(f"context must be 'default' or 'single', got {context!r}")
+        if work_group_size is not None and work_group_size < 1:
+            raise ValueError(f"work-group size must be positive, got {work_group_size}")
+        if devices is None:
+            gpus = dpctl.get_devices(backend="level_zero", device_type="gpu")
+            devices = gpus or [dpctl.select_default_device()]
+        self._devices = [resolve_device(d) for d in devices]
+        if not self._devices:
+            raise ValueError("the backend needs at least one device")
+        self.context_mode = context
+        self.profiling = profiling
+        self._work_group_size = work_group_size
+        props = ["in_order", "enable_profiling"] if profiling else ["in_order"]
+        self._contexts: list[Any] = []
+        self._queues: list[Any] = []
+        for dev in self._devices:
+            # A list argument makes dpctl build a new context instead of
+            # returning its cached per-device (platform default) one.
+            ctx = _default_context(dpctl, dev) if context == "default" else dpctl.SyclContext([dev])
+            self._contexts.append(ctx)
+            self._queues.append(dpctl.SyclQueue(ctx, dev, property=props))
+        self._programs: list[tuple[Any, Any]] = []
+        self._kernels: dict[tuple[int, str], Any] = {}
+        self._pending: list[list[tuple[Any, tuple[object, ...]]]] = [[] for _ in self._devices]
+        self._buffers: weakref.WeakSet[SyclBuffer] = weakref.WeakSet()
+        self._closed = False
+
+    # -- introspection -----------------------------------------------------
+
+    def _index(self, device: int) -> int:
+        self._check_open()
+        if isinstance(device, bool) or not isinstance(device, int):
+            raise TypeError(f"device index must be an int, got {type(device).__name__}")
+        if not 0 <= device < len(self._devices):
+            raise IndexError(f"device index {device} out of range 0..{len(self._devices) - 1}")
+        return device
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the SYCL backend is closed")
+
+    def device_count(self) -> int:
+        """Return how many devices this backend drives."""
+        return len(self._devices)
+
+    def device_name(self, index: int) -> str:
+        """Return a human-readable name of device ``index``."""
+        dev = self._devices[self._index(index)]
+        try:
+            where = str(dev.filter_string)
+        except ValueError:
+            where = f"sub-device of {dev.parent_device.filter_string}"
+        return f"{str(dev.name).strip()} [{where}]"
+
+    def device_of(self, index: int) -> Any:
+        """Return the ``dpctl.SyclDevice`` of device ``index``."""
+        return self._devices[self._index(index)]
+
+    def context_of(self, index: int) -> Any:
+        """Return the ``dpctl.SyclContext`` holding device ``index``."""
+        return self._contexts[self._index(index)]
+
+    def queue_of(self, index: int) -> Any:
+        """Return the in-order ``dpctl.SyclQueue`` of device ``index``."""
+        return self._queues[self._index(index)]
+
+    def work_group_size(self, device: int, kernel: str) -> int:
+        """Return the work-group size launches of ``kernel`` on ``device`` use."""
+        k = self._kernel(device, kernel)
+        limit = int(k.work_group_size)
+        if self._work_group_size is not None:
+            if self._work_group_size > limit:
+                raise ValueError(
+                    f"work-group size {self._work_group_size} exceeds {kernel}'s limit {limit}"
+                )
+            return self._work_group_size
+        preferred = int(k.preferred_work_group_size_multiple)
+        size = CPU_WORK_GROUP_SIZE if self._devices[device].is_cpu else GPU_WORK_GROUP_SIZE
+        return max(1, min(limit, max(size, preferred)))
+
+    # -- bookkeeping -------------------------------------------------------
+
+    def _buffer(self, buf: object, what: str) -> SyclBuffer:
+        if not isinstance(buf, SyclBuffer):
+            raise TypeError(f"{what}: expected a SyclBuffer, got {type(buf).__name__}")
+        if buf.backend is not self:
+            raise ValueError(f"{what}: the buffer belongs to another SYCL backend")
+        buf._check_open()
+        return buf
+
+    def _keep(self, device: int, event: Any, refs: tuple[object, ...]) -> None:
+        pending = self._pending[device]
+        complete = load_dpctl().event_status_type.complete
+        pending[:] = [(e, r) for e, r in pending if e.execution_status != complete]
+        pending.append((event, refs))
+
+    def _deps(self, device: int, wait_for: Sequence[Event]) -> list[Any]:
+        """Return the dpctl events ``device``'s queue can wait on; host-wait the rest."""
+        ctx = self._contexts[device]
+        deps: list[Any] = []
+        for ev in wait_for:
+            if isinstance(ev, SyclEvent) and ev.context == ctx:
+                deps.extend(ev.dpctl_events)
+            elif callable(getattr(ev, "wait", None)):
+                ev.wait()
+            else:
+                raise TypeError(f"cannot wait for {type(ev).__name__}")
+        return deps
+
+    def _event(self, device: int, events: Sequence[Any]) -> SyclEvent:
+        return SyclEvent(events, self._contexts[device], self.profiling)
+
+    def _marker(self, device: int, wait_for: Sequence[Event]) -> SyclEvent:
+        """Return an event that completes once ``wait_for`` has, without doing work."""
+        ev = self._queues[device].submit_barrier(self._deps(device, wait_for))
+        return self._event(device, [ev])
+
+    # -- memory ------------------------------------------------------------
+
+    def allocate(self, device: int, nbytes: int) -> SyclBuffer:
+        """Return a new USM device allocation (``malloc_device``) of ``nbytes`` on ``device``."""
+        i = self._index(device)
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
+            raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
+        dpctl = load_dpctl()
+        try:
+            mem = dpctl.memory.MemoryUSMDevice(nbytes, queue=self._queues[i])
+        except dpctl.memory.USMAllocationError as exc:
+            raise MemoryError(f"cannot allocate {nbytes} bytes on {self.device_name(i)}: {exc}") from exc
+        buf = SyclBuffer(self, i, mem)
+        self._buffers.add(buf)
+        return buf
+
+    @staticmethod
+    def _host_view(data: object, *, writable: bool, what: str) -> memoryview:
+        try:
+            view = memoryview(data)  # type: ignore[arg-type]
+        except TypeError as exc:
+            raise TypeError(f"{what} must support the buffer protocol") from exc
+        if not view.c_contiguous:
+            raise ValueError(f"{what} must be C-contiguous")
+        if writable and view.readonly:
+            raise ValueError(f"{what} must be writable")
+        return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+    def upload(
+        self, dst: DeviceBuffer, data: HostBuffer, *, wait_for: Sequence[Event] = ()
+    ) -> SyclEvent:
+        """Copy host ``data`` into the start of ``dst``; return its event."""
+        d = self._buffer(dst, "upload destination")
+        host = self._host_view(data, writable=False, what="upload source")
+        if host.nbytes > d.nbytes:
+            raise ValueError(f"upload of {host.nbytes} bytes into a buffer of {d.nbytes} bytes")
+        if host.nbytes == 0:
+            return self._marker(d.device, wait_for)
+        mem = d.memory()
+        ev = self._queues[d.device].memcpy_async(
+            mem, host, host.nbytes, self._deps(d.device, wait_for)
+        )
+        self._keep(d.device, ev, (mem, host))
+        return self._event(d.device, [ev])
+
+    def download(
+        self, src: DeviceBuffer, out: HostBuffer, *, wait_for: Sequence[Event] = ()
+    ) -> SyclEvent:
+        """Copy the start of ``src`` into the writable host buffer ``out``; return its event."""
+        s = self._buffer(src, "download source")
+        host = self._host_view(out, writable=True, what="download destination")
+        if host.nbytes > s.nbytes:
+            raise ValueError(f"download of {host.nbytes} bytes from a buffer of {s.nbytes} bytes")
+        if host.nbytes == 0:
+            return self._marker(s.device, wait_for)
+        mem = s.memory()
+        ev = self._queues[s.device].memcpy_async(
+            host, mem, host.nbytes, self._deps(s.device, wait_for)
+        )
+        self._keep(s.device, ev, (mem, host))
+        return self._event(s.device, [ev])
+
+    def same_context(self, a: int, b: int) -> bool:
+        """Return whether devices ``a`` and ``b`` share a context (so direct copies are possible)."""
+        return bool(self._contexts[self._index(a)] == self._contexts[self._index(b)])
+
+    def copy(
+        self,
+        dst: DeviceBuffer,
+        src: DeviceBuffer,
+        nbytes: int | None = None,
+        *,
+        queue_device: int | None = None,
+        wait_for: Sequence[Event] = (),
+        staged: bool | None = None,
+    ) -> SyclEvent:
+        """Copy ``nbytes`` (default: all of ``src``) device to device; return its event.
+
+        ``staged=None`` copies directly on the queue of ``queue_device`` (default
+        ``src.device``) when both buffers share its context and through host
+        memory otherwise; ``True`` forces the host-staged (legacy) path,
+        ``False`` forbids it.
+        """
+        d = self._buffer(dst, "copy destination")
+        s = self._buffer(src, "copy source")
+        n = s.nbytes if nbytes is None else nbytes
+        if n < 0 or n > s.nbytes or n > d.nbytes:
+            raise ValueError(f"copy of {n} bytes does not fit the buffers ({s.nbytes}, {d.nbytes})")
+        q = s.device if queue_device is None else self._index(queue_device)
+        direct_ok = self.same_context(d.device, s.device) and self.same_context(q, s.device)
+        if staged is False and not direct_ok:
+            raise ValueError(
+                "direct copy needs both buffers and the queue in one context; use staged=True"
+            )
+        if n == 0:
+            return self._marker(q, wait_for)
+        if staged is None:
+            staged = not direct_ok
+        if not staged:
+            dmem, smem = d.view(0, n).memory(), s.view(0, n).memory()
+            ev = self._queues[q].memcpy_async(dmem, smem, n, self._deps(q, wait_for))
+            self._keep(q, ev, (dmem, smem))
+            return self._event(q, [ev])
+        return self._copy_staged(d, s, n, wait_for)
+
+    def _copy_staged(
+        self, d: SyclBuffer, s: SyclBuffer, n: int, wait_for: Sequence[Event]
+    ) -> SyclEvent:
+        staging = bytearray(n)
+        smem = s.view(0, n).memory()
+        first = self._queues[s.device].memcpy_async(
+            staging, smem, n, self._deps(s.device, wait_for)
+        )
+        self._keep(s.device, first, (smem, staging))
+        if self.same_context(s.device, d.device):
+            deps = [first]
+        else:
+            # Events of another context cannot gate this queue: wait on the host.
+            first.wait()
+            deps = []
+        dmem = d.view(0, n).memory()
+        second = self._queues[d.device].memcpy_async(dmem, staging, n, deps)
+        self._keep(d.device, second, (dmem, staging))
+        return self._event(d.device, [first, second])
+
+    def fill(
+        self,
+        dst: DeviceBuffer,
+        pattern: bytes,
+        nbytes: int | None = None,
+        *,
+        wait_for: Sequence[Event] = (),
+    ) -> SyclEvent:
+        """Fill ``nbytes`` (default: all) of ``dst`` with the repeated ``pattern``; return its event."""
+        d = self._buffer(dst, "fill destination")
+        pattern = bytes(pattern)
+        if not pattern:
+            raise ValueError("fill pattern must not be empty")
+        n = d.nbytes if nbytes is None else nbytes
+        if n < 0 or n > d.nbytes:
+            raise ValueError(f"fill of {n} bytes does not fit the buffer of {d.nbytes} bytes")
+        if n % len(pattern):
+            raise ValueError(f"fill size {n} is not a multiple of the {len(pattern)}-byte pattern")
+        if n == 0:
+            return self._marker(d.device, wait_for)
+        # dpctl's memset is blocking and byte-only: upload one seed block,
+        # then double the filled prefix with in-queue copies.
+        seed_len = min(n, max(len(pattern), _FILL_SEED_BYTES // len(pattern) * len(pattern)))
+        seed = pattern * (seed_len // len(pattern))
+        events = [self.upload(d, seed, wait_for=wait_for).dpctl_events[-1]]
+        filled = seed_len
+        queue = self._queues[d.device]
+        while filled < n:
+            step = min(filled, n - filled)
+            dmem, smem = d.view(filled, step).memory(), d.view(0, step).memory()
+            ev = queue.memcpy_async(dmem, smem, step)
+            self._keep(d.device, ev, (dmem, smem))
+            events.append(ev)
+            filled += step
+        return self._event(d.device, events)
+
+    # -- kernels -----------------------------------------------------------
+
+    def _kernel(self, device: int, name: str) -> Any:
+        i = self._index(device)
+        if name not in KERNELS:
+            raise ValueError(f"unknown kernel {name!r}; known: {', '.join(KERNELS)}")
+        k = self._kernels.get((i, name))
+        if k is None:
+            ctx = self._contexts[i]
+            program = next((p for c, p in self._programs if c == ctx), None)
+            if program is None:
+                dpctl = load_dpctl()
+                program = dpctl.program.create_program_from_spirv(self._queues[i], spirv_bytes())
+                self._programs.append((ctx, program))
+            k = program.get_sycl_kernel(name)
+            self._kernels[(i, name)] = k
+        return k
+
+    def launch(
+        self,
+        kernel: str,
+        device: int,
+        args: Sequence[DeviceBuffer | int],
+        global_size: int,
+        *,
+        wait_for: Sequence[Event] = (),
+    ) -> SyclEvent:
+        """Run one of l0mem's kernels over ``global_size`` work-items; return its event."""
+        i = self._index(device)
+        info = KERNELS.get(kernel)
+        if info is None:
+            raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
+        if len(args) != len(info.args):
+            raise ValueError(f"{kernel} takes {len(info.args)} arguments, got {len(args)}")
+        if isinstance(global_size, bool) or not isinstance(global_size, int) or global_size < 0:
+            raise ValueError(f"global size must be an int >= 0, got {global_size!r}")
+        kargs: list[object] = []
+        for spec, value in zip(info.args, args, strict=True):
+            if spec.kind == "buffer":
+                buf = self._buffer(value, f"{kernel} argument '{spec.name}'")
+                if buf.device != i:
+                    raise ValueError(
+                        f"{kernel} argument '{spec.name}' is on device {buf.device}, "
+                        f"the launch on device {i}"
+                    )
+                kargs.append(buf.memory())
+            else:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise TypeError(f"{kernel} argument '{spec.name}' must be an int")
+                kargs.append(ctypes.c_uint64(value))
+        if global_size == 0:
+            return self._marker(i, wait_for)
+        k = self._kernel(i, kernel)
+        group = self.work_group_size(i, kernel)
+        padded = -(-global_size // group) * group
+        ev = self._queues[i].submit_async(k, kargs, [padded], [group], self._deps(i, wait_for))
+        self._keep(i, ev, tuple(kargs))
+        return self._event(i, [ev])
+
+    # -- lifetime ----------------------------------------------------------
+
+    def synchronize(self, device: int | None = None) -> None:
+        """Wait until all work on ``device`` (default: every device) has finished."""
+        targets = range(len(self._queues)) if device is None else [self._index(device)]
+        for i in targets:
+            self._queues[i].wait()
+            self._pending[i].clear()
+
+    @property
+    def closed(self) -> bool:
+        """Return whether :meth:`close` has run."""
+        return self._closed
+
+    def close(self) -> None:
+        """Wait for outstanding work, free every allocation and drop queues and programs."""
+        if self._closed:
+            return
+        try:
+            for q in self._queues:
+                q.wait()
+        finally:
+            for buf in list(self._buffers):
+                buf.close()
+            self._pending = [[] for _ in self._devices]
+            self._kernels.clear()
+            self._programs.clear()
+            self._closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._devices)} device(s)"
+        return f"<SyclBackend context={self.context_mode} {state}>"

@@ -1,0 +1,354 @@
+"""SyclBackend on the SYCL CPU device: contexts, allocation, copies, fill, views, errors."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+from typing import Any, cast
+
+import numpy as np
+import pytest
+from typing_extensions import Buffer
+
+from l0mem.backend import Backend, DeviceBuffer, Event
+from l0mem.sycl import SyclBackend, load_dpctl
+
+pytestmark = pytest.mark.sycl
+
+
+@pytest.fixture(scope="module")
+def dpctl() -> Any:
+    return load_dpctl()
+
+
+@pytest.fixture
+def backend() -> Iterator[SyclBackend]:
+    with SyclBackend(["opencl:cpu"]) as b:
+        yield b
+
+
+def _bytes(n: int, seed: int = 0) -> bytes:
+    return np.random.default_rng(seed).integers(0, 256, size=n, dtype=np.uint8).tobytes()
+
+
+def _read(b: SyclBackend, buf: DeviceBuffer, n: int | None = None) -> bytes:
+    out = bytearray(buf.nbytes if n is None else n)
+    b.download(buf, out).wait()
+    return bytes(out)
+
+
+class _Probe:
+    """A USM array interface at an arbitrary address, to ask dpctl whether it is allocated."""
+
+    def __init__(self, address: int, queue: Any) -> None:
+        self.__sycl_usm_array_interface__ = {
+            "data": (address, False),
+            "shape": (1,),
+            "strides": None,
+            "typestr": "|u1",
+            "version": 1,
+            "syclobj": queue,
+        }
+
+
+def _is_allocated(dpctl: Any, address: int, queue: Any) -> bool:
+    try:
+        dpctl.memory.MemoryUSMDevice(_Probe(address, queue))
+    except ValueError:
+        return False
+    return True
+
+
+def test_satisfies_the_backend_protocol(backend: SyclBackend) -> None:
+    as_protocol: Backend = backend  # mypy checks the structural match
+    buf = as_protocol.allocate(0, 16)
+    ev = as_protocol.fill(buf, b"\0")
+    assert isinstance(backend, Backend)
+    assert isinstance(buf, DeviceBuffer)
+    assert isinstance(ev, Event)
+    assert backend.name == "sycl"
+    assert backend.device_count() == 1
+    assert "opencl:cpu:0" in backend.device_name(0)
+
+
+def test_default_context_is_the_platform_default(backend: SyclBackend) -> None:
+    dev = backend.device_of(0)
+    assert backend.context_of(0) == dev.sycl_platform.default_context
+    assert backend.context_of(0).device_count == len(dev.sycl_platform.get_devices())
+
+
+def test_single_context_holds_that_device_alone(dpctl: Any) -> None:
+    with SyclBackend(["opencl:cpu"], context="single") as b:
+        dev = b.device_of(0)
+        ctx = b.context_of(0)
+        default = dev.sycl_platform.default_context
+        assert ctx != default
+        assert ctx.device_count == 1
+        assert ctx.get_devices()[0] == dev
+        buf = b.allocate(0, 4096)
+        mem = buf.memory()
+        # The allocation is known to its own context only.
+        assert mem.get_usm_type(ctx) == "device"
+        assert mem.get_usm_type(default) == "unknown"
+
+
+def test_default_context_allocation_is_device_usm(backend: SyclBackend) -> None:
+    buf = backend.allocate(0, 4096)
+    mem = buf.memory()
+    assert mem.get_usm_type(backend.device_of(0).sycl_platform.default_context) == "device"
+    assert buf.address == mem._pointer
+
+
+def test_upload_download_roundtrip(backend: SyclBackend) -> None:
+    data = _bytes(100_000)
+    buf = backend.allocate(0, 100_000)
+    backend.upload(buf, data).wait()
+    assert _read(backend, buf) == data
+    # Partial: only the first bytes are replaced and read back.
+    backend.upload(buf, b"hello").wait()
+    assert _read(backend, buf, 8) == b"hello" + data[5:8]
+
+
+def test_upload_accepts_typed_arrays(backend: SyclBackend) -> None:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    buf = backend.allocate(0, x.nbytes)
+    backend.upload(buf, cast(Buffer, x)).wait()
+    out = np.empty_like(x)
+    backend.download(buf, cast(Buffer, out)).wait()
+    assert np.array_equal(out, x)
+
+
+def test_direct_copy_on_one_device(backend: SyclBackend) -> None:
+    data = _bytes(65_536, seed=1)
+    a, b = backend.allocate(0, 65_536), backend.allocate(0, 65_536)
+    backend.upload(a, data).wait()
+    backend.fill(b, b"\0").wait()
+    backend.copy(b, a, 1000).wait()
+    got = _read(backend, b)
+    assert got[:1000] == data[:1000]
+    assert got[1000:] == bytes(65_536 - 1000)
+    backend.copy(b, a, staged=True).wait()
+    assert _read(backend, b) == data
+
+
+def test_copy_between_views(backend: SyclBackend) -> None:
+    data = _bytes(4096, seed=2)
+    a, b = backend.allocate(0, 4096), backend.allocate(0, 4096)
+    backend.upload(a, data).wait()
+    backend.fill(b, b"\xee").wait()
+    backend.copy(b.view(100, 200), a.view(1000, 300), 200).wait()
+    got = _read(backend, b)
+    assert got[100:300] == data[1000:1200]
+    assert got[:100] == b"\xee" * 100 and got[300:] == b"\xee" * (4096 - 300)
+
+
+def test_two_devices_in_default_context_copy_directly() -> None:
+    with SyclBackend(["opencl:cpu", "opencl:cpu"]) as b:
+        assert b.same_context(0, 1)
+        data = _bytes(10_000, seed=3)
+        x, y = b.allocate(0, 10_000), b.allocate(1, 10_000)
+        e = b.upload(x, data)
+        ev = b.copy(y, x, staged=False, wait_for=[e])
+        assert len(ev.dpctl_events) == 1
+        down = bytearray(10_000)
+        # The copy ran on device 0's queue: device 1's queue must wait for it.
+        b.download(y, down, wait_for=[ev]).wait()
+        assert bytes(down) == data
+        ev = b.copy(x, y, 5, queue_device=1, staged=True)
+        assert len(ev.dpctl_events) == 2
+        ev.wait()
+
+
+def test_single_contexts_stage_device_to_device_copies() -> None:
+    with SyclBackend(["opencl:cpu", "opencl:cpu"], context="single") as b:
+        assert not b.same_context(0, 1)
+        data = _bytes(50_000, seed=4)
+        x, y = b.allocate(0, 50_000), b.allocate(1, 50_000)
+        e = b.upload(x, data)
+        with pytest.raises(ValueError, match="one context"):
+            b.copy(y, x, staged=False, wait_for=[e])
+        ev = b.copy(y, x, wait_for=[e])
+        assert len(ev.dpctl_events) == 2, "expected device->host->device"
+        down = bytearray(50_000)
+        b.download(y, down, wait_for=[ev]).wait()  # an event of another context
+        assert bytes(down) == data
+
+
+def test_sub_devices_in_single_contexts(dpctl: Any) -> None:
+    # Direct copies between CPU sub-devices sharing a context do not return with
+    # this runtime, so only the staged path is exercised here.
+    root = dpctl.SyclDevice("opencl:cpu")
+    if root.max_compute_units < 2:
+        pytest.fail("the CPU device needs two compute units to be partitioned")
+    subs = root.create_sub_devices(partition=1)[:2]
+    with SyclBackend(subs, context="single") as b:
+        assert "sub-device" in b.device_name(1)
+        data = _bytes(4096, seed=5)
+        x, y = b.allocate(0, 4096), b.allocate(1, 4096)
+        b.upload(x, data).wait()
+        b.copy(y, x).wait()
+        assert _read(b, y) == data
+
+
+@pytest.mark.parametrize("pattern", [b"\x7f", b"\x01\x02", b"abc", b"\0\0\x80\x3f", bytes(range(16))])
+def test_fill_patterns(backend: SyclBackend, pattern: bytes) -> None:
+    n = len(pattern) * 70_001  # larger than the seed block, not a power of two
+    buf = backend.allocate(0, n + 10)
+    backend.fill(buf, b"\0")
+    backend.fill(buf, pattern, n).wait()
+    got = _read(backend, buf)
+    assert got[:n] == pattern * 70_001
+    assert got[n:] == bytes(10)
+
+
+def test_fill_view(backend: SyclBackend) -> None:
+    buf = backend.allocate(0, 1024)
+    backend.fill(buf, b"\0").wait()
+    backend.fill(buf.view(10, 20), b"\x55\x66").wait()
+    got = _read(backend, buf)
+    assert got[10:30] == b"\x55\x66" * 10
+    assert got[:10] == bytes(10) and got[30:] == bytes(1024 - 30)
+
+
+def test_views_address_and_bounds(backend: SyclBackend) -> None:
+    buf = backend.allocate(0, 1000)
+    v = buf.view(100, 500)
+    w = v.view(50, 10)
+    assert v.address == buf.address + 100
+    assert w.address == buf.address + 150 and w.nbytes == 10 and w.offset == 150
+    iface = w.__sycl_usm_array_interface__
+    assert iface["data"][0] == w.address and iface["shape"] == (10,)
+    backend.upload(w, b"0123456789").wait()
+    assert _read(backend, buf)[150:160] == b"0123456789"
+    with pytest.raises(ValueError, match="outside"):
+        buf.view(990, 20)
+    with pytest.raises(ValueError, match="outside"):
+        v.view(-1, 5)
+
+
+def test_size_errors(backend: SyclBackend) -> None:
+    small, big = backend.allocate(0, 10), backend.allocate(0, 100)
+    with pytest.raises(ValueError, match="upload of 11 bytes"):
+        backend.upload(small, bytes(11))
+    with pytest.raises(ValueError, match="download of 11 bytes"):
+        backend.download(small, bytearray(11))
+    with pytest.raises(ValueError, match="does not fit"):
+        backend.copy(small, big)
+    with pytest.raises(ValueError, match="multiple"):
+        backend.fill(big, b"abc", 100)
+    with pytest.raises(ValueError, match="empty"):
+        backend.fill(big, b"")
+    with pytest.raises(ValueError, match="writable"):
+        backend.download(small, b"0123456789")
+    with pytest.raises(ValueError, match="positive"):
+        backend.allocate(0, 0)
+    with pytest.raises(IndexError, match="out of range"):
+        backend.allocate(1, 10)
+
+
+def test_closed_buffer_errors(backend: SyclBackend) -> None:
+    buf = backend.allocate(0, 64)
+    view = buf.view(0, 8)
+    buf.close()
+    buf.close()  # idempotent
+    assert buf.closed and view.closed
+    for call in (
+        lambda: backend.upload(buf, b"x"),
+        lambda: backend.download(view, bytearray(1)),
+        lambda: backend.fill(buf, b"\0"),
+        lambda: buf.view(0, 1),
+        lambda: view.address,
+    ):
+        with pytest.raises(ValueError, match="closed"):
+            call()
+
+
+def test_foreign_buffers_are_rejected(backend: SyclBackend) -> None:
+    with SyclBackend(["opencl:cpu"]) as other:
+        theirs = other.allocate(0, 16)
+        with pytest.raises(ValueError, match="another SYCL backend"):
+            backend.upload(theirs, b"x")
+    with pytest.raises(TypeError, match="SyclBuffer"):
+        backend.upload(object(), b"x")  # type: ignore[arg-type]
+
+
+def test_launch_errors(backend: SyclBackend) -> None:
+    buf = backend.allocate(0, 64)
+    with pytest.raises(ValueError, match="unknown kernel"):
+        backend.launch("l0mem_nope", 0, [buf, buf, 1], 1)
+    with pytest.raises(ValueError, match="takes 3 arguments"):
+        backend.launch("l0mem_f32_add", 0, [buf, 1], 1)
+    with pytest.raises(TypeError, match="must be an int"):
+        backend.launch("l0mem_f32_add", 0, [buf, buf, buf], 1)
+    with SyclBackend(["opencl:cpu", "opencl:cpu"]) as two:
+        a, b = two.allocate(0, 64), two.allocate(1, 64)
+        with pytest.raises(ValueError, match="on device 1"):
+            two.launch("l0mem_f32_add", 0, [a, b, 1], 1)
+
+
+def test_events_time_only_with_profiling(backend: SyclBackend) -> None:
+    buf = backend.allocate(0, 1 << 20)
+    assert backend.fill(buf, b"\1").elapsed_ns() is None
+    with SyclBackend(["opencl:cpu"], profiling=True) as prof:
+        pbuf = prof.allocate(0, 1 << 20)
+        ns = prof.upload(pbuf, bytes(1 << 20)).elapsed_ns()
+        assert ns is not None and ns > 0
+
+
+def test_close_frees_everything(dpctl: Any) -> None:
+    b = SyclBackend(["opencl:cpu"])
+    queue = b.queue_of(0)
+    buf = b.allocate(0, 1 << 20)
+    address = buf.address
+    assert _is_allocated(dpctl, address, queue)
+    b.close()
+    b.close()  # idempotent
+    assert buf.closed
+    assert not _is_allocated(dpctl, address, queue)
+    with pytest.raises(RuntimeError, match="closed"):
+        b.allocate(0, 16)
+
+
+def test_buffer_frees_when_collected_and_on_exit(dpctl: Any, backend: SyclBackend) -> None:
+    queue = backend.queue_of(0)
+    buf = backend.allocate(0, 1 << 20)
+    address = buf.address
+    ref = weakref.ref(buf)
+    del buf
+    gc.collect()
+    assert ref() is None
+    assert not _is_allocated(dpctl, address, queue)
+    with backend.allocate(0, 4096) as scoped:
+        address = scoped.address
+        assert _is_allocated(dpctl, address, queue)
+    assert not _is_allocated(dpctl, address, queue)
+
+
+def test_in_flight_work_keeps_a_closed_buffer_alive(backend: SyclBackend) -> None:
+    src = backend.allocate(0, 1 << 22)
+    dst = backend.allocate(0, 1 << 22)
+    backend.fill(src, b"\x42").wait()
+    ev = backend.copy(dst.view(0, 1 << 22), src.view(0, 1 << 22))
+    src.close()  # the copy may still be running; it must not read freed memory
+    ev.wait()
+    assert _read(backend, dst, 64) == b"\x42" * 64
+
+
+def test_bad_arguments(dpctl: Any) -> None:
+    with pytest.raises(ValueError, match="'default' or 'single'"):
+        SyclBackend(["opencl:cpu"], context="multi")  # type: ignore[arg-type]
+    with pytest.raises(LookupError, match="no SYCL device matches"):
+        SyclBackend(["hip:accelerator"])
+    with pytest.raises(ValueError, match="unknown backend"):
+        SyclBackend(["vulkan:gpu"])
+
+
+
+@pytest.mark.parametrize(("mode", "programs"), [("default", 1), ("single", 2)])
+def test_kernels_are_built_once_per_context(mode: str, programs: int) -> None:
+    with SyclBackend(["opencl:cpu", "opencl:cpu"], context=mode) as b:  # type: ignore[arg-type]
+        for dev in (0, 1):
+            for name in ("l0mem_f32_add", "l0mem_f32_to_bf16"):
+                assert b.work_group_size(dev, name) >= 1
+        assert len(b._programs) == programs
