@@ -1,0 +1,211 @@
+"""``l0mem info``: the Level Zero loader, drivers, devices and peer access.
+
+Text goes to the terminal as rich tables. ``--json PATH`` writes the same
+report atomically as JSON with these keys:
+
+- ``l0mem_version``: version of l0mem that wrote the report.
+- ``loader``: ``path`` (real path of libze_loader, or null) and ``components``,
+  a list of ``{"name", "version"}`` from ``zelLoaderGetVersions`` (empty on
+  loaders without it).
+- ``alt_drivers``: the paths in ``ZE_ENABLE_ALT_DRIVERS`` (drivers the loader
+  was told to use instead of the installed ones, e.g. l0mem's simulator);
+  empty when unset.
+- ``drivers``: one object per driver with ``index``, ``driver_version`` (the
+  raw 32-bit value), ``version`` (decoded as ``major.minor.build``, see
+  :func:`l0mem.core.decode_driver_version`), ``uuid``, ``api_version``
+  ("major.minor"), ``devices`` and ``peer_access``.
+- each device: ``index``, ``name``, ``type``, ``vendor_id`` and ``device_id``
+  (hex strings), ``pci_address`` ("DDDD:BB:DD.F" or null), ``uuid``,
+  ``memory_bytes`` (sum of the device memories), ``kernel_driver`` (the Linux
+  driver bound in sysfs, e.g. xe or i915, or null), ``sub_devices`` (count).
+- ``peer_access``: square matrix, ``peer_access[i][j]`` is true when device i
+  can access memory of device j (``zeDeviceCanAccessPeer``); the diagonal is
+  true.
+
+Exit codes: 0 on success, 3 when there is no loader, no driver or no device,
+6 when a driver call fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from l0mem import __version__
+from l0mem.cli._common import ExitCode
+
+
+class _NoDevice(Exception):
+    """Nothing to report: no loader, no driver or no device."""
+
+
+def _hex(value: int) -> str:
+    return f"0x{value:04x}"
+
+
+def collect() -> dict[str, Any]:
+    """Return the info report as a JSON-ready dict (raises on loader or driver failure)."""
+    from l0mem._ze import loader_path, loader_versions
+    from l0mem._ze.errors import LoaderError, UninitializedError
+    from l0mem.core import drivers
+
+    try:
+        found = drivers()
+    except LoaderError as err:
+        raise _NoDevice(f"no usable Level Zero loader: {err}") from None
+    except UninitializedError as err:
+        raise _NoDevice(f"no Level Zero driver found ({err})") from None
+    if not found:
+        raise _NoDevice("no Level Zero driver found (the loader reports none)")
+    report: dict[str, Any] = {
+        "l0mem_version": __version__,
+        "loader": {
+            "path": loader_path(),
+            "components": [
+                {"name": name, "version": ".".join(map(str, version))}
+                for name, version in loader_versions()
+            ],
+        },
+        "alt_drivers": [
+            p for p in os.environ.get("ZE_ENABLE_ALT_DRIVERS", "").split(",") if p.strip()
+        ],
+        "drivers": [],
+    }
+    total_devices = 0
+    for drv in found:
+        props = drv.properties
+        devices = drv.devices()
+        total_devices += len(devices)
+        report["drivers"].append(
+            {
+                "index": drv.index,
+                "driver_version": props.driver_version,
+                "version": props.version,
+                "uuid": props.uuid,
+                "api_version": f"{props.api_version[0]}.{props.api_version[1]}",
+                "devices": [
+                    {
+                        "index": dev.index,
+                        "name": dev.name,
+                        "type": dev.type,
+                        "vendor_id": _hex(dev.vendor_id),
+                        "device_id": _hex(dev.device_id),
+                        "pci_address": dev.pci_address,
+                        "uuid": dev.uuid,
+                        "memory_bytes": dev.total_memory,
+                        "kernel_driver": dev.kernel_driver,
+                        "sub_devices": len(dev.sub_devices()),
+                    }
+                    for dev in devices
+                ],
+                "peer_access": [[a is b or a.can_access_peer(b) for b in devices] for a in devices],
+            }
+        )
+    if total_devices == 0:
+        raise _NoDevice("the Level Zero drivers report no device")
+    return report
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.2f} GiB"
+
+
+def render(report: dict[str, Any], console: Console) -> None:
+    """Print the report as rich tables."""
+    loader = Table(title="Level Zero loader", show_header=False)
+    loader.add_row("path", str(report["loader"]["path"] or "unknown"))
+    for comp in report["loader"]["components"]:
+        loader.add_row(comp["name"], comp["version"])
+    if report["alt_drivers"]:
+        loader.add_row("ZE_ENABLE_ALT_DRIVERS", ", ".join(report["alt_drivers"]))
+    console.print(loader)
+    if report["alt_drivers"]:
+        console.print(
+            "note: ZE_ENABLE_ALT_DRIVERS is set, so the drivers below are the ones named there "
+            "(for example l0mem's simulator), not the installed runtime"
+        )
+    for drv in report["drivers"]:
+        title = f"Driver {drv['index']}: version {drv['version']} (raw {drv['driver_version']:#010x}), API {drv['api_version']}"
+        table = Table(title=title)
+        for col in ("#", "name", "type", "vendor:device", "PCI", "kernel driver", "memory", "UUID"):
+            table.add_column(col)
+        for dev in drv["devices"]:
+            table.add_row(
+                str(dev["index"]),
+                dev["name"],
+                dev["type"],
+                f"{dev['vendor_id']}:{dev['device_id']}",
+                dev["pci_address"] or "-",
+                dev["kernel_driver"] or "-",
+                _gib(dev["memory_bytes"]),
+                dev["uuid"],
+            )
+        console.print(table)
+        if len(drv["devices"]) > 1:
+            console.print(
+                f"Driver {drv['index']}: peer access (row device can access column device)"
+            )
+            peers = Table()
+            peers.add_column("")
+            for dev in drv["devices"]:
+                peers.add_column(str(dev["index"]), justify="center")
+            for dev, row in zip(drv["devices"], drv["peer_access"], strict=True):
+                peers.add_row(
+                    str(dev["index"]),
+                    *(
+                        "-" if i == dev["index"] else ("yes" if ok else "no")
+                        for i, ok in enumerate(row)
+                    ),
+                )
+            console.print(peers)
+
+
+def write_json(path: Path, report: dict[str, Any]) -> None:
+    """Write ``report`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@click.command()
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the report as JSON to PATH.",
+)
+def info(json_path: Path | None) -> None:
+    """Show the Level Zero loader, drivers, devices and peer access."""
+    from l0mem._ze.errors import ZeError
+
+    try:
+        report = collect()
+    except _NoDevice as err:
+        click.echo(f"l0mem info: {err}", err=True)
+        raise SystemExit(int(ExitCode.NO_DEVICE)) from None
+    except ZeError as err:
+        click.echo(f"l0mem info: driver error: {err}", err=True)
+        raise SystemExit(int(ExitCode.DRIVER_ERROR)) from None
+    render(report, Console())
+    if json_path is not None:
+        try:
+            write_json(json_path, report)
+        except OSError as err:
+            click.echo(f"l0mem info: cannot write {json_path}: {err.strerror or err}", err=True)
+            raise SystemExit(int(ExitCode.BAD_INPUT)) from None

@@ -1,0 +1,65 @@
+"""A small object layer over the Level Zero binding (modelled on cuda.core).
+
+Objects come from their parents' factories: :func:`drivers` gives
+:class:`Driver` objects, a driver gives :class:`Device` objects and
+:class:`Context` objects, a context gives allocations, command lists, queues,
+event pools and modules. Each object frees its handle on ``close()``, on
+leaving a ``with`` block, when its context closes, or when it is garbage
+collected (then failures are reported as :class:`ReleaseWarning`).
+"""
+
+from l0mem.core._lifetime import ReleaseWarning
+from l0mem.core.commands import CommandList, CommandQueue, Fence, ImmediateCommandList
+from l0mem.core.context import Context
+from l0mem.core.device import (
+    ComputeProperties,
+    Device,
+    DeviceProperties,
+    MemoryProperties,
+    MemoryState,
+    P2PProperties,
+    kernel_driver_of,
+)
+from l0mem.core.driver import Driver, DriverProperties, decode_driver_version, drivers
+from l0mem.core.events import Event, EventPool
+from l0mem.core.memory import (
+    Allocation,
+    AllocationProperties,
+    DeviceAllocation,
+    HostAllocation,
+    IpcMapping,
+    SharedAllocation,
+)
+from l0mem.core.module import Kernel, KernelProperties, Module, ModuleBuildError
+
+__all__ = [
+    "Allocation",
+    "AllocationProperties",
+    "CommandList",
+    "CommandQueue",
+    "ComputeProperties",
+    "Context",
+    "Device",
+    "DeviceAllocation",
+    "DeviceProperties",
+    "Driver",
+    "DriverProperties",
+    "Event",
+    "EventPool",
+    "Fence",
+    "HostAllocation",
+    "ImmediateCommandList",
+    "IpcMapping",
+    "Kernel",
+    "KernelProperties",
+    "MemoryProperties",
+    "MemoryState",
+    "Module",
+    "ModuleBuildError",
+    "P2PProperties",
+    "ReleaseWarning",
+    "SharedAllocation",
+    "decode_driver_version",
+    "drivers",
+    "kernel_driver_of",
+]

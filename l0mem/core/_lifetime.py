@@ -1,0 +1,126 @@
+"""Release of raw Level Zero handles, exactly once and children before parents.
+
+Every object of the layer registers the raw call that frees it with the
+:class:`Tracker` of its context. A ``weakref.finalize`` on the Python object
+holds only the tracker and a key, never the object or its parents, so garbage
+collection order (cycles, interpreter exit) cannot free a context before the
+memory and lists created in it, and ``close()`` followed by collection frees
+once.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from l0mem._ze import check
+
+
+class ReleaseWarning(RuntimeWarning):
+    """A handle could not be freed during garbage collection (it may have leaked)."""
+
+
+Release = Callable[..., int]
+
+
+def _run(release: Release, args: tuple[Any, ...], what: str, raising: bool) -> None:
+    """Call one raw release function; raise or warn on failure."""
+    try:
+        check(release(*args), what)
+    except Exception as err:
+        if raising:
+            raise
+        warnings.warn(f"l0mem: releasing {what} failed: {err}", ReleaseWarning, stacklevel=2)
+
+
+class Tracker:
+    """Raw release calls a context still owes, freed newest first and children first."""
+
+    def __init__(self) -> None:
+        """Start with nothing registered."""
+        self._lock = threading.RLock()
+        self._items: dict[int, tuple[Release, tuple[Any, ...], str, int | None]] = {}
+        self._next = 0
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Return True once the owning context has been released."""
+        return self._closed
+
+    def add(
+        self, release: Release, args: tuple[Any, ...], what: str, parent: int | None = None
+    ) -> int:
+        """Register ``release(*args)`` (C routine ``what``) under ``parent``; return its key."""
+        with self._lock:
+            if self._closed:
+                raise ValueError("the context is closed")
+            if parent is not None and parent not in self._items:
+                raise ValueError("the parent object is closed")
+            key = self._next
+            self._next += 1
+            self._items[key] = (release, args, what, parent)
+            return key
+
+    def owns(self, key: int) -> bool:
+        """Return True while the handle registered under ``key`` is unreleased."""
+        with self._lock:
+            return key in self._items
+
+    def _take(self, key: int) -> list[tuple[Release, tuple[Any, ...], str]]:
+        """Remove ``key`` and its descendants; return their release calls, children first."""
+        item = self._items.pop(key, None)
+        if item is None:
+            return []
+        taken: list[tuple[Release, tuple[Any, ...], str]] = []
+        for child in sorted((k for k, v in self._items.items() if v[3] == key), reverse=True):
+            taken.extend(self._take(child))
+        taken.append(item[:3])
+        return taken
+
+    def release(self, key: int, raising: bool = True) -> bool:
+        """Free the handle under ``key`` (children first) if still held; return whether it did."""
+        with self._lock:
+            calls = self._take(key)
+        _run_all(calls, raising)
+        return bool(calls)
+
+    def release_all(
+        self, final: tuple[Release, tuple[Any, ...], str] | None, raising: bool
+    ) -> None:
+        """Free every registered handle newest first, then ``final``; raise the first failure."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            calls = [self._items.pop(k)[:3] for k in sorted(self._items, reverse=True)]
+        if final is not None:
+            calls.append(final)
+        _run_all(calls, raising)
+
+
+def _run_all(calls: list[tuple[Release, tuple[Any, ...], str]], raising: bool) -> None:
+    """Run every release call even if one fails; raise the first failure afterwards."""
+    first: BaseException | None = None
+    for release, args, what in calls:
+        try:
+            _run(release, args, what, raising)
+        except Exception as err:
+            first = first or err
+    if first is not None:
+        raise first
+
+
+def finalize_child(owner: object, tracker: Tracker, key: int) -> Callable[[], None]:
+    """Attach a finalizer to ``owner`` freeing ``key`` at collection; return a closer for close()."""
+    fin = weakref.finalize(owner, tracker.release, key, False)
+
+    def close() -> None:
+        """Detach the finalizer and free ``key`` now, raising on failure."""
+        fin.detach()
+        tracker.release(key, True)
+
+    return close

@@ -1,0 +1,394 @@
+"""The Level Zero implementation of :class:`l0mem.backend.Backend`.
+
+One in-order immediate command list per device carries every operation;
+events come from recycled timestamp pools, so ``Event.elapsed_ns`` reports the
+device-measured duration. l0mem's kernels are built per device from the
+shipped SPIR-V on first use. ``context="multi"`` puts all devices in one
+context (the layout the SYCL runtime uses, and where peer residency applies);
+``context="single"`` gives every device its own context, so a device-to-device
+copy between contexts is staged through host memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Literal
+
+from typing_extensions import Buffer as HostBuffer
+
+from l0mem.backend import DeviceBuffer, Event
+from l0mem.core.commands import ImmediateCommandList
+from l0mem.core.context import Context
+from l0mem.core.device import Device
+from l0mem.core.driver import drivers
+from l0mem.core.events import Event as CoreEvent
+from l0mem.core.events import EventPool
+from l0mem.core.memory import DeviceAllocation
+from l0mem.core.module import Kernel, Module
+
+_POOL_SIZE = 64
+
+
+class L0Event:
+    """A backend event: one recycled Level Zero event with kernel timestamps."""
+
+    def __init__(self, event: CoreEvent, recycler: _Recycler) -> None:
+        """Wrap ``event``; it goes back to ``recycler`` when this wrapper is collected."""
+        self._event = event
+        self._device: Device | None = None
+        weakref.finalize(self, recycler.give_back, event)
+
+    @property
+    def core(self) -> CoreEvent:
+        """Return the underlying :class:`l0mem.core.Event`."""
+        return self._event
+
+    def wait(self) -> None:
+        """Block until the operation has finished."""
+        self._event.wait()
+
+    def elapsed_ns(self) -> int | None:
+        """Return the device-measured duration in ns once done (None after the backend closed)."""
+        if self._event.closed:
+            return None
+        self._event.wait()
+        return self._event.duration_ns(self._device)
+
+
+class _Recycler:
+    """Events of one context, handed out unsignalled and taken back once signalled."""
+
+    def __init__(self, context: Context) -> None:
+        """Hand out events of ``context``, creating pools on demand."""
+        self._context = context
+        self._pools: list[EventPool] = []
+        self._clean: list[CoreEvent] = []
+        self._returned: list[CoreEvent] = []
+        # Reentrant: a collection inside take() can run give_back() on the same thread.
+        self._lock = threading.RLock()
+
+    def take(self) -> CoreEvent:
+        """Return an unsignalled event, reusing finished ones before growing."""
+        with self._lock:
+            if not self._clean:
+                for ev in list(self._returned):
+                    if ev.closed:
+                        self._returned.remove(ev)
+                    elif ev.query():
+                        self._returned.remove(ev)
+                        ev.reset()
+                        self._clean.append(ev)
+            if not self._clean:
+                pool = self._context.event_pool(_POOL_SIZE, timestamps=True)
+                self._pools.append(pool)
+                self._clean.extend(pool.event(i) for i in range(_POOL_SIZE))
+            return self._clean.pop()
+
+    def give_back(self, event: CoreEvent) -> None:
+        """Accept an event whose backend wrapper is gone; it is reused once signalled."""
+        with self._lock:
+            if not event.closed:
+                self._returned.append(event)
+
+
+class L0Buffer:
+    """A device allocation (or a view into one) of a :class:`LevelZeroBackend`."""
+
+    def __init__(
+        self, alloc: DeviceAllocation, device: int, offset: int = 0, nbytes: int | None = None
+    ) -> None:
+        """Wrap ``alloc`` (or ``nbytes`` of it from ``offset``) as device ``device``'s buffer."""
+        self._alloc = alloc
+        self._device = device
+        self._offset = offset
+        self._nbytes = alloc.nbytes - offset if nbytes is None else nbytes
+        self._owner = offset == 0 and nbytes is None
+
+    @property
+    def nbytes(self) -> int:
+        """Return the size in bytes."""
+        return self._nbytes
+
+    @property
+    def device(self) -> int:
+        """Return the index of the owning device within its backend."""
+        return self._device
+
+    @property
+    def address(self) -> int:
+        """Return the device virtual address as an integer."""
+        if self._alloc.closed:
+            raise ValueError("the buffer is closed")
+        return self._alloc.address + self._offset
+
+    @property
+    def allocation(self) -> DeviceAllocation:
+        """Return the underlying :class:`l0mem.core.DeviceAllocation`."""
+        return self._alloc
+
+    def view(self, offset: int, nbytes: int) -> L0Buffer:
+        """Return a non-owning view of ``nbytes`` starting at ``offset``."""
+        if offset < 0 or nbytes < 0 or offset + nbytes > self._nbytes:
+            raise ValueError(
+                f"view [{offset}, {offset + nbytes}) is outside the buffer of {self._nbytes} bytes"
+            )
+        return L0Buffer(self._alloc, self._device, self._offset + offset, nbytes)
+
+    def close(self) -> None:
+        """Free the allocation (a no-op for views and for already closed buffers)."""
+        if self._owner:
+            self._alloc.close()
+
+
+class LevelZeroBackend:
+    """l0mem's backend protocol over Level Zero devices."""
+
+    name = "l0"
+
+    def __init__(
+        self,
+        devices: Sequence[Device] | None = None,
+        *,
+        context: Literal["single", "multi"] = "multi",
+    ) -> None:
+        """Open contexts and one immediate command list per device (default: all of driver 0)."""
+        if context not in ("single", "multi"):
+            raise ValueError(f"context must be 'single' or 'multi', got {context!r}")
+        if devices is None:
+            found = drivers()
+            if not found or not found[0].devices():
+                raise RuntimeError("no Level Zero device found")
+            devices = found[0].devices()
+        self._devices = list(devices)
+        if not self._devices:
+            raise ValueError("the backend needs at least one device")
+        self.context_mode = context
+        self._contexts: list[Context] = []
+        self._ctx_of: list[Context] = []
+        self._lists: list[ImmediateCommandList] = []
+        self._recyclers: dict[int, _Recycler] = {}
+        self._modules: dict[int, Module] = {}
+        self._kernels: dict[tuple[int, str], Kernel] = {}
+        self._lock = threading.Lock()
+        try:
+            if context == "multi":
+                ctx = self._devices[0].driver.create_context(self._devices)
+                self._contexts = [ctx]
+                self._ctx_of = [ctx] * len(self._devices)
+            else:
+                self._contexts = [d.driver.create_context([d]) for d in self._devices]
+                self._ctx_of = list(self._contexts)
+            for ctx in self._contexts:
+                self._recyclers[id(ctx)] = _Recycler(ctx)
+            self._lists = [
+                self._ctx_of[i].immediate_command_list(d) for i, d in enumerate(self._devices)
+            ]
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def devices(self) -> list[Device]:
+        """Return the core devices in backend index order."""
+        return list(self._devices)
+
+    def context_of(self, device: int) -> Context:
+        """Return the context holding device ``device``."""
+        return self._ctx_of[self._index(device)]
+
+    def device_count(self) -> int:
+        """Return how many devices this backend drives."""
+        return len(self._devices)
+
+    def device_name(self, index: int) -> str:
+        """Return a human-readable name of device ``index``."""
+        return self._devices[self._index(index)].name
+
+    def _index(self, device: int) -> int:
+        if not 0 <= device < len(self._devices):
+            raise IndexError(f"device index {device} out of range 0..{len(self._devices) - 1}")
+        return device
+
+    def _event(self, device: int) -> L0Event:
+        recycler = self._recyclers[id(self._ctx_of[device])]
+        ev = L0Event(recycler.take(), recycler)
+        ev._device = self._devices[device]
+        return ev
+
+    def _waits(self, device: int, wait_for: Sequence[Event]) -> list[CoreEvent]:
+        """Return device-side waits in ``device``'s context; host-wait the others."""
+        ctx = self._ctx_of[device]
+        waits = []
+        for ev in wait_for:
+            if not isinstance(ev, L0Event):
+                ev.wait()
+            elif ev.core.pool.context is ctx:
+                waits.append(ev.core)
+            else:
+                ev.wait()
+        return waits
+
+    @staticmethod
+    def _buffer(buf: DeviceBuffer) -> L0Buffer:
+        if not isinstance(buf, L0Buffer):
+            raise TypeError(
+                f"expected a buffer of the Level Zero backend, got {type(buf).__name__}"
+            )
+        return buf
+
+    def allocate(self, device: int, nbytes: int) -> L0Buffer:
+        """Return a new device allocation of ``nbytes`` on ``device``."""
+        i = self._index(device)
+        alloc = self._ctx_of[i].allocate_device(self._devices[i], nbytes)
+        return L0Buffer(alloc, i)
+
+    def upload(
+        self, dst: DeviceBuffer, data: HostBuffer, *, wait_for: Sequence[Event] = ()
+    ) -> L0Event:
+        """Copy host ``data`` into the start of ``dst``; return its event."""
+        d = self._buffer(dst)
+        n = memoryview(data).nbytes
+        if n > d.nbytes:
+            raise ValueError(f"{n} bytes of data do not fit the buffer of {d.nbytes} bytes")
+        ev = self._event(d.device)
+        self._lists[d.device].copy_from_host(
+            d.address, data, wait_for=self._waits(d.device, wait_for), signal=ev.core
+        )
+        return ev
+
+    def download(
+        self, src: DeviceBuffer, out: HostBuffer, *, wait_for: Sequence[Event] = ()
+    ) -> L0Event:
+        """Copy the start of ``src`` into the writable host buffer ``out``; return its event."""
+        s = self._buffer(src)
+        n = memoryview(out).nbytes
+        if n > s.nbytes:
+            raise ValueError(f"output of {n} bytes is larger than the buffer of {s.nbytes} bytes")
+        ev = self._event(s.device)
+        self._lists[s.device].copy_to_host(
+            s.address, out, wait_for=self._waits(s.device, wait_for), signal=ev.core
+        )
+        return ev
+
+    def copy(
+        self,
+        dst: DeviceBuffer,
+        src: DeviceBuffer,
+        nbytes: int | None = None,
+        *,
+        queue_device: int | None = None,
+        wait_for: Sequence[Event] = (),
+    ) -> L0Event:
+        """Copy ``nbytes`` (default: all of ``src``) device to device; return its event."""
+        d, s = self._buffer(dst), self._buffer(src)
+        n = s.nbytes if nbytes is None else nbytes
+        if n > s.nbytes or n > d.nbytes:
+            raise ValueError(f"copy of {n} bytes exceeds the buffers ({s.nbytes}, {d.nbytes})")
+        q = s.device if queue_device is None else self._index(queue_device)
+        if self._ctx_of[d.device] is self._ctx_of[s.device] is self._ctx_of[q]:
+            ev = self._event(q)
+            self._lists[q].copy(
+                d.address, s.address, n, wait_for=self._waits(q, wait_for), signal=ev.core
+            )
+            return ev
+        # Separate contexts cannot address each other's memory: stage through the host.
+        for w in wait_for:
+            w.wait()
+        staging = bytearray(n)
+        self._lists[s.device].copy_to_host(s.address, staging)
+        ev = self._event(d.device)
+        self._lists[d.device].copy_from_host(d.address, staging, signal=ev.core)
+        return ev
+
+    def fill(
+        self,
+        dst: DeviceBuffer,
+        pattern: bytes,
+        nbytes: int | None = None,
+        *,
+        wait_for: Sequence[Event] = (),
+    ) -> L0Event:
+        """Fill ``nbytes`` (default: all) of ``dst`` with the repeated ``pattern``; return its event."""
+        d = self._buffer(dst)
+        n = d.nbytes if nbytes is None else nbytes
+        if n > d.nbytes:
+            raise ValueError(f"fill of {n} bytes exceeds the buffer of {d.nbytes} bytes")
+        ev = self._event(d.device)
+        self._lists[d.device].fill(
+            d.address, pattern, n, wait_for=self._waits(d.device, wait_for), signal=ev.core
+        )
+        return ev
+
+    def kernel(self, name: str, device: int) -> Kernel:
+        """Return l0mem's kernel ``name`` built for ``device`` (built once per device)."""
+        i = self._index(device)
+        with self._lock:
+            k = self._kernels.get((i, name))
+            if k is None:
+                module = self._modules.get(i)
+                if module is None:
+                    from l0mem.kernels import spirv_bytes
+
+                    module = self._ctx_of[i].create_module(self._devices[i], spirv_bytes())
+                    self._modules[i] = module
+                k = module.kernel(name)
+                self._kernels[(i, name)] = k
+            return k
+
+    def launch(
+        self,
+        kernel: str,
+        device: int,
+        args: Sequence[DeviceBuffer | int],
+        global_size: int,
+        *,
+        wait_for: Sequence[Event] = (),
+    ) -> L0Event:
+        """Run one of l0mem's kernels over ``global_size`` work-items; return its event."""
+        i = self._index(device)
+        if global_size < 1:
+            raise ValueError(f"global size must be positive, got {global_size}")
+        k = self.kernel(kernel, i)
+        group = k.suggest_group_size(global_size)[0] or 1
+        k.set_group_size(group)
+        for index, arg in enumerate(args):
+            if isinstance(arg, int):
+                k.set_arg(index, ctypes.c_uint64(arg))
+            else:
+                k.set_arg(index, ctypes.c_void_p(self._buffer(arg).address))
+        ev = self._event(i)
+        groups = -(-global_size // group)
+        self._lists[i].launch(k, groups, wait_for=self._waits(i, wait_for), signal=ev.core)
+        return ev
+
+    def synchronize(self, device: int | None = None) -> None:
+        """Wait until all work on ``device`` (default: every device) has finished."""
+        targets = range(len(self._lists)) if device is None else [self._index(device)]
+        for i in targets:
+            self._lists[i].synchronize()
+
+    def close(self) -> None:
+        """Release every list, module, event and allocation, then the contexts."""
+        self._kernels.clear()
+        self._modules.clear()
+        self._lists = []
+        first: BaseException | None = None
+        for ctx in self._contexts:
+            try:
+                ctx.close()
+            except Exception as err:
+                first = first or err
+        self._contexts = []
+        if first is not None:
+            raise first
+
+    def __enter__(self) -> LevelZeroBackend:
+        """Return self for use in a with block."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close on leaving the with block."""
+        self.close()

@@ -1,0 +1,250 @@
+"""Contexts: the owner of allocations, lists, queues, events and modules."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from typing_extensions import Self
+
+from l0mem.core import _raw
+from l0mem.core._lifetime import Tracker
+from l0mem.core.commands import CommandList, CommandQueue, ImmediateCommandList
+from l0mem.core.events import EventPool
+from l0mem.core.memory import (
+    EXTERNAL_MEMORY_DMA_BUF,
+    Allocation,
+    DeviceAllocation,
+    HostAllocation,
+    IpcMapping,
+    SharedAllocation,
+)
+from l0mem.core.module import Module
+
+if TYPE_CHECKING:
+    from l0mem.core.device import Device
+    from l0mem.core.driver import Driver
+
+A = TypeVar("A", bound=Allocation)
+
+
+class Context:
+    """A Level Zero context over one or several devices of a driver."""
+
+    def __init__(self, driver: Driver, devices: Sequence[Device]) -> None:
+        """Create a context over ``devices`` (use Driver.create_context)."""
+        devices = list(devices)
+        if not devices:
+            raise ValueError("a context needs at least one device")
+        for d in devices:
+            if d.driver is not driver:
+                raise ValueError(f"{d!r} does not belong to {driver!r}")
+        if len({d.handle for d in devices}) != len(devices):
+            raise ValueError("a device appears twice in the context's device list")
+        self._driver = driver
+        self._devices = devices
+        desc = _raw.struct("ze_context_desc_t")
+        h = ctypes.c_void_p()
+        if [d.handle for d in devices] == [d.handle for d in driver.devices()]:
+            _raw.call("zeContextCreate", driver.handle, ctypes.byref(desc), ctypes.byref(h))
+        else:
+            arr = _raw.handles("ze_device_handle_t", len(devices))
+            for i, d in enumerate(devices):
+                arr[i] = d.handle
+            _raw.call(
+                "zeContextCreateEx",
+                driver.handle,
+                ctypes.byref(desc),
+                len(devices),
+                arr,
+                ctypes.byref(h),
+            )
+        self._handle = _raw.address(h)
+        self._tracker = Tracker()
+        self._final = (_raw.fn("zeContextDestroy"), (self._handle,), "zeContextDestroy")
+        self._finalizer = weakref.finalize(self, self._tracker.release_all, self._final, False)
+        self._lock = threading.Lock()
+
+    @property
+    def handle(self) -> int:
+        """Return the raw ``ze_context_handle_t``."""
+        return self._handle
+
+    @property
+    def driver(self) -> Driver:
+        """Return the driver of the context."""
+        return self._driver
+
+    @property
+    def devices(self) -> list[Device]:
+        """Return the devices of the context."""
+        return list(self._devices)
+
+    @property
+    def closed(self) -> bool:
+        """Return True once the context has been destroyed."""
+        return self._tracker.closed
+
+    def _member(self, device: Device) -> Device:
+        if self.closed:
+            raise ValueError("the context is closed")
+        if device not in self._devices:
+            raise ValueError(f"{device!r} is not a device of this context")
+        return device
+
+    @staticmethod
+    def _size(nbytes: int) -> int:
+        if not isinstance(nbytes, int) or nbytes <= 0:
+            raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
+        return nbytes
+
+    def _adopt(self, cls: type[A], device: Device | None, ptr: int, nbytes: int) -> A:
+        """Wrap a fresh pointer; free it if wrapping fails so nothing leaks."""
+        try:
+            return cls(self, device, ptr, nbytes)
+        except BaseException:
+            _raw.call("zeMemFree", self._handle, ptr)
+            raise
+
+    def allocate_device(
+        self, device: Device, nbytes: int, *, alignment: int = 0, export_dmabuf: bool = False
+    ) -> DeviceAllocation:
+        """Return ``nbytes`` of device memory on ``device`` (optionally dma-buf exportable)."""
+        self._member(device)
+        self._size(nbytes)
+        desc = _raw.struct("ze_device_mem_alloc_desc_t")
+        export = None
+        if export_dmabuf:
+            export = _raw.struct("ze_external_memory_export_desc_t", flags=EXTERNAL_MEMORY_DMA_BUF)
+            desc.pNext = ctypes.cast(ctypes.pointer(export), ctypes.c_void_p)
+        ptr = ctypes.c_void_p()
+        _raw.call(
+            "zeMemAllocDevice",
+            self._handle,
+            ctypes.byref(desc),
+            nbytes,
+            alignment,
+            device.handle,
+            ctypes.byref(ptr),
+        )
+        return self._adopt(DeviceAllocation, device, _raw.address(ptr), nbytes)
+
+    def allocate_host(self, nbytes: int, *, alignment: int = 0) -> HostAllocation:
+        """Return ``nbytes`` of host memory visible to the context's devices."""
+        if self.closed:
+            raise ValueError("the context is closed")
+        self._size(nbytes)
+        desc = _raw.struct("ze_host_mem_alloc_desc_t")
+        ptr = ctypes.c_void_p()
+        _raw.call(
+            "zeMemAllocHost", self._handle, ctypes.byref(desc), nbytes, alignment, ctypes.byref(ptr)
+        )
+        return self._adopt(HostAllocation, None, _raw.address(ptr), nbytes)
+
+    def allocate_shared(
+        self, device: Device | None, nbytes: int, *, alignment: int = 0
+    ) -> SharedAllocation:
+        """Return ``nbytes`` of shared memory associated with ``device`` (None: any device)."""
+        if device is not None:
+            self._member(device)
+        elif self.closed:
+            raise ValueError("the context is closed")
+        self._size(nbytes)
+        ddesc = _raw.struct("ze_device_mem_alloc_desc_t")
+        hdesc = _raw.struct("ze_host_mem_alloc_desc_t")
+        ptr = ctypes.c_void_p()
+        _raw.call(
+            "zeMemAllocShared",
+            self._handle,
+            ctypes.byref(ddesc),
+            ctypes.byref(hdesc),
+            nbytes,
+            alignment,
+            device.handle if device is not None else None,
+            ctypes.byref(ptr),
+        )
+        return self._adopt(SharedAllocation, device, _raw.address(ptr), nbytes)
+
+    def make_resident(self, device: Device, alloc: Allocation, nbytes: int | None = None) -> None:
+        """Make ``alloc`` (default: all of it) resident on ``device``."""
+        self._member(device)
+        _raw.call(
+            "zeContextMakeMemoryResident",
+            self._handle,
+            device.handle,
+            alloc.address,
+            alloc.nbytes if nbytes is None else nbytes,
+        )
+
+    def evict(self, device: Device, alloc: Allocation, nbytes: int | None = None) -> None:
+        """Allow ``alloc`` (default: all of it) to be evicted from ``device``."""
+        self._member(device)
+        _raw.call(
+            "zeContextEvictMemory",
+            self._handle,
+            device.handle,
+            alloc.address,
+            alloc.nbytes if nbytes is None else nbytes,
+        )
+
+    def open_ipc_handle(self, device: Device, handle: bytes, nbytes: int = 0) -> IpcMapping:
+        """Map another process's allocation from its IPC handle into this context."""
+        self._member(device)
+        h = _raw.struct("ze_ipc_mem_handle_t")
+        if len(handle) != ctypes.sizeof(h):
+            raise ValueError(f"IPC handle must be {ctypes.sizeof(h)} bytes, got {len(handle)}")
+        ctypes.memmove(ctypes.addressof(h), handle, len(handle))
+        ptr = ctypes.c_void_p()
+        _raw.call("zeMemOpenIpcHandle", self._handle, device.handle, h, 0, ctypes.byref(ptr))
+        try:
+            return IpcMapping(self, device, _raw.address(ptr), nbytes)
+        except BaseException:
+            _raw.call("zeMemCloseIpcHandle", self._handle, ptr)
+            raise
+
+    def immediate_command_list(
+        self, device: Device, *, ordinal: int | None = None
+    ) -> ImmediateCommandList:
+        """Return a new in-order immediate command list on ``device``."""
+        return ImmediateCommandList(self, self._member(device), ordinal=ordinal)
+
+    def command_list(self, device: Device, *, ordinal: int | None = None) -> CommandList:
+        """Return a new regular command list for ``device``."""
+        return CommandList(self, self._member(device), ordinal=ordinal)
+
+    def command_queue(self, device: Device, *, ordinal: int | None = None) -> CommandQueue:
+        """Return a new command queue on ``device``."""
+        return CommandQueue(self, self._member(device), ordinal=ordinal)
+
+    def event_pool(
+        self, count: int, *, host_visible: bool = True, timestamps: bool = False
+    ) -> EventPool:
+        """Return a pool of ``count`` events usable on every device of the context."""
+        if self.closed:
+            raise ValueError("the context is closed")
+        return EventPool(self, count, host_visible=host_visible, timestamps=timestamps)
+
+    def create_module(self, device: Device, spirv: bytes, build_flags: str = "") -> Module:
+        """Return ``spirv`` built for ``device``; a failed build raises ModuleBuildError."""
+        return Module(self, self._member(device), spirv, build_flags)
+
+    def close(self) -> None:
+        """Free everything the context still owns, then destroy it (idempotent)."""
+        if self._finalizer.detach() is not None:
+            self._tracker.release_all(self._final, True)
+
+    def __enter__(self) -> Self:
+        """Return self for use in a with block."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close on leaving the with block."""
+        self.close()
+
+    def __repr__(self) -> str:
+        """Return a short description for debugging."""
+        state = "closed" if self.closed else f"0x{self._handle:x}"
+        return f"<Context {state} over {len(self._devices)} device(s)>"

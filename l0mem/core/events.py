@@ -1,0 +1,206 @@
+"""Event pools and events: completion, host signalling and kernel timestamps."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import Self
+
+from l0mem._ze import api, check
+from l0mem._ze.enums import ZE_RESULT_NOT_READY
+from l0mem.core import _raw
+from l0mem.core._lifetime import finalize_child
+
+if TYPE_CHECKING:
+    from l0mem.core.context import Context
+
+POOL_HOST_VISIBLE = 1 << 0
+POOL_KERNEL_TIMESTAMP = 1 << 2
+SCOPE_HOST = 1 << 2
+WAIT_FOREVER = 2**64 - 1
+
+
+class EventPool:
+    """A pool of ``count`` events in one context."""
+
+    def __init__(
+        self, context: Context, count: int, *, host_visible: bool = True, timestamps: bool = False
+    ) -> None:
+        """Create the pool (use Context.event_pool)."""
+        if count < 1:
+            raise ValueError(f"event pool size must be at least 1, got {count}")
+        self._context = context
+        self.count = count
+        self.timestamps = timestamps
+        flags = (POOL_HOST_VISIBLE if host_visible else 0) | (
+            POOL_KERNEL_TIMESTAMP if timestamps else 0
+        )
+        desc = _raw.struct("ze_event_pool_desc_t", flags=flags, count=count)
+        devs = _raw.handles("ze_device_handle_t", len(context.devices))
+        for i, d in enumerate(context.devices):
+            devs[i] = d.handle
+        h = ctypes.c_void_p()
+        _raw.call(
+            "zeEventPoolCreate",
+            context.handle,
+            ctypes.byref(desc),
+            len(context.devices),
+            devs,
+            ctypes.byref(h),
+        )
+        self._handle = _raw.address(h)
+        self._tracker = context._tracker
+        try:
+            self._key = self._tracker.add(
+                _raw.fn("zeEventPoolDestroy"), (self._handle,), "zeEventPoolDestroy"
+            )
+        except BaseException:
+            _raw.call("zeEventPoolDestroy", self._handle)
+            raise
+        self._close = finalize_child(self, self._tracker, self._key)
+        self._events: dict[int, Event] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def handle(self) -> int:
+        """Return the raw ``ze_event_pool_handle_t``."""
+        return self._handle
+
+    @property
+    def context(self) -> Context:
+        """Return the context of the pool."""
+        return self._context
+
+    @property
+    def closed(self) -> bool:
+        """Return True once the pool has been destroyed."""
+        return not self._tracker.owns(self._key)
+
+    def event(self, index: int) -> Event:
+        """Return the event at ``index`` (created on first use, then the same object)."""
+        if not 0 <= index < self.count:
+            raise IndexError(f"event index {index} out of range 0..{self.count - 1}")
+        with self._lock:
+            ev = self._events.get(index)
+            if ev is None or ev.closed:
+                ev = Event(self, index)
+                self._events[index] = ev
+            return ev
+
+    def close(self) -> None:
+        """Destroy the pool and its events (a no-op when already closed)."""
+        self._close()
+
+    def __enter__(self) -> Self:
+        """Return self for use in a with block."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close on leaving the with block."""
+        self.close()
+
+
+class Event:
+    """One event of a pool: signalled by the device or the host, waited on by either."""
+
+    def __init__(self, pool: EventPool, index: int) -> None:
+        """Create event ``index`` of ``pool`` (use EventPool.event)."""
+        self._pool = pool
+        self.index = index
+        desc = _raw.struct("ze_event_desc_t", index=index, signal=SCOPE_HOST, wait=SCOPE_HOST)
+        h = ctypes.c_void_p()
+        _raw.call("zeEventCreate", pool.handle, ctypes.byref(desc), ctypes.byref(h))
+        self._handle = _raw.address(h)
+        self._tracker = pool._tracker
+        try:
+            self._key = self._tracker.add(
+                _raw.fn("zeEventDestroy"), (self._handle,), "zeEventDestroy", parent=pool._key
+            )
+        except BaseException:
+            _raw.call("zeEventDestroy", self._handle)
+            raise
+        self._close = finalize_child(self, self._tracker, self._key)
+        # Host buffers an asynchronous copy reads or writes stay referenced until the wait.
+        self._keep: list[Any] = []
+
+    @property
+    def handle(self) -> int:
+        """Return the raw ``ze_event_handle_t``."""
+        return self._handle
+
+    @property
+    def pool(self) -> EventPool:
+        """Return the pool the event belongs to."""
+        return self._pool
+
+    @property
+    def closed(self) -> bool:
+        """Return True once the event has been destroyed."""
+        return not self._tracker.owns(self._key)
+
+    def wait(self, timeout_ns: int | None = None) -> bool:
+        """Block until signalled or ``timeout_ns`` passes; return whether it was signalled."""
+        timeout = WAIT_FOREVER if timeout_ns is None else max(0, int(timeout_ns))
+        rc = api().zeEventHostSynchronize(self._handle, ctypes.c_uint64(timeout))
+        if rc == ZE_RESULT_NOT_READY:
+            return False
+        check(rc, "zeEventHostSynchronize")
+        self._release_keep()
+        return True
+
+    def query(self) -> bool:
+        """Return True when the event is signalled (without blocking)."""
+        rc = api().zeEventQueryStatus(self._handle)
+        if rc == ZE_RESULT_NOT_READY:
+            return False
+        check(rc, "zeEventQueryStatus")
+        self._release_keep()
+        return True
+
+    def signal(self) -> None:
+        """Signal the event from the host."""
+        _raw.call("zeEventHostSignal", self._handle)
+
+    def reset(self) -> None:
+        """Return the event to the unsignalled state from the host."""
+        _raw.call("zeEventHostReset", self._handle)
+        self._release_keep()
+
+    def kernel_timestamp(self) -> tuple[int, int]:
+        """Return (start, end) device ticks of the operation that signalled the event."""
+        if not self._pool.timestamps:
+            raise ValueError("event pool was created without timestamps=True")
+        result = _raw.struct("ze_kernel_timestamp_result_t")
+        _raw.call("zeEventQueryKernelTimestamp", self._handle, ctypes.byref(result))
+        data = getattr(result, "global")
+        return int(data.kernelStart), int(data.kernelEnd)
+
+    def duration_ns(self, device: Any = None) -> int:
+        """Return the signalling operation's duration in ns from its kernel timestamps."""
+        start, end = self.kernel_timestamp()
+        dev = device or self._pool.context.devices[0]
+        props = dev.properties
+        bits = props.kernel_timestamp_valid_bits or 64
+        ticks = (end - start) & ((1 << bits) - 1)
+        return ticks * max(1, props.timer_resolution_ns)
+
+    def elapsed_ns(self) -> int | None:
+        """Return the duration in ns when the pool records timestamps, else None."""
+        return self.duration_ns() if self._pool.timestamps else None
+
+    def _release_keep(self) -> None:
+        for item in self._keep:
+            release = getattr(item, "release", None)
+            if release is not None:
+                release()
+        self._keep.clear()
+
+    def close(self) -> None:
+        """Destroy the event (a no-op when already closed)."""
+        self._close()
+
+    def __repr__(self) -> str:
+        """Return a short description for debugging."""
+        return f"<Event {self.index} of pool 0x{self._pool.handle:x}>"

@@ -1,0 +1,264 @@
+"""Unified shared memory allocations (device, host and shared) and host-buffer helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import Buffer, Self
+
+from l0mem.core import _raw
+from l0mem.core._lifetime import finalize_child
+
+if TYPE_CHECKING:
+    from l0mem.core.context import Context
+    from l0mem.core.device import Device
+
+_MEMORY_TYPES = {0: "unknown", 1: "host", 2: "device", 3: "shared"}
+EXTERNAL_MEMORY_DMA_BUF = 1 << 1
+
+
+@dataclass(frozen=True)
+class AllocationProperties:
+    """What the driver reports about an allocation (``ze_memory_allocation_properties_t``)."""
+
+    type: str
+    id: int
+    page_size: int
+    device_handle: int
+
+
+class Allocation:
+    """Memory allocated in a context; freed by close(), the context, or garbage collection."""
+
+    kind = "unknown"
+
+    def __init__(self, context: Context, device: Device | None, ptr: int, nbytes: int) -> None:
+        """Take ownership of ``ptr`` (use the Context.allocate_* methods)."""
+        self._context = context
+        self._device = device
+        self._address = ptr
+        self._nbytes = nbytes
+        tracker = context._tracker
+        self._key = tracker.add(
+            _raw.fn("zeMemFree"), (context.handle, ptr), "zeMemFree", parent=None
+        )
+        self._tracker = tracker
+        self._close = finalize_child(self, tracker, self._key)
+
+    @property
+    def address(self) -> int:
+        """Return the virtual address of the allocation."""
+        return self._address
+
+    @property
+    def nbytes(self) -> int:
+        """Return the requested size in bytes."""
+        return self._nbytes
+
+    @property
+    def device(self) -> Device | None:
+        """Return the owning device, or None for host allocations."""
+        return self._device
+
+    @property
+    def context(self) -> Context:
+        """Return the context the allocation belongs to."""
+        return self._context
+
+    @property
+    def closed(self) -> bool:
+        """Return True once the allocation has been freed."""
+        return not self._tracker.owns(self._key)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"{type(self).__name__} is closed")
+
+    def properties(self) -> AllocationProperties:
+        """Return the driver's view of the allocation (type, id, page size, device)."""
+        self._check_open()
+        props = _raw.struct("ze_memory_allocation_properties_t")
+        dev = ctypes.c_void_p()
+        _raw.call(
+            "zeMemGetAllocProperties",
+            self._context.handle,
+            self._address,
+            ctypes.byref(props),
+            ctypes.byref(dev),
+        )
+        return AllocationProperties(
+            type=_MEMORY_TYPES.get(int(props.type), f"type {int(props.type)}"),
+            id=int(props.id),
+            page_size=int(props.pageSize),
+            device_handle=_raw.address(dev),
+        )
+
+    def address_range(self) -> tuple[int, int]:
+        """Return (base address, size) of the driver allocation containing this one."""
+        self._check_open()
+        base = ctypes.c_void_p()
+        size = ctypes.c_size_t()
+        _raw.call(
+            "zeMemGetAddressRange",
+            self._context.handle,
+            self._address,
+            ctypes.byref(base),
+            ctypes.byref(size),
+        )
+        return _raw.address(base), int(size.value)
+
+    def dmabuf_fd(self) -> int:
+        """Return the dma-buf file descriptor of an allocation made with export_dmabuf=True.
+
+        The descriptor belongs to the driver's allocation; dup() it to keep it
+        beyond the allocation's lifetime.
+        """
+        self._check_open()
+        fd = _raw.struct("ze_external_memory_export_fd_t", flags=EXTERNAL_MEMORY_DMA_BUF, fd=-1)
+        props = _raw.struct("ze_memory_allocation_properties_t")
+        props.pNext = ctypes.cast(ctypes.pointer(fd), ctypes.c_void_p)
+        _raw.call(
+            "zeMemGetAllocProperties",
+            self._context.handle,
+            self._address,
+            ctypes.byref(props),
+            None,
+        )
+        if fd.fd < 0:
+            raise RuntimeError("the driver returned no dma-buf file descriptor")
+        return int(fd.fd)
+
+    def ipc_handle(self) -> bytes:
+        """Return the opaque IPC handle other processes can open (64 bytes)."""
+        self._check_open()
+        h = _raw.struct("ze_ipc_mem_handle_t")
+        _raw.call("zeMemGetIpcHandle", self._context.handle, self._address, ctypes.byref(h))
+        return ctypes.string_at(ctypes.addressof(h), ctypes.sizeof(h))
+
+    def close(self) -> None:
+        """Free the allocation (a no-op when already freed)."""
+        self._close()
+
+    def __enter__(self) -> Self:
+        """Return self for use in a with block."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close on leaving the with block."""
+        self.close()
+
+    def __repr__(self) -> str:
+        """Return a short description for debugging."""
+        state = "closed" if self.closed else f"0x{self._address:x}"
+        return f"<{type(self).__name__} {self._nbytes} bytes at {state}>"
+
+
+class DeviceAllocation(Allocation):
+    """Memory on one device (``zeMemAllocDevice``)."""
+
+    kind = "device"
+
+
+class HostAllocation(Allocation):
+    """Host memory visible to every device of the context (``zeMemAllocHost``)."""
+
+    kind = "host"
+
+    def memoryview(self) -> memoryview:
+        """Return a writable byte view of the memory (valid until the allocation is closed)."""
+        self._check_open()
+        arr = (ctypes.c_char * self._nbytes).from_address(self._address)
+        # The view keeps the allocation object alive; an explicit close() still frees it.
+        arr._l0mem_owner = self  # type: ignore[attr-defined]
+        return memoryview(arr).cast("B")
+
+
+class SharedAllocation(HostAllocation):
+    """Memory migrating between host and one device (``zeMemAllocShared``)."""
+
+    kind = "shared"
+
+
+class IpcMapping:
+    """A peer process's allocation opened through its IPC handle."""
+
+    def __init__(self, context: Context, device: Device, ptr: int, nbytes: int) -> None:
+        """Take ownership of a mapping (use Context.open_ipc_handle)."""
+        self._context = context
+        self._device = device
+        self._address = ptr
+        self._nbytes = nbytes
+        self._tracker = context._tracker
+        self._key = self._tracker.add(
+            _raw.fn("zeMemCloseIpcHandle"), (context.handle, ptr), "zeMemCloseIpcHandle"
+        )
+        self._close = finalize_child(self, self._tracker, self._key)
+
+    @property
+    def address(self) -> int:
+        """Return the address the allocation is mapped at in this process."""
+        return self._address
+
+    @property
+    def nbytes(self) -> int:
+        """Return the size given when opening (0 when unknown)."""
+        return self._nbytes
+
+    @property
+    def device(self) -> Device:
+        """Return the device the mapping was opened on."""
+        return self._device
+
+    @property
+    def closed(self) -> bool:
+        """Return True once the mapping has been closed."""
+        return not self._tracker.owns(self._key)
+
+    def close(self) -> None:
+        """Close the mapping (a no-op when already closed)."""
+        self._close()
+
+    def __enter__(self) -> Self:
+        """Return self for use in a with block."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close on leaving the with block."""
+        self.close()
+
+
+class HostStage:
+    """A host buffer pinned as a ctypes array for the duration of a copy."""
+
+    def __init__(self, data: Buffer, *, writable: bool) -> None:
+        """Pin ``data``; ``writable`` requires a buffer the copy may write."""
+        view = memoryview(data)
+        if not view.c_contiguous:
+            raise ValueError("host buffer must be C-contiguous")
+        view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        self.nbytes = view.nbytes
+        if writable and view.readonly:
+            raise ValueError("output host buffer is read-only")
+        self._view = view
+        self._array: Any
+        if view.readonly:
+            self._array = (ctypes.c_char * max(self.nbytes, 1)).from_buffer_copy(
+                view.tobytes() or b"\0"
+            )
+        else:
+            self._array = (ctypes.c_char * self.nbytes).from_buffer(view) if self.nbytes else None
+
+    @property
+    def address(self) -> int:
+        """Return the address of the pinned bytes (0 for an empty buffer)."""
+        return ctypes.addressof(self._array) if self._array is not None else 0
+
+    def release(self) -> None:
+        """Drop the pin so the source buffer may be resized again."""
+        self._array = None
+        # A view still exported elsewhere is simply dropped with this object.
+        with contextlib.suppress(BufferError):
+            self._view.release()

@@ -1,0 +1,260 @@
+"""SPIR-V modules and their kernels."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import Self
+
+from l0mem._ze.errors import ZeError
+from l0mem.core import _raw
+from l0mem.core._lifetime import finalize_child
+from l0mem.core.memory import Allocation, IpcMapping
+
+if TYPE_CHECKING:
+    from l0mem.core.context import Context
+    from l0mem.core.device import Device
+
+_FORMAT_SPIRV = 0
+
+
+class ModuleBuildError(RuntimeError):
+    """A module failed to build; ``build_log`` holds the compiler's output."""
+
+    def __init__(self, error: ZeError, build_log: str) -> None:
+        """Record the driver's ``error`` and the compiler's ``build_log``."""
+        first = build_log.strip().splitlines()[0] if build_log.strip() else "no build log"
+        super().__init__(f"module build failed ({error}): {first}")
+        self.error = error
+        self.build_log = build_log
+
+
+@dataclass(frozen=True)
+class KernelProperties:
+    """Compile-time facts about a kernel (``ze_kernel_properties_t``)."""
+
+    num_args: int
+    required_group_size: tuple[int, int, int]
+    required_subgroup_size: int
+    max_subgroup_size: int
+    max_num_subgroups: int
+    local_mem_size: int
+    private_mem_size: int
+    spill_mem_size: int
+
+
+class Module:
+    """A SPIR-V module built for one device."""
+
+    def __init__(
+        self, context: Context, device: Device, spirv: bytes, build_flags: str = ""
+    ) -> None:
+        """Build ``spirv`` for ``device`` (use Context.create_module)."""
+        if not spirv:
+            raise ValueError("SPIR-V module is empty")
+        data = ctypes.create_string_buffer(bytes(spirv), len(spirv))
+        flags = build_flags.encode()
+        desc = _raw.struct(
+            "ze_module_desc_t",
+            format=_FORMAT_SPIRV,
+            inputSize=len(spirv),
+            pInputModule=ctypes.cast(data, ctypes.POINTER(ctypes.c_uint8)),
+            pBuildFlags=flags,
+        )
+        h = ctypes.c_void_p()
+        log = ctypes.c_void_p()
+        try:
+            _raw.call(
+                "zeModuleCreate",
+                context.handle,
+                device.handle,
+                ctypes.byref(desc),
+                ctypes.byref(h),
+                ctypes.byref(log),
+            )
+        except ZeError as err:
+            text = _take_log(log)
+            if h.value:
+                _raw.call("zeModuleDestroy", h)
+            raise ModuleBuildError(err, text) from err
+        self.build_log = _take_log(log)
+        self._context = context
+        self._device = device
+        self._handle = _raw.address(h)
+        self._tracker = context._tracker
+        try:
+            self._key = self._tracker.add(
+                _raw.fn("zeModuleDestroy"), (self._handle,), "zeModuleDestroy"
+            )
+        except BaseException:
+            _raw.call("zeModuleDestroy", self._handle)
+            raise
+        self._close = finalize_child(self, self._tracker, self._key)
+
+    @property
+    def handle(self) -> int:
+        """Return the raw ``ze_module_handle_t``."""
+        return self._handle
+
+    @property
+    def device(self) -> Device:
+        """Return the device the module was built for."""
+        return self._device
+
+    @property
+    def closed(self) -> bool:
+        """Return True once the module has been destroyed."""
+        return not self._tracker.owns(self._key)
+
+    def kernel_names(self) -> list[str]:
+        """Return the names of the module's kernels."""
+        count = ctypes.c_uint32(0)
+        _raw.call("zeModuleGetKernelNames", self._handle, ctypes.byref(count), None)
+        names = (ctypes.c_char_p * count.value)()
+        _raw.call("zeModuleGetKernelNames", self._handle, ctypes.byref(count), names)
+        return [n.decode() for n in names[: count.value] if n is not None]
+
+    def kernel(self, name: str) -> Kernel:
+        """Return a new kernel object for the kernel ``name``."""
+        return Kernel(self, name)
+
+    def close(self) -> None:
+        """Destroy the module and its kernels (a no-op when already destroyed)."""
+        self._close()
+
+    def __enter__(self) -> Self:
+        """Return self for use in a with block."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close on leaving the with block."""
+        self.close()
+
+
+class Kernel:
+    """One kernel of a module, with its group size and arguments."""
+
+    def __init__(self, module: Module, name: str) -> None:
+        """Create kernel ``name`` of ``module`` (use Module.kernel)."""
+        desc = _raw.struct("ze_kernel_desc_t", pKernelName=name.encode())
+        h = ctypes.c_void_p()
+        _raw.call("zeKernelCreate", module.handle, ctypes.byref(desc), ctypes.byref(h))
+        self._module = module
+        self._name = name
+        self._handle = _raw.address(h)
+        self._tracker = module._tracker
+        try:
+            self._key = self._tracker.add(
+                _raw.fn("zeKernelDestroy"), (self._handle,), "zeKernelDestroy", parent=module._key
+            )
+        except BaseException:
+            _raw.call("zeKernelDestroy", self._handle)
+            raise
+        self._close = finalize_child(self, self._tracker, self._key)
+        self.group_size: tuple[int, int, int] | None = None
+
+    @property
+    def handle(self) -> int:
+        """Return the raw ``ze_kernel_handle_t``."""
+        return self._handle
+
+    @property
+    def name(self) -> str:
+        """Return the kernel's name."""
+        return self._name
+
+    @property
+    def module(self) -> Module:
+        """Return the module the kernel comes from."""
+        return self._module
+
+    @property
+    def closed(self) -> bool:
+        """Return True once the kernel has been destroyed."""
+        return not self._tracker.owns(self._key)
+
+    @property
+    def properties(self) -> KernelProperties:
+        """Return the kernel's argument count and group-size requirements."""
+        p = _raw.struct("ze_kernel_properties_t")
+        _raw.call("zeKernelGetProperties", self._handle, ctypes.byref(p))
+        return KernelProperties(
+            num_args=int(p.numKernelArgs),
+            required_group_size=(
+                int(p.requiredGroupSizeX),
+                int(p.requiredGroupSizeY),
+                int(p.requiredGroupSizeZ),
+            ),
+            required_subgroup_size=int(p.requiredSubgroupSize),
+            max_subgroup_size=int(p.maxSubgroupSize),
+            max_num_subgroups=int(p.maxNumSubgroups),
+            local_mem_size=int(p.localMemSize),
+            private_mem_size=int(p.privateMemSize),
+            spill_mem_size=int(p.spillMemSize),
+        )
+
+    def set_group_size(self, x: int, y: int = 1, z: int = 1) -> None:
+        """Set the work-group size used by later launches."""
+        if min(x, y, z) < 1:
+            raise ValueError(f"group size must be positive, got {(x, y, z)}")
+        _raw.call("zeKernelSetGroupSize", self._handle, x, y, z)
+        self.group_size = (x, y, z)
+
+    def suggest_group_size(self, global_size: int | tuple[int, ...]) -> tuple[int, int, int]:
+        """Return the driver's suggested group size for ``global_size`` work-items."""
+        g = [global_size] if isinstance(global_size, int) else list(global_size)
+        if not 1 <= len(g) <= 3 or min(g) < 1:
+            raise ValueError(f"global size must be 1 to 3 positive ints, got {global_size!r}")
+        g += [1] * (3 - len(g))
+        out = [ctypes.c_uint32(0) for _ in range(3)]
+        _raw.call(
+            "zeKernelSuggestGroupSize",
+            self._handle,
+            g[0],
+            g[1],
+            g[2],
+            *(ctypes.byref(o) for o in out),
+        )
+        return int(out[0].value), int(out[1].value), int(out[2].value)
+
+    def set_arg(self, index: int, value: Any) -> None:
+        """Set argument ``index``: an allocation (its address), a ctypes scalar, bytes, or None."""
+        if isinstance(value, (Allocation, IpcMapping)):
+            if getattr(value, "closed", False):
+                raise ValueError("cannot pass a closed allocation as a kernel argument")
+            arg: Any = ctypes.c_void_p(value.address)
+        elif isinstance(value, (ctypes._SimpleCData, ctypes.Structure)):
+            arg = value
+        elif isinstance(value, (bytes, bytearray)):
+            arg = ctypes.create_string_buffer(bytes(value), len(value))
+        elif value is None:
+            arg = ctypes.c_void_p(0)
+        elif isinstance(value, int):
+            raise TypeError(
+                f"kernel argument {index}: give ints a C type, e.g. ctypes.c_uint64({value})"
+            )
+        else:
+            raise TypeError(f"kernel argument {index}: unsupported type {type(value).__name__}")
+        _raw.call(
+            "zeKernelSetArgumentValue", self._handle, index, ctypes.sizeof(arg), ctypes.byref(arg)
+        )
+
+    def close(self) -> None:
+        """Destroy the kernel (a no-op when already destroyed)."""
+        self._close()
+
+
+def _take_log(log: ctypes.c_void_p) -> str:
+    """Return the text of a build log and destroy it (empty when there is none)."""
+    if not log.value:
+        return ""
+    try:
+        size = ctypes.c_size_t(0)
+        _raw.call("zeModuleBuildLogGetString", log, ctypes.byref(size), None)
+        buf = ctypes.create_string_buffer(max(size.value, 1))
+        _raw.call("zeModuleBuildLogGetString", log, ctypes.byref(size), buf)
+        return buf.value.decode("utf-8", "replace")
+    finally:
+        _raw.call("zeModuleBuildLogDestroy", log)

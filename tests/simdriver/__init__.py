@@ -1,0 +1,1 @@
+"""Simulated Level Zero driver (C sources) and its raw ctypes test harness."""

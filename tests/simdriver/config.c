@@ -1,0 +1,397 @@
+/*
+ * Configuration: ZESIM_<KEY> environment variables and a key=value file named
+ * by ZESIM_CONFIG (the environment wins), read once at zeInit, changeable at
+ * run time through zesim_set.
+ */
+#include "zesim.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+sim_config_t sim_cfg;
+
+static const char *const sim_keys[] = {
+    "devices",        "device_memory", "peers",          "mirror",
+    "mirror_ratio",   "mirror_release", "sysman",        "dmabuf",
+    "driver_version", "fail_oom_after", "fail_alloc_at", "device_lost_at",
+};
+#define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
+
+static void sim_config_defaults(sim_config_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->devices = 2;
+    c->device_memory = 8ull << 30;
+    memset(c->peers, 1, sizeof(c->peers));
+    c->mirror = MIRROR_NONE;
+    c->mirror_ratio = 1.0;
+    c->mirror_release = 1;
+    c->sysman = 1;
+    c->dmabuf = 1;
+    c->driver_version = 1;
+}
+
+static char *sim_trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+static int parse_u64(const char *v, uint64_t *out)
+{
+    if (*v == '\0' || *v == '-' || *v == '+')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 0);
+    if (errno || *end != '\0')
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_bytes(const char *v, uint64_t *out)
+{
+    if (!isdigit((unsigned char)*v))
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno)
+        return -1;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case '\0':
+        break;
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        return -1;
+    }
+    if (*end) {
+        end++;
+        if (strcasecmp(end, "") != 0 && strcasecmp(end, "B") != 0 && strcasecmp(end, "iB") != 0)
+            return -1;
+    }
+    if (shift && x > (UINT64_MAX >> shift))
+        return -1;
+    *out = (uint64_t)x << shift;
+    return 0;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
+        *out = 1;
+    else if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") ||
+             !strcasecmp(v, "off"))
+        *out = 0;
+    else
+        return -1;
+    return 0;
+}
+
+static int is_off(const char *v)
+{
+    return *v == '\0' || !strcasecmp(v, "off") || !strcasecmp(v, "none");
+}
+
+/* peers: "all", "none", or "i>j,k>l" (i can access j's memory). */
+static int parse_peers(const char *v, uint32_t devices, uint8_t peers[SIM_MAX_DEVICES][SIM_MAX_DEVICES])
+{
+    if (!strcasecmp(v, "all")) {
+        memset(peers, 1, SIM_MAX_DEVICES * SIM_MAX_DEVICES);
+        return 0;
+    }
+    memset(peers, 0, SIM_MAX_DEVICES * SIM_MAX_DEVICES);
+    if (!strcasecmp(v, "none"))
+        return 0;
+    const char *p = v;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long a = strtol(p, &end, 10);
+        if (end == p || *end != '>' || errno)
+            return -1;
+        p = end + 1;
+        long b = strtol(p, &end, 10);
+        if (end == p || errno)
+            return -1;
+        if (a < 0 || b < 0 || (uint32_t)a >= devices || (uint32_t)b >= devices || a == b)
+            return -1;
+        peers[a][b] = 1;
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return 0;
+}
+
+static int known_key(const char *key)
+{
+    for (size_t i = 0; i < SIM_NKEYS; i++)
+        if (!strcmp(key, sim_keys[i]))
+            return 1;
+    return 0;
+}
+
+/*
+ * Apply one key to cfg. Returns 0, or -1 with a one-line reason in err.
+ * At run time (runtime != 0) the device count is fixed. Setting a fault key
+ * restarts its counter.
+ */
+static int apply_key(sim_config_t *c, const char *key, const char *value, int runtime, char *err,
+                     size_t errlen)
+{
+    uint64_t u;
+    int b;
+    if (!known_key(key)) {
+        snprintf(err, errlen, "unknown key '%s'", key);
+        return -1;
+    }
+    if (!strcmp(key, "devices")) {
+        if (runtime) {
+            snprintf(err, errlen, "devices cannot change after zeInit");
+            return -1;
+        }
+        if (parse_u64(value, &u) || u > SIM_MAX_DEVICES) {
+            snprintf(err, errlen, "devices=%s: expected 0..%d", value, SIM_MAX_DEVICES);
+            return -1;
+        }
+        c->devices = (uint32_t)u;
+    } else if (!strcmp(key, "device_memory")) {
+        if (parse_bytes(value, &u) || u == 0) {
+            snprintf(err, errlen, "device_memory=%s: expected bytes with optional K/M/G/T suffix",
+                     value);
+            return -1;
+        }
+        c->device_memory = u;
+    } else if (!strcmp(key, "peers")) {
+        if (parse_peers(value, c->devices, c->peers)) {
+            snprintf(err, errlen, "peers=%s: expected all, none or a list like 0>1,1>0", value);
+            return -1;
+        }
+    } else if (!strcmp(key, "mirror")) {
+        if (!strcasecmp(value, "none"))
+            c->mirror = MIRROR_NONE;
+        else if (!strcasecmp(value, "peer-resident"))
+            c->mirror = MIRROR_PEER_RESIDENT;
+        else if (!strcasecmp(value, "dmabuf"))
+            c->mirror = MIRROR_DMABUF;
+        else if (!strcasecmp(value, "all"))
+            c->mirror = MIRROR_ALL;
+        else {
+            snprintf(err, errlen, "mirror=%s: expected none, peer-resident, dmabuf or all", value);
+            return -1;
+        }
+    } else if (!strcmp(key, "mirror_ratio")) {
+        char *end;
+        errno = 0;
+        double r = strtod(value, &end);
+        if (*value == '\0' || *end != '\0' || errno || !isfinite(r) || r < 0 || r > 64) {
+            snprintf(err, errlen, "mirror_ratio=%s: expected a number from 0 to 64", value);
+            return -1;
+        }
+        c->mirror_ratio = r;
+    } else if (!strcmp(key, "mirror_release") || !strcmp(key, "sysman") ||
+               !strcmp(key, "dmabuf")) {
+        if (parse_bool(value, &b)) {
+            snprintf(err, errlen, "%s=%s: expected 1 or 0", key, value);
+            return -1;
+        }
+        if (!strcmp(key, "mirror_release"))
+            c->mirror_release = b;
+        else if (!strcmp(key, "sysman"))
+            c->sysman = b;
+        else
+            c->dmabuf = b;
+    } else if (!strcmp(key, "driver_version")) {
+        if (parse_u64(value, &u) || u > UINT32_MAX) {
+            snprintf(err, errlen, "driver_version=%s: expected an unsigned 32-bit number", value);
+            return -1;
+        }
+        c->driver_version = (uint32_t)u;
+    } else if (!strcmp(key, "fail_oom_after")) {
+        if (is_off(value)) {
+            c->oom_after_on = 0;
+        } else if (parse_bytes(value, &u)) {
+            snprintf(err, errlen, "fail_oom_after=%s: expected bytes or off", value);
+            return -1;
+        } else {
+            c->oom_after_on = 1;
+            c->fail_oom_after = u;
+        }
+        for (uint32_t i = 0; i < SIM_MAX_DEVICES; i++)
+            sim_devices[i].oom_bytes = 0;
+    } else if (!strcmp(key, "fail_alloc_at") || !strcmp(key, "device_lost_at")) {
+        if (is_off(value))
+            u = 0;
+        else if (parse_u64(value, &u)) {
+            snprintf(err, errlen, "%s=%s: expected a call number counting from 1, or off", key,
+                     value);
+            return -1;
+        }
+        if (!strcmp(key, "fail_alloc_at")) {
+            c->fail_alloc_at = u;
+            sim_alloc_calls = 0;
+        } else {
+            c->device_lost_at = u;
+            sim_api_calls = 0;
+            sim_lost = 0;
+        }
+    }
+    return 0;
+}
+
+static void lower_key(char *dst, const char *src, size_t n)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < n; i++)
+        dst[i] = (char)tolower((unsigned char)src[i]);
+    dst[i] = '\0';
+}
+
+/* Collected raw values: the file first, then the environment over it. */
+typedef struct sim_raw {
+    char *value[SIM_NKEYS];
+    char where[SIM_NKEYS][96];
+} sim_raw_t;
+
+static int raw_put(sim_raw_t *raw, const char *key, const char *value, const char *where,
+                   char *err, size_t errlen)
+{
+    for (size_t i = 0; i < SIM_NKEYS; i++) {
+        if (strcmp(key, sim_keys[i]) != 0)
+            continue;
+        free(raw->value[i]);
+        raw->value[i] = strdup(value);
+        snprintf(raw->where[i], sizeof(raw->where[i]), "%s", where);
+        return 0;
+    }
+    snprintf(err, errlen, "%s: unknown key '%s'", where, key);
+    return -1;
+}
+
+static int load_file(sim_raw_t *raw, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "ZESIM_CONFIG=%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[1024];
+    int lineno = 0;
+    int rc = 0;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        char *s = sim_trim(line);
+        if (*s == '\0' || *s == '#')
+            continue;
+        char where[96];
+        snprintf(where, sizeof(where), "%.80s:%d", path, lineno);
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            snprintf(err, errlen, "%s: expected key=value", where);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        char key[64];
+        lower_key(key, sim_trim(s), sizeof(key));
+        if (raw_put(raw, key, sim_trim(eq + 1), where, err, errlen)) {
+            rc = -1;
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+extern char **environ;
+
+/* Read ZESIM_CONFIG then ZESIM_* into sim_cfg. Returns 0, or -1 after one stderr line. */
+int sim_config_load(void)
+{
+    sim_config_t c;
+    sim_raw_t raw;
+    char err[400];
+    int rc = -1;
+    memset(&raw, 0, sizeof(raw));
+    sim_config_defaults(&c);
+    const char *path = getenv("ZESIM_CONFIG");
+    if (path && *path && load_file(&raw, path, err, sizeof(err)))
+        goto out;
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, "ZESIM_", 6) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        if (!eq)
+            continue;
+        char key[64];
+        char where[96];
+        size_t klen = (size_t)(eq - (*e + 6));
+        if (klen >= sizeof(key))
+            klen = sizeof(key) - 1;
+        memcpy(key, *e + 6, klen);
+        key[klen] = '\0';
+        snprintf(where, sizeof(where), "ZESIM_%s", key);
+        lower_key(key, key, sizeof(key));
+        if (!strcmp(key, "config"))
+            continue;
+        if (raw_put(&raw, key, eq + 1, where, err, sizeof(err)))
+            goto out;
+    }
+    /* Key order puts devices before peers, so peers are checked against the final count. */
+    for (size_t i = 0; i < SIM_NKEYS; i++) {
+        char sub[300];
+        if (raw.value[i] && apply_key(&c, sim_keys[i], raw.value[i], 0, sub, sizeof(sub))) {
+            snprintf(err, sizeof(err), "%s: %s", raw.where[i], sub);
+            goto out;
+        }
+    }
+    sim_cfg = c;
+    sim_alloc_calls = 0;
+    sim_api_calls = 0;
+    sim_lost = 0;
+    for (uint32_t i = 0; i < SIM_MAX_DEVICES; i++)
+        sim_devices[i].oom_bytes = 0;
+    rc = 0;
+out:
+    for (size_t i = 0; i < SIM_NKEYS; i++)
+        free(raw.value[i]);
+    if (rc)
+        fprintf(stderr, "zesim: bad configuration: %s\n", err);
+    return rc;
+}
+
+int sim_config_set(const char *key, const char *value, int runtime, char *err, size_t errlen)
+{
+    char k[64];
+    lower_key(k, key, sizeof(k));
+    sim_config_t c = sim_cfg;
+    if (apply_key(&c, k, value, runtime, err, errlen))
+        return -1;
+    sim_cfg = c;
+    return 0;
+}

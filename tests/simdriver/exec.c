@@ -1,0 +1,790 @@
+/*
+ * Command queues, command lists, events and fences.
+ *
+ * Execution is synchronous: an immediate list runs each command as it is
+ * appended; a regular list records commands and runs them, in order, inside
+ * zeCommandQueueExecuteCommandLists. Timestamps come from CLOCK_MONOTONIC_RAW
+ * taken around each command, in device ticks of SIM_TIMER_HZ.
+ */
+#include "zesim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SIM_CMD_WAIT_NS 2000000000ull   /* a command waiting longer is a hang */
+#define SIM_HOST_WAIT_CAP_NS 10000000000ull /* cap for "wait forever" host calls */
+
+uint64_t sim_host_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sim_ticks(void)
+{
+    return sim_host_ns() / (1000000000ull / SIM_TIMER_HZ);
+}
+
+/* Wait with sim_lock held until *flag is set or timeout_ns passes; returns 1 if set. */
+static int wait_flag(const int *flag, uint64_t timeout_ns)
+{
+    if (*flag)
+        return 1;
+    if (timeout_ns == 0)
+        return 0;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    uint64_t ns = (uint64_t)dl.tv_nsec + timeout_ns % 1000000000ull;
+    dl.tv_sec += (time_t)(timeout_ns / 1000000000ull + ns / 1000000000ull);
+    dl.tv_nsec = (long)(ns % 1000000000ull);
+    while (!*flag) {
+        if (pthread_cond_timedwait(&sim_cond, &sim_lock, &dl) == ETIMEDOUT)
+            return *flag;
+    }
+    return 1;
+}
+
+static uint64_t host_wait_timeout(uint64_t timeout)
+{
+    return timeout == UINT64_MAX ? SIM_HOST_WAIT_CAP_NS : timeout;
+}
+
+static void event_signal(sim_event_t *e, uint64_t t0, uint64_t t1)
+{
+    if (!sim_obj_is(e, MAGIC_EVENT))
+        return;
+    e->ts_start = t0;
+    e->ts_end = t1;
+    e->signaled = 1;
+    pthread_cond_broadcast(&sim_cond);
+}
+
+/* --------------------------------------------------------------- commands */
+
+static void cmd_release(sim_cmd_t *c)
+{
+    free(c->wait);
+    if (c->kind == CMD_KERNEL)
+        free(c->u.kernel.name);
+    if (c->kind == CMD_TS_QUERY) {
+        free(c->u.tsq.events);
+        free(c->u.tsq.offsets);
+    }
+}
+
+static ze_result_t wait_events(uint32_t n, sim_event_t **ev)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (!sim_obj_is(ev[i], MAGIC_EVENT))
+            return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+        if (!wait_flag(&ev[i]->signaled, SIM_CMD_WAIT_NS)) {
+            fprintf(stderr, "zesim: a command waits on an event nothing signaled; the simulator "
+                            "runs commands when submitted, so this is a hang\n");
+            return ZE_RESULT_ERROR_DEVICE_LOST;
+        }
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
+/* Id of the allocation holding ptr, 0 for memory the simulator does not own. */
+static uint64_t alloc_id(const void *ptr)
+{
+    sim_alloc_t *a = sim_alloc_find(ptr);
+    return a ? a->id : 0;
+}
+
+/* A pointer that was in an allocation at append must still be in it at execution. */
+static ze_result_t check_still_live(const void *ptr, uint64_t id)
+{
+    if (id && alloc_id(ptr) != id) {
+        fprintf(stderr, "zesim: a command uses memory freed after it was appended\n");
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t run_copy(sim_cmd_t *c)
+{
+    ze_result_t r;
+    if ((r = check_still_live(c->u.copy.dst, c->u.copy.dst_id)) ||
+        (r = check_still_live(c->u.copy.src, c->u.copy.src_id)))
+        return r;
+    if ((r = sim_check_range(c->u.copy.dst, c->u.copy.size)) ||
+        (r = sim_check_range(c->u.copy.src, c->u.copy.size)))
+        return r;
+    memmove(c->u.copy.dst, c->u.copy.src, c->u.copy.size);
+    int s = sim_ptr_device(c->u.copy.src), d = sim_ptr_device(c->u.copy.dst);
+    sim_moved[s + 1][d + 1] += c->u.copy.size;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t run_fill(sim_cmd_t *c)
+{
+    uint8_t *p = c->u.fill.ptr;
+    size_t n = c->u.fill.size, ps = c->u.fill.pattern_size;
+    ze_result_t r;
+    if ((r = check_still_live(p, c->u.fill.ptr_id)) || (r = sim_check_range(p, n)))
+        return r;
+    int zero = 1;
+    for (size_t i = 0; i < ps; i++)
+        zero &= c->u.fill.pattern[i] == 0;
+    if (zero && sim_ptr_device(p) >= 0) {
+        sim_zero_device_range(p, n);
+        return ZE_RESULT_SUCCESS;
+    }
+    if (ps == 1) {
+        memset(p, c->u.fill.pattern[0], n);
+        return ZE_RESULT_SUCCESS;
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = c->u.fill.pattern[i % ps];
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t run_cmd(sim_cmd_t *c)
+{
+    ze_result_t r = wait_events(c->nwait, c->wait);
+    if (r)
+        return r;
+    uint64_t t0 = sim_ticks();
+    switch (c->kind) {
+    case CMD_COPY:
+        r = run_copy(c);
+        break;
+    case CMD_FILL:
+        r = run_fill(c);
+        break;
+    case CMD_KERNEL:
+        r = sim_run_builtin(c->u.kernel.builtin, c->u.kernel.name, c->u.kernel.args,
+                            c->u.kernel.group, c->u.kernel.count);
+        if (!r)
+            sim_launches++;
+        break;
+    case CMD_RESET:
+        if (sim_obj_is(c->u.ev.event, MAGIC_EVENT))
+            c->u.ev.event->signaled = 0;
+        break;
+    case CMD_TS_WRITE:
+        *c->u.ts.dst = sim_ticks() & ((1ull << SIM_GLOBAL_TS_BITS) - 1);
+        break;
+    case CMD_TS_QUERY:
+        for (uint32_t i = 0; i < c->u.tsq.n; i++) {
+            sim_event_t *e = c->u.tsq.events[i];
+            ze_kernel_timestamp_result_t ts;
+            uint64_t mask = (1ull << SIM_KERNEL_TS_BITS) - 1;
+            memset(&ts, 0, sizeof(ts));
+            if (sim_obj_is(e, MAGIC_EVENT) && e->signaled) {
+                ts.global.kernelStart = ts.context.kernelStart = e->ts_start & mask;
+                ts.global.kernelEnd = ts.context.kernelEnd = e->ts_end & mask;
+            }
+            size_t off = c->u.tsq.offsets ? c->u.tsq.offsets[i] : i * sizeof(ts);
+            memcpy(c->u.tsq.dst + off, &ts, sizeof(ts));
+        }
+        break;
+    case CMD_BARRIER:
+    case CMD_SIGNAL:
+    case CMD_WAIT:
+        break;
+    }
+    if (r)
+        return r;
+    if (c->signal)
+        event_signal(c->signal, t0, sim_ticks());
+    return ZE_RESULT_SUCCESS;
+}
+
+/* ------------------------------------------------------------ list append */
+
+/* Start a command: validate the list and the events, copy the wait list. */
+static ze_result_t cmd_begin(sim_list_t *l, sim_cmd_t *c, enum sim_cmd_kind kind,
+                             ze_event_handle_t sig, uint32_t nwait, ze_event_handle_t *waits)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = kind;
+    if (!l->immediate && l->closed)
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    if (sig && !sim_obj_is(sig, MAGIC_EVENT))
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    c->signal = (sim_event_t *)sig;
+    if (nwait) {
+        if (!waits)
+            return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+        for (uint32_t i = 0; i < nwait; i++)
+            if (!sim_obj_is(waits[i], MAGIC_EVENT))
+                return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+        c->wait = malloc(nwait * sizeof(*c->wait));
+        if (!c->wait)
+            return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+        memcpy(c->wait, waits, nwait * sizeof(*c->wait));
+        c->nwait = nwait;
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
+/* Finish a command: run it now on an immediate list, record it on a regular one. */
+static ze_result_t cmd_end(sim_list_t *l, sim_cmd_t *c)
+{
+    if (l->immediate) {
+        ze_result_t r = run_cmd(c);
+        cmd_release(c);
+        return r;
+    }
+    if (l->ncmds == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        sim_cmd_t *n = realloc(l->cmds, cap * sizeof(*n));
+        if (!n) {
+            cmd_release(c);
+            return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+        }
+        l->cmds = n;
+        l->cap = cap;
+    }
+    l->cmds[l->ncmds++] = *c;
+    return ZE_RESULT_SUCCESS;
+}
+
+#define SIM_APPEND_BEGIN(h, kind, sig, nwait, waits)                                     \
+    ze_result_t r = sim_enter();                                                         \
+    if (r)                                                                               \
+        return sim_leave(r);                                                             \
+    SIM_CHECK(h, MAGIC_LIST);                                                            \
+    sim_list_t *l = (sim_list_t *)(h);                                                   \
+    sim_cmd_t c;                                                                         \
+    if ((r = cmd_begin(l, &c, kind, sig, nwait, waits))) {                               \
+        cmd_release(&c);                                                                 \
+        return sim_leave(r);                                                             \
+    }
+
+#define SIM_APPEND_FAIL(err)                                                             \
+    do {                                                                                 \
+        cmd_release(&c);                                                                 \
+        return sim_leave(err);                                                           \
+    } while (0)
+
+ze_result_t ZE_APICALL sim_zeCommandListAppendMemoryCopy(ze_command_list_handle_t h, void *dst,
+                                                         const void *src, size_t size,
+                                                         ze_event_handle_t sig, uint32_t nwait,
+                                                         ze_event_handle_t *waits)
+{
+    SIM_APPEND_BEGIN(h, CMD_COPY, sig, nwait, waits);
+    if (!dst || !src)
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_NULL_POINTER);
+    if ((r = sim_check_range(dst, size)) || (r = sim_check_range(src, size)))
+        SIM_APPEND_FAIL(r);
+    c.u.copy.dst = dst;
+    c.u.copy.src = src;
+    c.u.copy.size = size;
+    c.u.copy.dst_id = alloc_id(dst);
+    c.u.copy.src_id = alloc_id(src);
+    return sim_leave(cmd_end(l, &c));
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListAppendMemoryFill(ze_command_list_handle_t h, void *ptr,
+                                                         const void *pattern, size_t pattern_size,
+                                                         size_t size, ze_event_handle_t sig,
+                                                         uint32_t nwait, ze_event_handle_t *waits)
+{
+    SIM_APPEND_BEGIN(h, CMD_FILL, sig, nwait, waits);
+    if (!ptr || !pattern)
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_NULL_POINTER);
+    if (pattern_size == 0 || pattern_size > SIM_FILL_PATTERN_MAX ||
+        (pattern_size & (pattern_size - 1)))
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_SIZE);
+    if ((r = sim_check_range(ptr, size)))
+        SIM_APPEND_FAIL(r);
+    c.u.fill.ptr = ptr;
+    memcpy(c.u.fill.pattern, pattern, pattern_size);
+    c.u.fill.pattern_size = pattern_size;
+    c.u.fill.size = size;
+    c.u.fill.ptr_id = alloc_id(ptr);
+    return sim_leave(cmd_end(l, &c));
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListAppendBarrier(ze_command_list_handle_t h,
+                                                      ze_event_handle_t sig, uint32_t nwait,
+                                                      ze_event_handle_t *waits)
+{
+    SIM_APPEND_BEGIN(h, CMD_BARRIER, sig, nwait, waits);
+    return sim_leave(cmd_end(l, &c));
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListAppendSignalEvent(ze_command_list_handle_t h,
+                                                          ze_event_handle_t ev)
+{
+    SIM_APPEND_BEGIN(h, CMD_SIGNAL, ev, 0, NULL);
+    if (!ev)
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_NULL_HANDLE);
+    return sim_leave(cmd_end(l, &c));
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListAppendWaitOnEvents(ze_command_list_handle_t h, uint32_t n,
+                                                           ze_event_handle_t *events)
+{
+    SIM_APPEND_BEGIN(h, CMD_WAIT, NULL, n, events);
+    return sim_leave(cmd_end(l, &c));
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListAppendEventReset(ze_command_list_handle_t h,
+                                                         ze_event_handle_t ev)
+{
+    SIM_APPEND_BEGIN(h, CMD_RESET, NULL, 0, NULL);
+    if (!ev)
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_NULL_HANDLE);
+    if (!sim_obj_is(ev, MAGIC_EVENT))
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    c.u.ev.event = (sim_event_t *)ev;
+    return sim_leave(cmd_end(l, &c));
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListAppendWriteGlobalTimestamp(ze_command_list_handle_t h,
+                                                                   uint64_t *dst,
+                                                                   ze_event_handle_t sig,
+                                                                   uint32_t nwait,
+                                                                   ze_event_handle_t *waits)
+{
+    SIM_APPEND_BEGIN(h, CMD_TS_WRITE, sig, nwait, waits);
+    if (!dst)
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_NULL_POINTER);
+    if ((r = sim_check_range(dst, sizeof(*dst))))
+        SIM_APPEND_FAIL(r);
+    c.u.ts.dst = dst;
+    return sim_leave(cmd_end(l, &c));
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListAppendQueryKernelTimestamps(
+    ze_command_list_handle_t h, uint32_t n, ze_event_handle_t *events, void *dst,
+    const size_t *offsets, ze_event_handle_t sig, uint32_t nwait, ze_event_handle_t *waits)
+{
+    SIM_APPEND_BEGIN(h, CMD_TS_QUERY, sig, nwait, waits);
+    if (!events || !dst)
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_NULL_POINTER);
+    for (uint32_t i = 0; i < n; i++)
+        if (!sim_obj_is(events[i], MAGIC_EVENT))
+            SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    c.u.tsq.n = n;
+    c.u.tsq.dst = dst;
+    c.u.tsq.events = malloc((n ? n : 1) * sizeof(sim_event_t *));
+    if (!c.u.tsq.events)
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    memcpy(c.u.tsq.events, events, n * sizeof(sim_event_t *));
+    if (offsets) {
+        c.u.tsq.offsets = malloc((n ? n : 1) * sizeof(size_t));
+        if (!c.u.tsq.offsets)
+            SIM_APPEND_FAIL(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+        memcpy(c.u.tsq.offsets, offsets, n * sizeof(size_t));
+    }
+    return sim_leave(cmd_end(l, &c));
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListAppendLaunchKernel(ze_command_list_handle_t h,
+                                                           ze_kernel_handle_t k,
+                                                           const ze_group_count_t *count,
+                                                           ze_event_handle_t sig, uint32_t nwait,
+                                                           ze_event_handle_t *waits)
+{
+    SIM_APPEND_BEGIN(h, CMD_KERNEL, sig, nwait, waits);
+    if (!k)
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_NULL_HANDLE);
+    if (!sim_obj_is(k, MAGIC_KERNEL))
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    if (!count)
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_NULL_POINTER);
+    sim_kernel_t *kern = (sim_kernel_t *)k;
+    if (kern->builtin < 0)
+        SIM_APPEND_FAIL(ZE_RESULT_ERROR_UNSUPPORTED_FEATURE);
+    /* Arguments are captured at append, as the spec requires. */
+    for (uint32_t i = 0; i < 3; i++) {
+        if (!(kern->arg_set & (1ull << i)) || kern->arg_size[i] != 8) {
+            fprintf(stderr, "zesim: %s: argument %u is not set\n", kern->name, i);
+            SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+        }
+        memcpy(&c.u.kernel.args[i], kern->args[i], 8);
+    }
+    c.u.kernel.builtin = kern->builtin;
+    c.u.kernel.name = strdup(kern->name);
+    memcpy(c.u.kernel.group, kern->group, sizeof(kern->group));
+    c.u.kernel.count[0] = count->groupCountX;
+    c.u.kernel.count[1] = count->groupCountY;
+    c.u.kernel.count[2] = count->groupCountZ;
+    return sim_leave(cmd_end(l, &c));
+}
+
+/* ---------------------------------------------------------- list lifetime */
+
+static ze_result_t list_new(ze_context_handle_t h, ze_device_handle_t dev, uint32_t ordinal,
+                            int immediate, ze_command_list_handle_t *ph)
+{
+    if (((sim_device_t *)dev)->index >= sim_cfg.devices || ordinal != 0)
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    (void)h;
+    sim_list_t *l = sim_obj_new(MAGIC_LIST, sizeof(*l));
+    if (!l)
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    l->immediate = immediate;
+    l->device = ((sim_device_t *)dev)->index;
+    *ph = (ze_command_list_handle_t)l;
+    return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListCreate(ze_context_handle_t h, ze_device_handle_t dev,
+                                               const ze_command_list_desc_t *desc,
+                                               ze_command_list_handle_t *ph)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_CHECK(dev, MAGIC_DEVICE);
+    SIM_NOTNULL(desc);
+    SIM_NOTNULL(ph);
+    return sim_leave(list_new(h, dev, desc->commandQueueGroupOrdinal, 0, ph));
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListCreateImmediate(ze_context_handle_t h,
+                                                        ze_device_handle_t dev,
+                                                        const ze_command_queue_desc_t *desc,
+                                                        ze_command_list_handle_t *ph)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_CHECK(dev, MAGIC_DEVICE);
+    SIM_NOTNULL(desc);
+    SIM_NOTNULL(ph);
+    if (desc->index != 0)
+        return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    return sim_leave(list_new(h, dev, desc->ordinal, 1, ph));
+}
+
+static void list_clear(sim_list_t *l)
+{
+    for (size_t i = 0; i < l->ncmds; i++)
+        cmd_release(&l->cmds[i]);
+    l->ncmds = 0;
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListDestroy(ze_command_list_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r == ZE_RESULT_ERROR_UNINITIALIZED)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_LIST);
+    sim_list_t *l = (sim_list_t *)h;
+    list_clear(l);
+    free(l->cmds);
+    sim_obj_free(l);
+    return sim_leave(r);
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListClose(ze_command_list_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_LIST);
+    ((sim_list_t *)h)->closed = 1;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeCommandListReset(ze_command_list_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_LIST);
+    sim_list_t *l = (sim_list_t *)h;
+    list_clear(l);
+    l->closed = 0;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+/* ------------------------------------------------------------------ queue */
+
+ze_result_t ZE_APICALL sim_zeCommandQueueCreate(ze_context_handle_t h, ze_device_handle_t dev,
+                                                const ze_command_queue_desc_t *desc,
+                                                ze_command_queue_handle_t *ph)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_CHECK(dev, MAGIC_DEVICE);
+    SIM_NOTNULL(desc);
+    SIM_NOTNULL(ph);
+    sim_device_t *d = (sim_device_t *)dev;
+    if (d->index >= sim_cfg.devices || desc->ordinal != 0 || desc->index != 0)
+        return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    sim_queue_t *q = sim_obj_new(MAGIC_QUEUE, sizeof(*q));
+    if (!q)
+        return sim_leave(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    q->device = d->index;
+    *ph = (ze_command_queue_handle_t)q;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeCommandQueueDestroy(ze_command_queue_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r == ZE_RESULT_ERROR_UNINITIALIZED)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_QUEUE);
+    sim_obj_free(h);
+    return sim_leave(r);
+}
+
+ze_result_t ZE_APICALL sim_zeCommandQueueExecuteCommandLists(ze_command_queue_handle_t h,
+                                                             uint32_t n,
+                                                             ze_command_list_handle_t *lists,
+                                                             ze_fence_handle_t fence)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_QUEUE);
+    if (n == 0)
+        return sim_leave(ZE_RESULT_ERROR_INVALID_SIZE);
+    SIM_NOTNULL(lists);
+    if (fence && !sim_obj_is(fence, MAGIC_FENCE))
+        return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    sim_queue_t *q = (sim_queue_t *)h;
+    for (uint32_t i = 0; i < n; i++) {
+        SIM_CHECK(lists[i], MAGIC_LIST);
+        sim_list_t *l = (sim_list_t *)lists[i];
+        if (l->immediate || !l->closed || l->device != q->device)
+            return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        sim_list_t *l = (sim_list_t *)lists[i];
+        for (size_t j = 0; j < l->ncmds; j++)
+            if ((r = run_cmd(&l->cmds[j])))
+                return sim_leave(r);
+    }
+    if (fence) {
+        ((sim_fence_t *)fence)->signaled = 1;
+        pthread_cond_broadcast(&sim_cond);
+    }
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeCommandQueueSynchronize(ze_command_queue_handle_t h, uint64_t timeout)
+{
+    (void)timeout; /* work has already run when it was submitted */
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_QUEUE);
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+/* ----------------------------------------------------------------- events */
+
+ze_result_t ZE_APICALL sim_zeEventPoolCreate(ze_context_handle_t h, const ze_event_pool_desc_t *desc,
+                                             uint32_t ndev, ze_device_handle_t *devs,
+                                             ze_event_pool_handle_t *ph)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_NOTNULL(desc);
+    SIM_NOTNULL(ph);
+    if (desc->count == 0)
+        return sim_leave(ZE_RESULT_ERROR_INVALID_SIZE);
+    for (uint32_t i = 0; i < ndev; i++) {
+        if (!devs)
+            return sim_leave(ZE_RESULT_ERROR_INVALID_NULL_POINTER);
+        SIM_CHECK(devs[i], MAGIC_DEVICE);
+    }
+    sim_pool_t *p = sim_obj_new(MAGIC_POOL, sizeof(*p));
+    if (!p)
+        return sim_leave(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    p->used_index = calloc(desc->count, 1);
+    if (!p->used_index) {
+        sim_obj_free(p);
+        return sim_leave(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    }
+    p->count = desc->count;
+    p->flags = desc->flags;
+    *ph = (ze_event_pool_handle_t)p;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeEventPoolDestroy(ze_event_pool_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r == ZE_RESULT_ERROR_UNINITIALIZED)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_POOL);
+    sim_pool_t *p = (sim_pool_t *)h;
+    free(p->used_index);
+    sim_obj_free(p);
+    return sim_leave(r);
+}
+
+ze_result_t ZE_APICALL sim_zeEventCreate(ze_event_pool_handle_t h, const ze_event_desc_t *desc,
+                                         ze_event_handle_t *ph)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_POOL);
+    SIM_NOTNULL(desc);
+    SIM_NOTNULL(ph);
+    sim_pool_t *p = (sim_pool_t *)h;
+    if (desc->index >= p->count || p->used_index[desc->index])
+        return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    sim_event_t *e = sim_obj_new(MAGIC_EVENT, sizeof(*e));
+    if (!e)
+        return sim_leave(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    e->pool = p;
+    e->index = desc->index;
+    p->used_index[desc->index] = 1;
+    *ph = (ze_event_handle_t)e;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeEventDestroy(ze_event_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r == ZE_RESULT_ERROR_UNINITIALIZED)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_EVENT);
+    sim_event_t *e = (sim_event_t *)h;
+    /* The pool may be gone and its memory reused by a smaller pool. */
+    if (sim_obj_is(e->pool, MAGIC_POOL) && e->index < e->pool->count)
+        e->pool->used_index[e->index] = 0;
+    sim_obj_free(e);
+    return sim_leave(r);
+}
+
+ze_result_t ZE_APICALL sim_zeEventHostSignal(ze_event_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_EVENT);
+    uint64_t t = sim_ticks();
+    event_signal((sim_event_t *)h, t, t);
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeEventHostSynchronize(ze_event_handle_t h, uint64_t timeout)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_EVENT);
+    sim_event_t *e = (sim_event_t *)h;
+    if (wait_flag(&e->signaled, host_wait_timeout(timeout)))
+        return sim_leave(ZE_RESULT_SUCCESS);
+    if (timeout == UINT64_MAX)
+        fprintf(stderr, "zesim: zeEventHostSynchronize gave up after %llu s on an event nothing "
+                        "signaled\n", SIM_HOST_WAIT_CAP_NS / 1000000000ull);
+    return sim_leave(ZE_RESULT_NOT_READY);
+}
+
+ze_result_t ZE_APICALL sim_zeEventQueryStatus(ze_event_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_EVENT);
+    return sim_leave(((sim_event_t *)h)->signaled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY);
+}
+
+ze_result_t ZE_APICALL sim_zeEventHostReset(ze_event_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_EVENT);
+    ((sim_event_t *)h)->signaled = 0;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeEventQueryKernelTimestamp(ze_event_handle_t h,
+                                                       ze_kernel_timestamp_result_t *ts)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_EVENT);
+    SIM_NOTNULL(ts);
+    sim_event_t *e = (sim_event_t *)h;
+    if (!sim_obj_is(e->pool, MAGIC_POOL) || !(e->pool->flags & ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP))
+        return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    if (!e->signaled)
+        return sim_leave(ZE_RESULT_NOT_READY);
+    uint64_t mask = (1ull << SIM_KERNEL_TS_BITS) - 1;
+    ts->global.kernelStart = ts->context.kernelStart = e->ts_start & mask;
+    ts->global.kernelEnd = ts->context.kernelEnd = e->ts_end & mask;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+/* ----------------------------------------------------------------- fences */
+
+ze_result_t ZE_APICALL sim_zeFenceCreate(ze_command_queue_handle_t h, const ze_fence_desc_t *desc,
+                                         ze_fence_handle_t *ph)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_QUEUE);
+    SIM_NOTNULL(desc);
+    SIM_NOTNULL(ph);
+    sim_fence_t *f = sim_obj_new(MAGIC_FENCE, sizeof(*f));
+    if (!f)
+        return sim_leave(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    f->signaled = (desc->flags & ZE_FENCE_FLAG_SIGNALED) != 0;
+    *ph = (ze_fence_handle_t)f;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeFenceDestroy(ze_fence_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r == ZE_RESULT_ERROR_UNINITIALIZED)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_FENCE);
+    sim_obj_free(h);
+    return sim_leave(r);
+}
+
+ze_result_t ZE_APICALL sim_zeFenceHostSynchronize(ze_fence_handle_t h, uint64_t timeout)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_FENCE);
+    sim_fence_t *f = (sim_fence_t *)h;
+    if (wait_flag(&f->signaled, host_wait_timeout(timeout)))
+        return sim_leave(ZE_RESULT_SUCCESS);
+    if (timeout == UINT64_MAX)
+        fprintf(stderr, "zesim: zeFenceHostSynchronize gave up after %llu s on a fence no "
+                        "submission signals\n", SIM_HOST_WAIT_CAP_NS / 1000000000ull);
+    return sim_leave(ZE_RESULT_NOT_READY);
+}
+
+ze_result_t ZE_APICALL sim_zeFenceQueryStatus(ze_fence_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_FENCE);
+    return sim_leave(((sim_fence_t *)h)->signaled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY);
+}
+
+ze_result_t ZE_APICALL sim_zeFenceReset(ze_fence_handle_t h)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_FENCE);
+    ((sim_fence_t *)h)->signaled = 0;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}

@@ -1,0 +1,530 @@
+/*
+ * Allocations and the simulated host mirror.
+ *
+ * Device memory is reserved with MAP_NORESERVE and costs host pages only
+ * where written. A mirror is a memfd whose pages are allocated and never
+ * mapped: it lowers MemAvailable and raises Shmem in /proc/meminfo without
+ * showing in the process's VmRSS, like pages held by a kernel driver.
+ */
+#include "zesim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static sim_alloc_t *sim_allocs;
+static uint64_t sim_next_id = 1;
+uint64_t sim_leaked_mirror_bytes;
+
+#define SIM_IPC_MAGIC 0x5a534950u
+#define SIM_MAX_ALLOC (1ull << 46) /* keeps the page rounding below from overflowing */
+
+static size_t page_size(void)
+{
+    static size_t ps;
+    if (!ps)
+        ps = (size_t)sysconf(_SC_PAGESIZE);
+    return ps;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t to)
+{
+    return (v + to - 1) / to * to;
+}
+
+sim_alloc_t *sim_alloc_find(const void *ptr)
+{
+    const uint8_t *p = ptr;
+    for (sim_alloc_t *a = sim_allocs; a; a = a->next)
+        if (p >= a->base && p < a->base + a->size)
+            return a;
+    return NULL;
+}
+
+/* Device index of the memory at ptr, or -1 for host and shared memory. */
+int sim_ptr_device(const void *ptr)
+{
+    sim_alloc_t *a = sim_alloc_find(ptr);
+    return a && a->type == ZE_MEMORY_TYPE_DEVICE ? a->device : -1;
+}
+
+/* A range that starts in a known allocation must end inside it. */
+ze_result_t sim_check_range(const void *ptr, size_t size)
+{
+    sim_alloc_t *a = sim_alloc_find(ptr);
+    if (!a)
+        return ZE_RESULT_SUCCESS;
+    if (size > (size_t)(a->base + a->size - (const uint8_t *)ptr))
+        return ZE_RESULT_ERROR_INVALID_SIZE;
+    return ZE_RESULT_SUCCESS;
+}
+
+uint64_t sim_mirror_total(void)
+{
+    uint64_t total = sim_leaked_mirror_bytes;
+    for (sim_alloc_t *a = sim_allocs; a; a = a->next)
+        total += a->mirror_bytes;
+    return total;
+}
+
+/* Hold size * mirror_ratio bytes of unmapped host pages for allocation a. */
+static ze_result_t mirror_create(sim_alloc_t *a)
+{
+    if (a->mirror_fd >= 0)
+        return ZE_RESULT_SUCCESS;
+    uint64_t bytes = round_up((uint64_t)((double)a->size * sim_cfg.mirror_ratio), page_size());
+    int fd = memfd_create("zesim-mirror", MFD_CLOEXEC);
+    if (fd < 0)
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    if (bytes && (ftruncate(fd, (off_t)bytes) || fallocate(fd, 0, 0, (off_t)bytes))) {
+        close(fd);
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    a->mirror_fd = fd;
+    a->mirror_bytes = bytes;
+    return ZE_RESULT_SUCCESS;
+}
+
+static void mirror_release(sim_alloc_t *a)
+{
+    if (a->mirror_fd < 0)
+        return;
+    if (sim_cfg.mirror_release) {
+        close(a->mirror_fd);
+    } else {
+        /* The fd stays open until exit: the leak an audit must find. */
+        sim_leaked_mirror_bytes += a->mirror_bytes;
+    }
+    a->mirror_fd = -1;
+    a->mirror_bytes = 0;
+}
+
+void sim_zero_device_range(uint8_t *ptr, size_t size)
+{
+    size_t ps = page_size();
+    uintptr_t start = (uintptr_t)ptr, end = start + size;
+    uintptr_t pstart = round_up(start, ps), pend = end / ps * ps;
+    if (pstart >= pend) {
+        memset(ptr, 0, size);
+        return;
+    }
+    memset(ptr, 0, pstart - start);
+    /* Dropping private anonymous pages reads back zeros and frees their host memory. */
+    madvise((void *)pstart, pend - pstart, MADV_DONTNEED);
+    memset((void *)pend, 0, end - pend);
+}
+
+static int is_pow2(size_t v)
+{
+    return v && !(v & (v - 1));
+}
+
+static void alloc_unlink(sim_alloc_t *a)
+{
+    for (sim_alloc_t **pp = &sim_allocs; *pp; pp = &(*pp)->next)
+        if (*pp == a) {
+            *pp = a->next;
+            return;
+        }
+}
+
+static void alloc_destroy(sim_alloc_t *a)
+{
+    alloc_unlink(a);
+    if (a->type == ZE_MEMORY_TYPE_DEVICE)
+        sim_devices[a->device].used -= a->size;
+    mirror_release(a);
+    munmap(a->map_base, a->map_size);
+    free(a);
+}
+
+/* Count an allocation call; the fail_alloc_at-th one fails. */
+static int alloc_call_fails(void)
+{
+    sim_alloc_calls++;
+    return sim_cfg.fail_alloc_at && sim_alloc_calls == sim_cfg.fail_alloc_at;
+}
+
+static ze_result_t alloc_common(sim_context_t *ctx, ze_memory_type_t type, int device, size_t size,
+                                size_t alignment, int exportable, void **pptr)
+{
+    if (size == 0 || size > SIM_MAX_ALLOC)
+        return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
+    if (alignment && !is_pow2(alignment))
+        return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
+    if (type == ZE_MEMORY_TYPE_DEVICE) {
+        sim_device_t *d = &sim_devices[device];
+        if (size > sim_cfg.device_memory || d->used + size > sim_cfg.device_memory)
+            return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+        if (sim_cfg.oom_after_on && d->oom_bytes + size > sim_cfg.fail_oom_after)
+            return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+    }
+    size_t ps = page_size();
+    size_t align = alignment > ps ? alignment : ps;
+    size_t len = round_up(size, ps);
+    size_t map_size = len + (align > ps ? align : 0);
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+    if (type == ZE_MEMORY_TYPE_DEVICE)
+        flags |= MAP_NORESERVE;
+    uint8_t *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (map == MAP_FAILED)
+        return type == ZE_MEMORY_TYPE_DEVICE ? ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY
+                                             : ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    sim_alloc_t *a = calloc(1, sizeof(*a));
+    if (!a) {
+        munmap(map, map_size);
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    a->id = sim_next_id++;
+    a->map_base = map;
+    a->map_size = map_size;
+    a->base = (uint8_t *)round_up((uintptr_t)map, align);
+    a->size = size;
+    a->type = type;
+    a->device = device;
+    a->ctx = ctx;
+    a->exportable = exportable;
+    a->mirror_fd = -1;
+    if (type == ZE_MEMORY_TYPE_DEVICE &&
+        (sim_cfg.mirror == MIRROR_ALL || (sim_cfg.mirror == MIRROR_DMABUF && exportable))) {
+        ze_result_t r = mirror_create(a);
+        if (r) {
+            munmap(map, map_size);
+            free(a);
+            return r;
+        }
+    }
+    if (type == ZE_MEMORY_TYPE_DEVICE) {
+        sim_devices[device].used += size;
+        sim_devices[device].oom_bytes += size;
+    }
+    a->next = sim_allocs;
+    sim_allocs = a;
+    *pptr = a->base;
+    return ZE_RESULT_SUCCESS;
+}
+
+/* Walk a device allocation descriptor chain; returns 0 or an error for what cannot be honoured. */
+static ze_result_t device_desc_chain(const ze_device_mem_alloc_desc_t *desc, int *exportable)
+{
+    *exportable = 0;
+    if (desc->ordinal != 0)
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    for (const ze_base_desc_t *e = desc->pNext; e; e = e->pNext) {
+        if (e->stype == ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_DESC) {
+            const ze_external_memory_export_desc_t *x = (const void *)e;
+            if (x->flags & ~(ze_external_memory_type_flags_t)ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF)
+                return ZE_RESULT_ERROR_UNSUPPORTED_ENUMERATION;
+            if (x->flags & ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF) {
+                if (!sim_cfg.dmabuf)
+                    return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;
+                *exportable = 1;
+            }
+        } else if (e->stype == ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD ||
+                   e->stype == ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_WIN32) {
+            return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;
+        }
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t check_context_device(ze_context_handle_t h, ze_device_handle_t dev)
+{
+    sim_device_t *d = (sim_device_t *)dev;
+    if (d->index >= sim_cfg.devices || !(((sim_context_t *)h)->device_mask & (1u << d->index)))
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t ZE_APICALL sim_zeMemAllocDevice(ze_context_handle_t h,
+                                            const ze_device_mem_alloc_desc_t *desc, size_t size,
+                                            size_t alignment, ze_device_handle_t dev, void **pptr)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_CHECK(dev, MAGIC_DEVICE);
+    SIM_NOTNULL(desc);
+    SIM_NOTNULL(pptr);
+    if ((r = check_context_device(h, dev)))
+        return sim_leave(r);
+    int exportable;
+    if ((r = device_desc_chain(desc, &exportable)))
+        return sim_leave(r);
+    if (alloc_call_fails())
+        return sim_leave(ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY);
+    r = alloc_common((sim_context_t *)h, ZE_MEMORY_TYPE_DEVICE, (int)((sim_device_t *)dev)->index,
+                     size, alignment, exportable, pptr);
+    return sim_leave(r);
+}
+
+ze_result_t ZE_APICALL sim_zeMemAllocHost(ze_context_handle_t h,
+                                          const ze_host_mem_alloc_desc_t *desc, size_t size,
+                                          size_t alignment, void **pptr)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_NOTNULL(desc);
+    SIM_NOTNULL(pptr);
+    if (alloc_call_fails())
+        return sim_leave(ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY);
+    r = alloc_common((sim_context_t *)h, ZE_MEMORY_TYPE_HOST, -1, size, alignment, 0, pptr);
+    return sim_leave(r);
+}
+
+ze_result_t ZE_APICALL sim_zeMemAllocShared(ze_context_handle_t h,
+                                            const ze_device_mem_alloc_desc_t *ddesc,
+                                            const ze_host_mem_alloc_desc_t *hdesc, size_t size,
+                                            size_t alignment, ze_device_handle_t dev, void **pptr)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_NOTNULL(ddesc);
+    SIM_NOTNULL(hdesc);
+    SIM_NOTNULL(pptr);
+    int device = -1;
+    if (dev) {
+        SIM_CHECK(dev, MAGIC_DEVICE);
+        if ((r = check_context_device(h, dev)))
+            return sim_leave(r);
+        device = (int)((sim_device_t *)dev)->index;
+    }
+    if (ddesc->ordinal != 0)
+        return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    if (alloc_call_fails())
+        return sim_leave(ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY);
+    r = alloc_common((sim_context_t *)h, ZE_MEMORY_TYPE_SHARED, device, size, alignment, 0, pptr);
+    return sim_leave(r);
+}
+
+ze_result_t ZE_APICALL sim_zeMemFree(ze_context_handle_t h, void *ptr)
+{
+    ze_result_t r = sim_enter();
+    if (r == ZE_RESULT_ERROR_UNINITIALIZED)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_NOTNULL(ptr);
+    sim_alloc_t *a = sim_alloc_find(ptr);
+    if (!a || a->base != ptr)
+        return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    /* Freed even on a lost device, so the host-memory ground truth stays right. */
+    alloc_destroy(a);
+    return sim_leave(r);
+}
+
+ze_result_t ZE_APICALL sim_zeMemFreeExt(ze_context_handle_t h, const ze_memory_free_ext_desc_t *desc,
+                                        void *ptr)
+{
+    (void)desc; /* execution is synchronous, so every free policy frees at once */
+    return sim_zeMemFree(h, ptr);
+}
+
+void sim_free_context_allocs(sim_context_t *ctx)
+{
+    sim_alloc_t *a = sim_allocs;
+    while (a) {
+        sim_alloc_t *next = a->next;
+        if (a->ctx == ctx)
+            alloc_destroy(a);
+        a = next;
+    }
+}
+
+/* A fresh memfd the size of the allocation, without pages, stands in for a dma-buf. */
+static int sparse_fd(size_t size)
+{
+    int fd = memfd_create("zesim-dmabuf", MFD_CLOEXEC);
+    if (fd >= 0 && ftruncate(fd, (off_t)size)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+ze_result_t ZE_APICALL sim_zeMemGetAllocProperties(ze_context_handle_t h, const void *ptr,
+                                                   ze_memory_allocation_properties_t *p,
+                                                   ze_device_handle_t *phDevice)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_NOTNULL(p);
+    sim_alloc_t *a = ptr ? sim_alloc_find(ptr) : NULL;
+    p->type = a ? a->type : ZE_MEMORY_TYPE_UNKNOWN;
+    p->id = a ? a->id : 0;
+    p->pageSize = a ? page_size() : 0;
+    if (phDevice)
+        *phDevice = a && a->device >= 0 ? (ze_device_handle_t)&sim_devices[a->device] : NULL;
+    for (ze_base_properties_t *e = p->pNext; e; e = e->pNext) {
+        if (e->stype != ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD)
+            continue;
+        ze_external_memory_export_fd_t *x = (void *)e;
+        if (!a || a->type != ZE_MEMORY_TYPE_DEVICE ||
+            !(x->flags & ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF))
+            return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+        if (!sim_cfg.dmabuf)
+            return sim_leave(ZE_RESULT_ERROR_UNSUPPORTED_FEATURE);
+        /* The caller owns the fd; the mirror's pages live until every copy of it is closed. */
+        x->fd = a->mirror_fd >= 0 && a->exportable ? fcntl(a->mirror_fd, F_DUPFD_CLOEXEC, 0)
+                                                   : sparse_fd(a->size);
+        if (x->fd < 0)
+            return sim_leave(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    }
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeMemGetAddressRange(ze_context_handle_t h, const void *ptr,
+                                                void **pBase, size_t *pSize)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_NOTNULL(ptr);
+    sim_alloc_t *a = sim_alloc_find(ptr);
+    if (!a)
+        return sim_leave(ZE_RESULT_ERROR_NOT_AVAILABLE);
+    if (pBase)
+        *pBase = a->base;
+    if (pSize)
+        *pSize = a->size;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+static sim_alloc_t *resident_target(ze_context_handle_t h, ze_device_handle_t dev, void *ptr,
+                                    size_t size, ze_result_t *r)
+{
+    *r = check_context_device(h, dev);
+    if (*r)
+        return NULL;
+    sim_alloc_t *a = sim_alloc_find(ptr);
+    if (!a || size > (size_t)(a->base + a->size - (uint8_t *)ptr)) {
+        *r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
+        return NULL;
+    }
+    return a;
+}
+
+ze_result_t ZE_APICALL sim_zeContextMakeMemoryResident(ze_context_handle_t h,
+                                                       ze_device_handle_t dev, void *ptr,
+                                                       size_t size)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_CHECK(dev, MAGIC_DEVICE);
+    SIM_NOTNULL(ptr);
+    sim_alloc_t *a = resident_target(h, dev, ptr, size, &r);
+    if (!a)
+        return sim_leave(r);
+    uint32_t idx = ((sim_device_t *)dev)->index;
+    if (a->type != ZE_MEMORY_TYPE_DEVICE || (int)idx == a->device)
+        return sim_leave(ZE_RESULT_SUCCESS);
+    /* Resident on a peer: the first such call per allocation mirrors it in host memory. */
+    if (sim_cfg.mirror == MIRROR_PEER_RESIDENT && a->resident_peers == 0 && a->mirror_fd < 0) {
+        r = mirror_create(a);
+        if (r)
+            return sim_leave(r);
+    }
+    a->resident_peers |= 1u << idx;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeContextEvictMemory(ze_context_handle_t h, ze_device_handle_t dev,
+                                                void *ptr, size_t size)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_CHECK(dev, MAGIC_DEVICE);
+    SIM_NOTNULL(ptr);
+    sim_alloc_t *a = resident_target(h, dev, ptr, size, &r);
+    if (!a)
+        return sim_leave(r);
+    uint32_t idx = ((sim_device_t *)dev)->index;
+    if (a->type != ZE_MEMORY_TYPE_DEVICE || (int)idx == a->device)
+        return sim_leave(ZE_RESULT_SUCCESS);
+    a->resident_peers &= ~(1u << idx);
+    if (a->resident_peers == 0 && sim_cfg.mirror == MIRROR_PEER_RESIDENT)
+        mirror_release(a);
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+/* ---------------------------------------------------------------------- IPC */
+
+typedef struct sim_ipc {
+    uint32_t magic;
+    uint32_t pid;
+    uint64_t id;
+    uint64_t offset;
+} sim_ipc_t;
+
+ze_result_t ZE_APICALL sim_zeMemGetIpcHandle(ze_context_handle_t h, const void *ptr,
+                                             ze_ipc_mem_handle_t *ipc)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_NOTNULL(ptr);
+    SIM_NOTNULL(ipc);
+    sim_alloc_t *a = sim_alloc_find(ptr);
+    if (!a)
+        return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    sim_ipc_t v = {SIM_IPC_MAGIC, (uint32_t)getpid(), a->id, (uint64_t)((const uint8_t *)ptr - a->base)};
+    memset(ipc->data, 0, sizeof(ipc->data));
+    memcpy(ipc->data, &v, sizeof(v));
+    return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+ze_result_t ZE_APICALL sim_zeMemOpenIpcHandle(ze_context_handle_t h, ze_device_handle_t dev,
+                                              ze_ipc_mem_handle_t ipc, ze_ipc_memory_flags_t flags,
+                                              void **pptr)
+{
+    (void)flags;
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_CHECK(dev, MAGIC_DEVICE);
+    SIM_NOTNULL(pptr);
+    sim_ipc_t v;
+    memcpy(&v, ipc.data, sizeof(v));
+    /* Only the exporting process can open a simulator handle. */
+    if (v.magic != SIM_IPC_MAGIC || v.pid != (uint32_t)getpid())
+        return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    for (sim_alloc_t *a = sim_allocs; a; a = a->next) {
+        if (a->id == v.id) {
+            a->ipc_opens++;
+            *pptr = a->base + v.offset;
+            return sim_leave(ZE_RESULT_SUCCESS);
+        }
+    }
+    return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+}
+
+ze_result_t ZE_APICALL sim_zeMemCloseIpcHandle(ze_context_handle_t h, const void *ptr)
+{
+    ze_result_t r = sim_enter();
+    if (r)
+        return sim_leave(r);
+    SIM_CHECK(h, MAGIC_CONTEXT);
+    SIM_NOTNULL(ptr);
+    sim_alloc_t *a = sim_alloc_find(ptr);
+    if (!a || a->ipc_opens == 0)
+        return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    a->ipc_opens--;
+    return sim_leave(ZE_RESULT_SUCCESS);
+}

@@ -1,0 +1,210 @@
+"""Build and drive the simulated Level Zero driver in ``tests/simdriver`` (test support only)."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SOURCE_DIR = REPO_ROOT / "tests" / "simdriver"
+BUILD_DIR = REPO_ROOT / "build" / "simdriver"
+LIBRARY_NAME = "libze_sim.so"
+HEADER_DIRS = (Path("/usr/include/level_zero"), Path("/usr/local/include/level_zero"))
+CFLAGS = (
+    "-shared",
+    "-fPIC",
+    "-O2",
+    "-Wall",
+    "-Werror",
+    "-fvisibility=hidden",
+    "-Wl,-Bsymbolic",
+)
+
+# Keys the simulator reads as ZESIM_<KEY>; see tests/simdriver/README.md.
+CONFIG_KEYS = frozenset(
+    {
+        "devices",
+        "device_memory",
+        "peers",
+        "mirror",
+        "mirror_ratio",
+        "mirror_release",
+        "sysman",
+        "dmabuf",
+        "driver_version",
+        "fail_oom_after",
+        "fail_alloc_at",
+        "device_lost_at",
+        "config",
+    }
+)
+
+
+class SimBuildError(RuntimeError):
+    """The simulated driver could not be built (missing gcc, headers, or a compile error)."""
+
+
+def _header_dir() -> Path:
+    for d in HEADER_DIRS:
+        if (d / "ze_api.h").is_file() and (d / "ze_ddi.h").is_file():
+            return d
+    raise SimBuildError(
+        "Level Zero headers not found in /usr/include/level_zero: install libze-dev"
+    )
+
+
+def _sources() -> list[Path]:
+    files = sorted(p for p in SOURCE_DIR.iterdir() if p.suffix in (".c", ".h"))
+    if not any(p.suffix == ".c" for p in files):
+        raise SimBuildError(f"no C sources in {SOURCE_DIR}")
+    return files
+
+
+def _digest(sources: list[Path], header_dir: Path) -> str:
+    h = hashlib.sha256()
+    h.update(" ".join(CFLAGS).encode())
+    h.update(str(header_dir).encode())
+    h.update((header_dir / "ze_api.h").read_bytes())
+    for p in sources:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def build() -> Path:
+    """Return the path of libze_sim.so, compiling it first unless this source hash is built."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise SimBuildError("gcc not found on PATH: install gcc and libc6-dev")
+    header_dir = _header_dir()
+    sources = _sources()
+    out_dir = BUILD_DIR / _digest(sources, header_dir)
+    target = out_dir / LIBRARY_NAME
+    if target.is_file():
+        return target
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Concurrent builds each write a private file; the rename makes one of them win whole.
+    fd, tmp_name = tempfile.mkstemp(prefix=".libze_sim.", suffix=".so", dir=out_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    cmd = [
+        gcc,
+        *CFLAGS,
+        f"-I{header_dir}",
+        "-o",
+        str(tmp),
+        *(str(p) for p in sources if p.suffix == ".c"),
+        "-lpthread",
+    ]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines() or ["(no output)"]
+            first = next((ln for ln in lines if "error" in ln), lines[0])
+            raise SimBuildError(f"building the simulated driver failed: {first.strip()}")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _env_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def sim_env(**config: object) -> dict[str, str]:
+    """Return os.environ plus the variables that make the loader use the simulator with `config`."""
+    unknown = sorted(set(config) - CONFIG_KEYS)
+    if unknown:
+        raise ValueError(
+            f"unknown simulator key(s) {', '.join(unknown)}; known: {sorted(CONFIG_KEYS)}"
+        )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZESIM_")}
+    env["ZE_ENABLE_ALT_DRIVERS"] = str(build())
+    env["ZES_ENABLE_SYSMAN"] = "1"
+    for key, value in config.items():
+        env[f"ZESIM_{key.upper()}"] = _env_value(value)
+    return env
+
+
+class SimControl:
+    """The simulator's zesim_* control and ground-truth functions, on the library the loader loaded."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Open the simulator at `path`; in a process using it, this is the loader's instance."""
+        lib = ctypes.CDLL(os.fspath(path))
+        lib.zesim_set.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        lib.zesim_set.restype = ctypes.c_int
+        lib.zesim_mirror_bytes.argtypes = []
+        lib.zesim_mirror_bytes.restype = ctypes.c_uint64
+        lib.zesim_device_used.argtypes = [ctypes.c_uint32]
+        lib.zesim_device_used.restype = ctypes.c_uint64
+        lib.zesim_bytes_moved.argtypes = [ctypes.c_int32, ctypes.c_int32]
+        lib.zesim_bytes_moved.restype = ctypes.c_uint64
+        lib.zesim_kernel_launches.argtypes = []
+        lib.zesim_kernel_launches.restype = ctypes.c_uint64
+        lib.zesim_reset_counters.argtypes = []
+        lib.zesim_reset_counters.restype = None
+        self._lib = lib
+
+    @classmethod
+    def from_env(cls) -> SimControl:
+        """Return the control of the simulator named by ZE_ENABLE_ALT_DRIVERS in this process."""
+        path = os.environ.get("ZE_ENABLE_ALT_DRIVERS", "").split(",")[0]
+        if not path:
+            raise RuntimeError("ZE_ENABLE_ALT_DRIVERS is not set: not running under the simulator")
+        return cls(path)
+
+    def set(self, key: str, value: object) -> None:
+        """Change configuration key `key` at run time (after zeInit); raise ValueError if rejected."""
+        if key not in CONFIG_KEYS or key == "config":
+            raise ValueError(f"unknown simulator key {key!r}")
+        if self._lib.zesim_set(key.encode(), _env_value(value).encode()) != 0:
+            raise ValueError(f"simulator rejected {key}={value!r} (reason on stderr)")
+
+    def mirror_bytes(self) -> int:
+        """Return the host bytes currently held by simulated mirrors (including leaked ones)."""
+        return int(self._lib.zesim_mirror_bytes())
+
+    def device_used(self, device: int) -> int:
+        """Return the bytes of live device allocations on `device`."""
+        return int(self._lib.zesim_device_used(device))
+
+    def bytes_moved(self, src: int, dst: int) -> int:
+        """Return bytes copied from `src` to `dst` (device index, or -1 for host memory)."""
+        return int(self._lib.zesim_bytes_moved(src, dst))
+
+    def kernel_launches(self) -> int:
+        """Return the number of kernel launches executed since the last reset."""
+        return int(self._lib.zesim_kernel_launches())
+
+    def reset_counters(self) -> None:
+        """Zero the bytes-moved and kernel-launch counters."""
+        self._lib.zesim_reset_counters()
+
+
+def run_python(
+    code: str, timeout: float = 60, **config: object
+) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a fresh interpreter against the simulator configured by `config`."""
+    env = sim_env(**config)
+    # Lets `code` import tests.* helpers wherever the interpreter starts.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

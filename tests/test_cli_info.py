@@ -1,0 +1,129 @@
+"""``l0mem info`` end to end in subprocesses: simulator, no driver, no loader."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import sim as simsupport
+
+
+def base_env():
+    """Return this process's environment without any simulator settings."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ZESIM_") and k not in ("ZE_ENABLE_ALT_DRIVERS", "ZES_ENABLE_SYSMAN")
+    }
+
+
+def run_info(args, env):
+    return subprocess.run(
+        [sys.executable, "-m", "l0mem", "info", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def sim_env():
+    simsupport.build()
+    env = base_env()
+    env.update(
+        simsupport.sim_env(
+            devices=3, peers="0>1,1>0", driver_version=str((1 << 24) | (6 << 16) | 31294)
+        )
+    )
+    env["COLUMNS"] = "200"
+    return env
+
+
+def test_text_output_lists_devices_and_peers(sim_env):
+    proc = run_info([], sim_env)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "1.6.31294" in out
+    assert "ZE_ENABLE_ALT_DRIVERS" in out
+    assert out.count("GPU") >= 3
+    assert "peer access" in out
+    assert "simulator" in out  # never presented as the installed runtime
+
+
+def test_json_output(sim_env, tmp_path):
+    path = tmp_path / "info.json"
+    proc = run_info(["--json", str(path)], sim_env)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(path.read_text())
+    assert report["alt_drivers"]
+    assert report["loader"]["path"]
+    (drv,) = report["drivers"]
+    assert drv["version"] == "1.6.31294"
+    assert drv["driver_version"] == (1 << 24) | (6 << 16) | 31294
+    assert len(drv["devices"]) == 3
+    d0 = drv["devices"][0]
+    assert set(d0) == {
+        "index",
+        "name",
+        "type",
+        "vendor_id",
+        "device_id",
+        "pci_address",
+        "uuid",
+        "memory_bytes",
+        "kernel_driver",
+        "sub_devices",
+    }
+    assert d0["memory_bytes"] > 0 and d0["vendor_id"].startswith("0x")
+    assert drv["peer_access"] == [
+        [True, True, False],
+        [True, True, False],
+        [False, False, True],
+    ]
+    assert not list(tmp_path.glob(".info.json.*"))  # no temporary left behind
+
+
+def test_json_to_unwritable_path_is_one_line(sim_env, tmp_path):
+    proc = run_info(["--json", str(tmp_path / "missing" / "x.json")], sim_env)
+    assert proc.returncode == 4
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "override",
+    [{"ZE_ENABLE_ALT_DRIVERS": "/nonexistent.so"}, {"L0MEM_ZE_LOADER": "/nonexistent"}],
+)
+def test_no_driver_or_loader_exits_3_with_one_line(override):
+    env = base_env()
+    env.update(override)
+    proc = run_info([], env)
+    assert proc.returncode == 3
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("l0mem info:")
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_zero_simulated_devices_exits_3():
+    simsupport.build()
+    env = base_env()
+    env.update(simsupport.sim_env(devices=0))
+    proc = run_info([], env)
+    assert proc.returncode == 3
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_driver_failure_exits_6_with_one_line():
+    env = base_env()
+    env.update(simsupport.sim_env(devices=2, device_lost_at=6))
+    proc = run_info([], env)
+    assert proc.returncode == 6
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "DEVICE_LOST" in lines[0]
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,314 @@
+"""Command lists, queues, events, fences, modules and kernels of l0mem.core (simulator)."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+
+import l0mem.core as core
+from l0mem.bf16 import bf16_to_f32, f32_to_bf16
+from l0mem.kernels import spirv_bytes
+from tests.support import ze_session
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return ze_session.simulator()
+
+
+@pytest.fixture
+def clean(sim):
+    ze_session.reset(sim)
+    yield sim
+    ze_session.reset(sim)
+
+
+@pytest.fixture(scope="module")
+def driver(sim):
+    return core.drivers()[0]
+
+
+@pytest.fixture
+def ctx(clean, driver):
+    c = driver.create_context()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def dev(driver):
+    return driver.devices()[0]
+
+
+def test_event_host_signal_query_wait_reset(ctx):
+    pool = ctx.event_pool(4)
+    ev = pool.event(2)
+    assert pool.event(2) is ev
+    assert not ev.query()
+    assert ev.wait(timeout_ns=0) is False
+    ev.signal()
+    assert ev.query() and ev.wait() is True
+    ev.reset()
+    assert not ev.query()
+    with pytest.raises(IndexError):
+        pool.event(4)
+    with pytest.raises(ValueError, match="at least 1"):
+        ctx.event_pool(0)
+
+
+def test_pool_close_destroys_its_events_first(ctx):
+    pool = ctx.event_pool(2)
+    e0, e1 = pool.event(0), pool.event(1)
+    pool.close()
+    assert pool.closed and e0.closed and e1.closed
+    e0.close()  # already gone: no second destroy
+
+
+def test_immediate_list_event_use_and_wait_for(ctx, dev):
+    cl = ctx.immediate_command_list(dev)
+    pool = ctx.event_pool(3)
+    gate, done = pool.event(0), pool.event(1)
+    a = ctx.allocate_device(dev, 64)
+    out = bytearray(64)
+    cl.fill(a, b"\x11")
+    # The simulator runs work at submission, so the gate opens before the dependent append.
+    gate.signal()
+    ev = cl.fill(a, b"\x22", wait_for=[gate], signal=done)
+    assert ev is done
+    assert done.wait(timeout_ns=10**9)
+    cl.copy_to_host(a, out)
+    assert out == b"\x22" * 64
+    cl.barrier()
+    assert cl.synchronize() is True
+
+
+def test_asynchronous_host_copy_keeps_buffer_until_wait(ctx, dev):
+    cl = ctx.immediate_command_list(dev)
+    a = ctx.allocate_device(dev, 32)
+    cl.copy_from_host(a, bytes(range(32)))
+    ev = ctx.event_pool(1).event(0)
+    out = bytearray(32)
+    assert cl.copy_to_host(a, out, signal=ev) is ev
+    ev.wait()
+    assert out == bytes(range(32))
+    out.extend(b"x")  # the pin was released at wait, so resizing works again
+
+
+def test_kernel_timestamps_give_a_duration(ctx, dev):
+    cl = ctx.immediate_command_list(dev)
+    pool = ctx.event_pool(1, timestamps=True)
+    ev = pool.event(0)
+    a = ctx.allocate_device(dev, 1 << 16)
+    cl.fill(a, b"\0", signal=ev)
+    ev.wait()
+    start, end = ev.kernel_timestamp()
+    assert end >= start
+    res = dev.properties.timer_resolution_ns
+    bits = dev.properties.kernel_timestamp_valid_bits
+    assert ev.duration_ns() == ((end - start) & ((1 << bits) - 1)) * res
+    assert ev.elapsed_ns() == ev.duration_ns()
+    plain = ctx.event_pool(1).event(0)
+    with pytest.raises(ValueError, match="timestamps"):
+        plain.kernel_timestamp()
+    assert plain.elapsed_ns() is None
+
+
+def test_regular_list_queue_and_fence(ctx, dev):
+    a = ctx.allocate_device(dev, 64)
+    host = bytearray(64)
+    cl = ctx.command_list(dev)
+    cl.fill(a, b"\x5a")
+    cl.barrier()
+    cl.copy_to_host(a, host)
+    cl.end()
+    assert host == bytes(64)  # recorded, not run
+    q = ctx.command_queue(dev)
+    fence = q.fence()
+    assert not fence.query()
+    q.execute([cl], fence)
+    assert fence.wait(timeout_ns=10**9)
+    assert fence.query()
+    assert host == b"\x5a" * 64
+    fence.reset()
+    assert not fence.query()
+    assert q.synchronize() is True
+    cl.reset()
+    cl.fill(a, b"\x01")
+    cl.end()
+    q.execute([cl])
+    q.synchronize()
+    imm = ctx.immediate_command_list(dev)
+    imm.copy_to_host(a, host)
+    assert host == b"\x01" * 64
+    with pytest.raises(ValueError, match="at least one"):
+        q.execute([])
+
+
+def test_queue_close_destroys_its_fences(ctx, dev):
+    q = ctx.command_queue(dev)
+    f = q.fence()
+    q.close()
+    assert q.closed and f.closed
+
+
+def test_signal_wait_reset_appends(ctx, dev):
+    cl = ctx.command_list(dev)
+    pool = ctx.event_pool(2)
+    e0, e1 = pool.event(0), pool.event(1)
+    cl.wait_events([e0])
+    cl.signal_event(e1)
+    cl.end()
+    q = ctx.command_queue(dev)
+    assert not e1.wait(timeout_ns=0)
+    e0.signal()  # before execution: the simulator runs lists at submission
+    q.execute([cl])
+    assert e1.wait(timeout_ns=10**9)
+    cl2 = ctx.command_list(dev)
+    cl2.reset_event(e1)
+    cl2.end()
+    q.execute([cl2])
+    q.synchronize()
+    assert not e1.query()
+
+
+def test_module_lists_kernels_and_properties(ctx, dev):
+    m = ctx.create_module(dev, spirv_bytes())
+    names = m.kernel_names()
+    assert {"l0mem_f32_to_bf16", "l0mem_bf16_add_to_f32", "l0mem_f32_add"} <= set(names)
+    k = m.kernel("l0mem_f32_add")
+    assert k.name == "l0mem_f32_add" and k.module is m
+    assert k.properties.num_args == 3
+    gx, gy, gz = k.suggest_group_size(1000)
+    assert gx >= 1 and gy == gz == 1
+    k.set_group_size(gx)
+    assert k.group_size == (gx, 1, 1)
+    with pytest.raises(ValueError):
+        k.set_group_size(0)
+    with pytest.raises(TypeError, match="C type"):
+        k.set_arg(2, 5)
+    m.close()
+    assert k.closed
+
+
+def test_bad_spirv_raises_build_error_with_log(ctx, dev):
+    with pytest.raises(core.ModuleBuildError) as info:
+        ctx.create_module(dev, b"\x00" * 64)
+    assert info.value.build_log
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="empty"):
+        ctx.create_module(dev, b"")
+
+
+def test_unknown_kernel_name_raises(ctx, dev):
+    from l0mem._ze.errors import ZeError
+
+    m = ctx.create_module(dev, spirv_bytes())
+    with pytest.raises(ZeError):
+        m.kernel("no_such_kernel")
+
+
+def _run(ctx, dev, name, src, acc, n):
+    m = ctx.create_module(dev, spirv_bytes())
+    k = m.kernel(name)
+    gx = k.suggest_group_size(n)[0]
+    k.set_group_size(gx)
+    k.set_arg(0, src)
+    k.set_arg(1, acc)
+    k.set_arg(2, ctypes.c_uint64(n))
+    cl = ctx.immediate_command_list(dev)
+    cl.launch(k, -(-n // gx))
+
+
+def test_f32_add_kernel_result(ctx, clean, dev):
+    n = 1000
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    src = ctx.allocate_device(dev, 4 * n)
+    acc = ctx.allocate_device(dev, 4 * n)
+    cl = ctx.immediate_command_list(dev)
+    cl.copy_from_host(src, x)
+    cl.copy_from_host(acc, y)
+    clean.reset_counters()
+    _run(ctx, dev, "l0mem_f32_add", src, acc, n)
+    assert clean.kernel_launches() == 1
+    out = np.empty(n, dtype=np.float32)
+    cl.copy_to_host(acc, out)
+    np.testing.assert_array_equal(out, x + y)
+
+
+def test_bf16_kernels_results(ctx, dev):
+    n = 513
+    x = np.linspace(-3, 3, n, dtype=np.float32)
+    src = ctx.allocate_device(dev, 4 * n)
+    half = ctx.allocate_device(dev, 2 * n)
+    acc = ctx.allocate_device(dev, 4 * n)
+    cl = ctx.immediate_command_list(dev)
+    cl.copy_from_host(src, x)
+    _run(ctx, dev, "l0mem_f32_to_bf16", src, half, n)
+    h = np.empty(n, dtype=np.uint16)
+    cl.copy_to_host(half, h)
+    np.testing.assert_array_equal(h, f32_to_bf16(x))
+    cl.fill(acc, np.float32(1.0).tobytes())
+    _run(ctx, dev, "l0mem_bf16_add_to_f32", half, acc, n)
+    out = np.empty(n, dtype=np.float32)
+    cl.copy_to_host(acc, out)
+    np.testing.assert_array_equal(out, bf16_to_f32(h) + np.float32(1.0))
+
+
+def test_dropped_lists_and_modules_are_released(clean, driver, dev):
+    c = driver.create_context()
+    c.immediate_command_list(dev)
+    c.command_list(dev)
+    c.command_queue(dev).fence()
+    c.create_module(dev, spirv_bytes()).kernel("l0mem_f32_add")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gc.collect()
+        c.close()
+
+
+def test_context_managers_release(clean, driver, dev):
+    with driver.create_context([dev]) as c:
+        with c.allocate_device(dev, 256) as a:
+            assert clean.device_used(0) == 256
+        assert a.closed and clean.device_used(0) == 0
+        with c.event_pool(1) as pool:
+            ev = pool.event(0)
+        assert pool.closed and ev.closed
+        with c.command_queue(dev) as q, q.fence() as f:
+            pass
+        assert q.closed and f.closed
+        with c.command_list(dev) as cl, c.immediate_command_list(dev) as imm:
+            pass
+        assert cl.closed and imm.closed
+        with c.create_module(dev, spirv_bytes()) as m:
+            k = m.kernel("l0mem_f32_add")
+        assert m.closed and k.closed
+    assert c.closed
+
+
+def test_kernel_argument_as_raw_bytes(ctx, dev):
+    n = 16
+    x = np.arange(n, dtype=np.float32)
+    src = ctx.allocate_device(dev, 4 * n)
+    acc = ctx.allocate_device(dev, 4 * n)
+    cl = ctx.immediate_command_list(dev)
+    cl.copy_from_host(src, x)
+    cl.copy_from_host(acc, x)
+    k = ctx.create_module(dev, spirv_bytes()).kernel("l0mem_f32_add")
+    k.set_group_size(4)
+    k.set_arg(0, src)
+    k.set_arg(1, acc)
+    k.set_arg(2, n.to_bytes(8, "little"))
+    cl.launch(k, n // 4)
+    out = np.empty(n, dtype=np.float32)
+    cl.copy_to_host(acc, out)
+    np.testing.assert_array_equal(out, 2 * x)
+    with pytest.raises(TypeError, match="unsupported"):
+        k.set_arg(0, 1.5)

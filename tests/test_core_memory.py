@@ -1,0 +1,324 @@
+"""Allocations, copies, residency, export and release rules of l0mem.core (simulator)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import warnings
+import weakref
+
+import numpy as np
+import pytest
+
+import l0mem.core as core
+from l0mem._ze import errors
+from tests.support import ze_session
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return ze_session.simulator()
+
+
+@pytest.fixture
+def clean(sim):
+    ze_session.reset(sim)
+    yield sim
+    ze_session.reset(sim)
+
+
+@pytest.fixture(scope="module")
+def driver(sim):
+    return core.drivers()[0]
+
+
+@pytest.fixture
+def ctx(clean, driver):
+    c = driver.create_context()
+    yield c
+    c.close()
+
+
+def used(sim, n=4):
+    return [sim.device_used(i) for i in range(n)]
+
+
+def test_device_allocation_basics(ctx, clean, driver):
+    d = driver.devices()[2]
+    a = ctx.allocate_device(d, 1 << 20)
+    assert a.nbytes == 1 << 20 and a.device is d and a.context is ctx
+    assert a.address != 0 and not a.closed
+    assert clean.device_used(2) == 1 << 20
+    props = a.properties()
+    assert props.type == "device" and props.device_handle == d.handle
+    base, size = a.address_range()
+    assert base <= a.address and base + size >= a.address + a.nbytes
+    a.close()
+    assert a.closed and clean.device_used(2) == 0
+    a.close()  # idempotent
+    with pytest.raises(ValueError, match="closed"):
+        a.properties()
+
+
+def test_host_and_shared_allocations_are_host_accessible(ctx, driver):
+    h = ctx.allocate_host(64)
+    assert h.device is None and h.properties().type == "host"
+    mv = h.memoryview()
+    mv[:5] = b"hello"
+    assert bytes(h.memoryview()[:5]) == b"hello"
+    s = ctx.allocate_shared(driver.devices()[0], 32)
+    assert s.properties().type == "shared"
+    s.memoryview()[:] = bytes(range(32))
+    assert bytes(s.memoryview()) == bytes(range(32))
+    s2 = ctx.allocate_shared(None, 16)
+    assert s2.device is None
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5])
+def test_bad_sizes_raise_one_line_errors(ctx, driver, bad):
+    with pytest.raises(ValueError, match="positive int"):
+        ctx.allocate_device(driver.devices()[0], bad)
+
+
+def test_device_outside_context_is_rejected(clean, driver):
+    d0, d1 = driver.devices()[:2]
+    with driver.create_context([d0]) as c:
+        assert c.devices == [d0]
+        with pytest.raises(ValueError, match="not a device of this context"):
+            c.allocate_device(d1, 16)
+
+
+def test_copy_round_trip_bytes_numpy_memoryview(ctx, driver):
+    d = driver.devices()[0]
+    cl = ctx.immediate_command_list(d)
+    a = ctx.allocate_device(d, 256)
+    data = bytes(range(256))
+    assert cl.copy_from_host(a, data) is None
+    out = bytearray(256)
+    cl.copy_to_host(a, out)
+    assert bytes(out) == data
+    arr = np.arange(64, dtype=np.float32)
+    cl.copy_from_host(a, arr)
+    got = np.zeros(64, dtype=np.float32)
+    cl.copy_to_host(a, got)
+    np.testing.assert_array_equal(got, arr)
+    view = memoryview(bytearray(b"\x07" * 16))
+    cl.copy_from_host(a, view)
+    small = bytearray(16)
+    cl.copy_to_host(a, memoryview(small))
+    assert small == b"\x07" * 16
+
+
+def test_host_copy_errors(ctx, driver):
+    d = driver.devices()[0]
+    cl = ctx.immediate_command_list(d)
+    a = ctx.allocate_device(d, 16)
+    with pytest.raises(ValueError, match="exceed"):
+        cl.copy_from_host(a, bytes(17))
+    with pytest.raises(ValueError, match="read-only"):
+        cl.copy_to_host(a, bytes(16))
+    with pytest.raises(ValueError, match="contiguous"):
+        cl.copy_from_host(a, np.zeros((4, 4), dtype=np.uint8)[:, ::2])
+
+
+def test_device_to_device_copy_moves_bytes_between_peers(ctx, clean, driver):
+    d0, d1 = driver.devices()[:2]
+    a = ctx.allocate_device(d0, 4096)
+    b = ctx.allocate_device(d1, 4096)
+    cl = ctx.immediate_command_list(d0)
+    payload = os.urandom(4096)
+    cl.copy_from_host(a, payload)
+    clean.reset_counters()
+    cl.copy(b, a)
+    assert clean.bytes_moved(0, 1) == 4096
+    out = bytearray(4096)
+    ctx.immediate_command_list(d1).copy_to_host(b, out)
+    assert bytes(out) == payload
+
+
+def test_fill_patterns(ctx, driver):
+    d = driver.devices()[0]
+    cl = ctx.immediate_command_list(d)
+    a = ctx.allocate_device(d, 64)
+    cl.fill(a, b"\xab")
+    out = bytearray(64)
+    cl.copy_to_host(a, out)
+    assert out == b"\xab" * 64
+    cl.fill(a, b"\x01\x02\x03\x04", 32)
+    cl.copy_to_host(a, out)
+    assert out[:32] == b"\x01\x02\x03\x04" * 8 and out[32:] == b"\xab" * 32
+    with pytest.raises(ValueError, match="power of two"):
+        cl.fill(a, b"abc")
+    with pytest.raises(ValueError, match="multiple"):
+        cl.fill(a, b"ab", 33)
+
+
+def test_residency_on_peer_creates_simulated_mirror(ctx, clean, driver):
+    d0, d1 = driver.devices()[:2]
+    clean.set("mirror", "peer-resident")
+    a = ctx.allocate_device(d0, 1 << 20)
+    assert clean.mirror_bytes() == 0
+    ctx.make_resident(d1, a)
+    assert clean.mirror_bytes() == 1 << 20
+    ctx.evict(d1, a)
+    a.close()
+    assert clean.mirror_bytes() == 0
+
+
+def test_dmabuf_export_gives_a_file_descriptor(ctx, clean, driver):
+    d = driver.devices()[0]
+    a = ctx.allocate_device(d, 1 << 16, export_dmabuf=True)
+    fd = a.dmabuf_fd()
+    assert fd >= 0
+    os.fstat(fd)  # a real descriptor of this process
+
+
+def test_ipc_handle_round_trip(ctx, driver):
+    d0, d1 = driver.devices()[:2]
+    a = ctx.allocate_device(d0, 128)
+    handle = a.ipc_handle()
+    assert isinstance(handle, bytes) and len(handle) == 64
+    cl = ctx.immediate_command_list(d0)
+    cl.copy_from_host(a, b"\x42" * 128)
+    with ctx.open_ipc_handle(d1, handle, 128) as m:
+        out = bytearray(128)
+        cl.copy_to_host(m, out)
+        assert out == b"\x42" * 128
+    assert m.closed
+    with pytest.raises(ValueError, match="64 bytes"):
+        ctx.open_ipc_handle(d1, b"short")
+
+
+def test_context_close_frees_what_it_owns(clean, driver):
+    d0, d1 = driver.devices()[:2]
+    c = driver.create_context()
+    a = c.allocate_device(d0, 1 << 20)
+    b = c.allocate_device(d1, 2 << 20)
+    c.immediate_command_list(d0)
+    c.event_pool(4).event(1)
+    assert used(clean)[:2] == [1 << 20, 2 << 20]
+    c.close()
+    assert used(clean) == [0, 0, 0, 0]
+    assert a.closed and b.closed and c.closed
+    a.close()  # nothing left to free, no error
+    c.close()
+    with pytest.raises(ValueError, match="closed"):
+        c.allocate_device(d0, 16)
+
+
+def test_dropping_last_reference_frees_exactly_once(ctx, clean, driver):
+    d = driver.devices()[3]
+    a = ctx.allocate_device(d, 4096)
+    assert clean.device_used(3) == 4096
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        del a
+        gc.collect()
+    assert clean.device_used(3) == 0
+
+
+def test_close_then_collect_frees_once(ctx, clean, driver):
+    d = driver.devices()[3]
+    keep = ctx.allocate_device(d, 1024)
+    a = ctx.allocate_device(d, 4096)
+    a.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second zeMemFree would fail and warn
+        del a
+        gc.collect()
+    assert clean.device_used(3) == 1024
+    keep.close()
+
+
+def test_allocation_finalizer_does_not_keep_context_alive(clean, driver):
+    d = driver.devices()[0]
+    c = driver.create_context()
+    a = c.allocate_device(d, 4096)
+    ref = weakref.ref(c)
+    del c
+    gc.collect()
+    assert ref() is not None  # the allocation object itself uses its context
+    del a
+    gc.collect()
+    assert ref() is None
+    assert clean.device_used(0) == 0
+
+
+def test_cycle_with_context_frees_children_first(clean, driver):
+    d = driver.devices()[0]
+    c = driver.create_context()
+    a = c.allocate_device(d, 4096)
+    a.cycle = c
+    c.cycle = a
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        del a, c
+        gc.collect()
+    assert clean.device_used(0) == 0
+
+
+def test_failing_free_in_finalizer_warns(clean, driver):
+    d = driver.devices()[0]
+    c = driver.create_context()
+    a = c.allocate_device(d, 4096)
+    # Free behind the object's back so its own zeMemFree fails at collection.
+    from l0mem._ze import api
+
+    assert api().zeMemFree(c.handle, a.address) == 0
+    with pytest.warns(core.ReleaseWarning, match="zeMemFree"):
+        del a
+        gc.collect()
+    c.close()
+
+
+def test_out_of_memory_raises_and_leaks_nothing(clean, driver):
+    d = driver.devices()[1]
+    clean.set("fail_oom_after", "1M")
+    with driver.create_context() as c:
+        a = c.allocate_device(d, 512 << 10)
+        with pytest.raises(errors.OutOfDeviceMemoryError):
+            c.allocate_device(d, 1 << 20)
+        assert clean.device_used(1) == 512 << 10
+        a.close()
+    assert clean.device_used(1) == 0
+
+
+def test_failure_at_kth_allocation(clean, driver):
+    d = driver.devices()[0]
+    clean.set("fail_alloc_at", "3")
+    with driver.create_context() as c:
+        first = c.allocate_device(d, 100)
+        host = c.allocate_host(100)
+        with pytest.raises(errors.OutOfDeviceMemoryError):
+            c.allocate_device(d, 100)
+        assert clean.device_used(0) == 100
+        fourth = c.allocate_device(d, 50)  # only call 3 fails
+        assert clean.device_used(0) == 150
+        assert not (first.closed or host.closed or fourth.closed)
+    assert clean.device_used(0) == 0
+
+
+def test_dmabuf_allocation_failure_leaves_nothing(clean, driver):
+    d = driver.devices()[0]
+    clean.set("dmabuf", "0")
+    try:
+        with driver.create_context() as c:
+            with pytest.raises(errors.ZeError):
+                c.allocate_device(d, 4096, export_dmabuf=True)
+            assert clean.device_used(0) == 0
+    finally:
+        clean.set("dmabuf", "1")
+
+
+def test_device_lost_raises_device_lost_error(clean, driver):
+    d = driver.devices()[0]
+    c = driver.create_context()
+    a = c.allocate_device(d, 4096)
+    cl = c.immediate_command_list(d)
+    clean.set("device_lost_at", "2")
+    with pytest.raises(errors.DeviceLostError):
+        for _ in range(10):
+            cl.fill(a, b"\0")
+    clean.set("device_lost_at", "0")
+    c.close()
+    assert clean.device_used(0) == 0

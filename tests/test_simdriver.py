@@ -1,0 +1,922 @@
+"""Tests of the simulated Level Zero driver, driven through the real loader in subprocesses.
+
+Every configuration runs in a fresh interpreter because the loader initializes
+once per process. The numbers here come from the simulator, not from hardware.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.simdriver import zeraw
+from tests.support.sim import SimBuildError, build, run_python, sim_env
+
+MIB = 1 << 20
+
+PRELUDE = """
+import ctypes, json, os, struct, sys
+from ctypes import byref, c_size_t, c_uint32, c_uint64, c_void_p
+from tests.simdriver import zeraw as zr
+from tests.support.sim import SimControl
+ze = zr.Ze()
+sim = SimControl.from_env()
+devs = ze.devices()
+def out(**kw):
+    print("RESULT " + json.dumps(kw))
+"""
+
+
+def run(code: str, **config: object) -> dict[str, Any]:
+    """Run `code` after PRELUDE against the simulator and return what it passed to out()."""
+    proc = run_python(PRELUDE + textwrap.dedent(code), 60.0, **config)
+    assert proc.returncode == 0, f"subprocess failed:\n{proc.stdout}\n{proc.stderr}"
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, f"no result:\n{proc.stdout}\n{proc.stderr}"
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    result["_stderr"] = proc.stderr
+    return result
+
+
+def close(actual: float, expected: float, rel: float, slack: float) -> bool:
+    """Return whether `actual` is within rel * expected + slack of `expected`."""
+    return abs(actual - expected) <= rel * expected + slack
+
+
+# ----------------------------------------------------------------- build
+
+
+def test_build_is_cached_and_exports_only_the_driver_interface() -> None:
+    first = build()
+    build.cache_clear()
+    second = build()
+    assert first == second
+    assert first.is_file()
+    assert first.parent.parent == Path(__file__).resolve().parents[1] / "build" / "simdriver"
+    lib = ctypes.CDLL(str(first))
+    for name in (
+        "zeGetGlobalProcAddrTable",
+        "zesGetMemoryProcAddrTable",
+        "zetGetDebugProcAddrTable",
+    ):
+        assert hasattr(lib, name)
+    for name in ("zesim_set", "zesim_mirror_bytes", "zesim_device_used", "zesim_bytes_moved"):
+        assert hasattr(lib, name)
+    # Internal entry points must not be exported: they would interpose the loader's ze* symbols.
+    assert not hasattr(lib, "sim_zeInit")
+    assert not hasattr(lib, "zeInit")
+
+
+def test_build_reports_missing_gcc(monkeypatch: pytest.MonkeyPatch) -> None:
+    build.cache_clear()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    try:
+        with pytest.raises(SimBuildError, match="gcc not found"):
+            build()
+    finally:
+        build.cache_clear()
+
+
+def test_sim_env_rejects_unknown_keys_and_sets_variables() -> None:
+    env = sim_env(devices=4, mirror="peer-resident", mirror_release=False)
+    assert env["ZESIM_DEVICES"] == "4"
+    assert env["ZESIM_MIRROR"] == "peer-resident"
+    assert env["ZESIM_MIRROR_RELEASE"] == "0"
+    assert env["ZES_ENABLE_SYSMAN"] == "1"
+    assert env["ZE_ENABLE_ALT_DRIVERS"] == str(build())
+    with pytest.raises(ValueError, match="devcies"):
+        sim_env(devcies=2)
+
+
+def test_ctypes_layouts_match_the_headers(tmp_path: Path) -> None:
+    gcc = shutil.which("gcc")
+    assert gcc is not None
+    lines = [f'printf("%s %zu\\n", "{n}", sizeof({n}));' for n in zeraw.LAYOUTS]
+    src = tmp_path / "sizes.c"
+    src.write_text(
+        "#include <stdio.h>\n#include <ze_api.h>\n#include <zes_api.h>\nint main(void){\n"
+        + "\n".join(lines)
+        + "\nreturn 0;}\n"
+    )
+    exe = tmp_path / "sizes"
+    subprocess.run([gcc, "-I/usr/include/level_zero", "-o", str(exe), str(src)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    sizes = dict(line.split() for line in out.splitlines())
+    for name, cls in zeraw.LAYOUTS.items():
+        assert int(sizes[name]) == ctypes.sizeof(cls), name
+
+
+# ------------------------------------------------------- devices and config
+
+
+def test_loader_finds_configured_devices() -> None:
+    r = run(
+        """
+        props = [ze.device_properties(d) for d in devs]
+        props12 = [ze.device_properties(d, zr.ST_DEVICE_PROPERTIES_1_2) for d in devs]
+        dp = zr.DriverProperties(stype=zr.ST_DRIVER_PROPERTIES)
+        ze.check("drv", ze.lib.zeDriverGetProperties(ze.driver, byref(dp)))
+        pci = []
+        for d in devs:
+            p = zr.PciExtProperties(stype=zr.ST_PCI_EXT_PROPERTIES)
+            ze.check("pci", ze.lib.zeDevicePciGetPropertiesExt(d, byref(p)))
+            pci.append([p.address.domain, p.address.bus, p.address.device, p.address.function])
+        n = c_uint32(0)
+        ze.check("sub", ze.lib.zeDeviceGetSubDevices(devs[0], byref(n), None))
+        out(
+            names=[p.name.decode() for p in props],
+            vendor=[p.vendorId for p in props],
+            types=[p.type for p in props],
+            uuids=[bytes(p.uuid).hex() for p in props],
+            res=[p.timerResolution for p in props],
+            res12=[p.timerResolution for p in props12],
+            kbits=props[0].kernelTimestampValidBits,
+            total=[ze.memory_total(d) for d in devs],
+            maxalloc=props[0].maxMemAllocSize,
+            version=dp.driverVersion,
+            pci=pci,
+            subdevices=n.value,
+        )
+        """,
+        devices=3,
+        device_memory="1536M",
+        driver_version="0x01020304",
+    )
+    assert r["names"] == [f"l0mem simulated GPU {i}" for i in range(3)]
+    assert r["vendor"] == [0x8086] * 3
+    assert r["types"] == [1] * 3  # ZE_DEVICE_TYPE_GPU
+    assert len(set(r["uuids"])) == 3
+    assert r["total"] == [1536 * MIB] * 3
+    assert r["maxalloc"] == 1536 * MIB
+    assert r["version"] == 0x01020304
+    assert r["pci"] == [[0, 0x10 + i, 0, 0] for i in range(3)]
+    assert r["subdevices"] == 0
+    # ns per tick for the 1.0 stype and ticks per second for the 1.2 stype describe one clock.
+    assert all(ns * hz == 10**9 for ns, hz in zip(r["res"], r["res12"], strict=True))
+    assert r["kbits"] == 32
+
+
+def test_config_file_with_environment_override(tmp_path: Path) -> None:
+    cfg = tmp_path / "sim.conf"
+    cfg.write_text("# simulator\ndevices = 4\ndevice_memory=2G\npeers=none\n")
+    r = run(
+        """
+        v = c_uint32(0)
+        ze.check("peer", ze.lib.zeDeviceCanAccessPeer(devs[0], devs[1], byref(v)))
+        out(n=len(devs), total=ze.memory_total(devs[0]), peer=v.value)
+        """,
+        config=str(cfg),
+        devices=2,
+    )
+    assert r == {"n": 2, "total": 2 << 30, "peer": 0, "_stderr": ""}
+
+
+@pytest.mark.parametrize(
+    ("config", "needle"),
+    [
+        ({"devices": "x"}, "devices=x"),
+        ({"device_memory": "12Q"}, "device_memory=12Q"),
+        ({"mirror": "sometimes"}, "mirror=sometimes"),
+        ({"peers": "0>5"}, "peers=0>5"),
+        ({"mirror_ratio": "-1"}, "mirror_ratio=-1"),
+    ],
+)
+def test_bad_config_fails_zeinit_with_one_line(config: dict[str, str], needle: str) -> None:
+    code = "import ctypes\nprint(hex(ctypes.CDLL('libze_loader.so.1').zeInit(0) & 0xffffffff))\n"
+    proc = run_python(code, 60.0, **config)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == hex(zeraw.INVALID_ARGUMENT)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zesim: bad configuration:"), proc.stderr
+    assert needle in lines[0]
+
+
+def test_unknown_environment_key_is_rejected() -> None:
+    env = sim_env()
+    env["ZESIM_DEVICE_MEMROY"] = "1G"
+    code = "import ctypes\nprint(hex(ctypes.CDLL('libze_loader.so.1').zeInit(0) & 0xffffffff))\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stdout.strip() == hex(zeraw.INVALID_ARGUMENT)
+    assert "unknown key 'device_memroy'" in proc.stderr
+
+
+def test_peer_matrix_and_p2p_properties() -> None:
+    r = run(
+        """
+        acc, flags, bw = {}, {}, {}
+        for i, a in enumerate(devs):
+            for j, b in enumerate(devs):
+                v = c_uint32(0)
+                ze.check("peer", ze.lib.zeDeviceCanAccessPeer(a, b, byref(v)))
+                acc[f"{i}{j}"] = v.value & 0xff
+                chained = zr.P2PBandwidthProperties(stype=zr.ST_DEVICE_P2P_BANDWIDTH_EXP_PROPERTIES)
+                p = zr.P2PProperties(stype=zr.ST_DEVICE_P2P_PROPERTIES, pNext=ctypes.addressof(chained))
+                ze.check("p2p", ze.lib.zeDeviceGetP2PProperties(a, b, byref(p)))
+                flags[f"{i}{j}"] = p.flags
+                bw[f"{i}{j}"] = chained.logicalBandwidth
+        out(acc=acc, flags=flags, bw=bw)
+        """,
+        devices=3,
+        peers="0>1,1>0,2>0",
+    )
+    allowed = {"01", "10", "20", "00", "11", "22"}
+    for key, value in r["acc"].items():
+        assert value == (1 if key in allowed else 0), key
+        if key[0] != key[1]:
+            both = zeraw.P2P_FLAG_ACCESS | zeraw.P2P_FLAG_ATOMICS
+            assert r["flags"][key] == (both if key in allowed else 0), key
+            assert (r["bw"][key] > 0) == (key in allowed), key
+
+
+# ------------------------------------------------------------ copies
+
+
+def test_copies_move_the_right_bytes() -> None:
+    r = run(
+        """
+        size = (1 << 20) + 13
+        data = os.urandom(size)
+        ctx = ze.context()
+        host_in, host_out = ze.alloc_host(ctx, size), ze.alloc_host(ctx, size)
+        d0, d1 = ze.alloc_device(ctx, devs[0], size), ze.alloc_device(ctx, devs[1], size)
+        zr.write(host_in, data)
+        cl = ze.immediate_list(ctx, devs[0])
+        ze.copy(cl, d0, host_in, size)
+        ze.copy(cl, d1, d0, size)
+        ze.copy(cl, host_out, d1, size)
+        # A plain Python buffer counts as host memory too.
+        pybuf = ctypes.create_string_buffer(64)
+        ze.copy(cl, ctypes.addressof(pybuf), d1 + 100, 64)
+        over = ze.copy_rc(cl, d0 + 10, host_in, size)
+        out(
+            same=zr.read(host_out, size) == data,
+            slice_ok=pybuf.raw == data[100:164],
+            h2d=sim.bytes_moved(-1, 0),
+            d2d=sim.bytes_moved(0, 1),
+            d2h=sim.bytes_moved(1, -1),
+            back=sim.bytes_moved(1, 0),
+            used=[sim.device_used(0), sim.device_used(1)],
+            over=over,
+            size=size,
+        )
+        """
+    )
+    size = r["size"]
+    assert r["same"] and r["slice_ok"]
+    assert r["h2d"] == size
+    assert r["d2d"] == size
+    assert r["d2h"] == size + 64
+    assert r["back"] == 0
+    assert r["used"] == [size, size]
+    assert r["over"] == zeraw.INVALID_SIZE
+
+
+def test_regular_list_runs_on_execute_and_signals_event_and_fence() -> None:
+    r = run(
+        """
+        ctx = ze.context()
+        src, dst = ze.alloc_host(ctx, 4096), ze.alloc_host(ctx, 4096)
+        zr.write(src, b"\\x5a" * 4096)
+        pool = ze.event_pool(ctx, 2, zr.EVENT_POOL_FLAG_HOST_VISIBLE | zr.EVENT_POOL_FLAG_KERNEL_TIMESTAMP)
+        ev = ze.event(pool, 0)
+        cl = ze.regular_list(ctx, devs[0])
+        q = ze.queue(ctx, devs[0])
+        ze.copy(cl, dst, src, 4096, ev)
+        before = (zr.read(dst, 4096) == b"\\x5a" * 4096, ze.call("zeEventQueryStatus", ev))
+        ze.check("close", ze.lib.zeCommandListClose(cl))
+        late = ze.copy_rc(cl, dst, src, 16)
+        fdesc = zr.FenceDesc(stype=zr.ST_FENCE_DESC)
+        fence = c_void_p()
+        ze.check("fence", ze.lib.zeFenceCreate(q, byref(fdesc), byref(fence)))
+        fence_before = ze.call("zeFenceQueryStatus", fence)
+        lists = (c_void_p * 1)(cl.value)
+        ze.check("exec", ze.lib.zeCommandQueueExecuteCommandLists(q, 1, lists, fence))
+        ts = zr.KernelTimestampResult()
+        ze.check("ts", ze.lib.zeEventQueryKernelTimestamp(ev, byref(ts)))
+        out(
+            before=before,
+            after=zr.read(dst, 4096) == b"\\x5a" * 4096,
+            late=late,
+            fence_before=fence_before,
+            fence_after=ze.call("zeFenceHostSynchronize", fence, c_uint64(10**9)),
+            event_after=ze.call("zeEventHostSynchronize", ev, c_uint64(0)),
+            ts=[ts.global_.kernelStart, ts.global_.kernelEnd],
+            dup_index=ze.call("zeEventCreate", pool, byref(zr.EventDesc(stype=zr.ST_EVENT_DESC, index=0)), byref(c_void_p())),
+        )
+        """
+    )
+    assert r["before"] == [False, zeraw.NOT_READY]
+    assert r["after"] is True
+    assert r["late"] == zeraw.INVALID_ARGUMENT
+    assert r["fence_before"] == zeraw.NOT_READY
+    assert r["fence_after"] == zeraw.SUCCESS
+    assert r["event_after"] == zeraw.SUCCESS
+    start, end = r["ts"]
+    assert end >= start and end - start < (
+        1 << 31
+    )  # a wrap of the 32-bit counter is not expected here
+    assert r["dup_index"] == zeraw.INVALID_ARGUMENT
+
+
+def test_concurrent_copies_from_threads_are_all_counted() -> None:
+    r = run(
+        """
+        import threading
+        ctx = ze.context()
+        size, rounds, nthreads = 64 * 1024, 50, 4
+        bufs = []
+        for t in range(nthreads):
+            h = ze.alloc_host(ctx, size)
+            zr.write(h, bytes([t + 1]) * size)
+            bufs.append((h, ze.alloc_device(ctx, devs[t % 2], size), ze.alloc_host(ctx, size)))
+        def work(t):
+            cl = ze.immediate_list(ctx, devs[t % 2])
+            h, d, back = bufs[t]
+            for _ in range(rounds):
+                ze.copy(cl, d, h, size)
+                ze.copy(cl, back, d, size)
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(nthreads)]
+        for th in threads: th.start()
+        for th in threads: th.join()
+        ok = all(zr.read(b[2], size) == bytes([t + 1]) * size for t, b in enumerate(bufs))
+        moved = sim.bytes_moved(-1, 0) + sim.bytes_moved(-1, 1) + sim.bytes_moved(0, -1) + sim.bytes_moved(1, -1)
+        out(ok=ok, moved=moved, expected=2 * size * rounds * nthreads)
+        """
+    )
+    assert r["ok"]
+    assert r["moved"] == r["expected"]
+
+
+# ---------------------------------------------------- device memory cost
+
+ZERO_FILL = """
+ctx = ze.context()
+cl = ze.immediate_list(ctx, devs[0])
+size = 256 << 20
+rss0, avail0 = zr.rss_kib(), zr.quiet_kib(zr.available_kib, rising_noise=False)
+d = ze.alloc_device(ctx, devs[0], size)
+ze.fill(cl, d, b"\\0\\0\\0\\0", size)
+rss1, avail1 = zr.rss_kib(), zr.quiet_kib(zr.available_kib, rising_noise=False)
+zeros = all(zr.read(d + off, 4096) == bytes(4096) for off in range(0, size, 16 << 20))
+# Non-zero data costs host pages; a zero fill gives them back.
+ze.fill(cl, d, b"\\xab", 64 << 20)
+rss2 = zr.rss_kib()
+pattern_ok = zr.read(d + (32 << 20), 16) == b"\\xab" * 16
+ze.fill(cl, d + 100, b"\\0", (64 << 20) - 100)
+rss3 = zr.rss_kib()
+edge = zr.read(d, 101)
+out(
+    rss_fill=rss1 - rss0, avail_fill=avail0 - avail1, zeros=zeros,
+    rss_pattern=rss2 - rss1, pattern_ok=pattern_ok, rss_zeroed=rss3 - rss1,
+    edge_ok=edge == b"\\xab" * 100 + b"\\0",
+)
+"""
+
+
+def test_zero_fill_of_device_memory_costs_no_host_memory() -> None:
+    results = []
+    for _ in range(3):
+        r = run(ZERO_FILL, device_memory="1G")
+        assert r["zeros"] and r["pattern_ok"] and r["edge_ok"]
+        assert r["rss_fill"] < 4 * 1024
+        assert r["rss_pattern"] >= 60 * 1024  # 64 MiB of 0xab really costs host pages
+        assert r["rss_zeroed"] < 4 * 1024
+        results.append(r["avail_fill"])
+        # MemAvailable is system-wide and other processes move it; one quiet run is enough.
+        if r["avail_fill"] < 8 * 1024:
+            break
+    assert min(results) < 8 * 1024, results
+
+
+# ------------------------------------------------------------- mirrors
+
+MIRROR = """
+import os
+size = {size}
+mode = {mode!r}
+ctx = ze.context()
+def snap():
+    return (
+        zr.quiet_kib(lambda: zr.meminfo_kib("Shmem"), rising_noise=True),
+        zr.quiet_kib(zr.available_kib, rising_noise=False),
+        zr.rss_kib(),
+    )
+s0 = snap()
+fd_size = None
+if mode == "peer-resident":
+    d = ze.alloc_device(ctx, devs[0], size)
+    ze.make_resident(ctx, devs[0], d, size)
+    owner_only = sim.mirror_bytes()
+    ze.make_resident(ctx, devs[1], d, size)
+    ze.make_resident(ctx, devs[1], d, size)
+elif mode == "dmabuf":
+    plain = ze.alloc_device(ctx, devs[0], size)
+    owner_only = sim.mirror_bytes()
+    d = ze.alloc_device(ctx, devs[0], size, export=True)
+    props, dev, fd = ze.alloc_properties(ctx, d, export_fd=True)
+    st = os.fstat(fd)
+    fd_size = [st.st_size, st.st_blocks * 512]
+    os.close(fd)
+else:
+    d = ze.alloc_device(ctx, devs[0], size)
+    owner_only = None
+s1 = snap()
+held = sim.mirror_bytes()
+if mode == "peer-resident":
+    ze.evict(ctx, devs[1], d, size)
+else:
+    ze.free(ctx, d)
+s2 = snap()
+out(
+    owner_only=owner_only, held=held, after=sim.mirror_bytes(), fd_size=fd_size,
+    shmem=[s1[0] - s0[0], s1[0] - s2[0]], avail=[s0[1] - s1[1], s2[1] - s1[1]],
+    rss=s1[2] - s0[2], used=sim.device_used(0),
+)
+"""
+
+
+def run_mirror(mode: str, size: int, **config: object) -> dict[str, Any]:
+    """Run the mirror scenario until /proc/meminfo is quiet enough to judge, at most 3 times."""
+    expected_kib = 0
+    r: dict[str, Any] = {}
+    for _ in range(4):
+        r = run(MIRROR.format(size=size, mode=mode), mirror=mode, **config)
+        expected_kib = r["held"] // 1024
+        if expected_kib == 0:
+            return r
+        ok = all(close(v, expected_kib, 0.03, 4096) for v in r["shmem"])
+        ok = ok and all(close(v, expected_kib, 0.08, 8192) for v in r["avail"])
+        if ok:
+            return r
+    raise AssertionError(f"meminfo never matched a {expected_kib} KiB mirror: {r}")
+
+
+@pytest.mark.parametrize(("mode", "ratio"), [("all", 0.5), ("dmabuf", 1.0), ("peer-resident", 1.0)])
+def test_mirror_costs_host_memory_outside_rss_and_is_released(mode: str, ratio: float) -> None:
+    size = 128 * MIB
+    r = run_mirror(mode, size, mirror_ratio=ratio)
+    assert r["held"] == int(size * ratio)
+    assert r["after"] == 0
+    assert r["rss"] < 4 * 1024  # the mirror is not in the process's VmRSS
+    if mode == "dmabuf":
+        assert r["owner_only"] == 0  # an allocation without the export descriptor is not mirrored
+        assert r["fd_size"] == [size, size]  # the exported fd is the mirror itself
+    if mode == "peer-resident":
+        assert r["owner_only"] == 0  # residency on the owner is free
+
+
+def test_mirror_none_costs_nothing() -> None:
+    r = run(MIRROR.format(size=64 * MIB, mode="peer-resident"), mirror="none")
+    assert r["held"] == 0 and r["owner_only"] == 0
+    assert r["rss"] < 4 * 1024
+
+
+def test_mirror_release_0_keeps_host_memory_after_free() -> None:
+    code = """
+    ctx = ze.context()
+    sh0 = zr.quiet_kib(lambda: zr.meminfo_kib("Shmem"), rising_noise=True)
+    d = ze.alloc_device(ctx, devs[0], 64 << 20)
+    ze.free(ctx, d)
+    sh1 = zr.quiet_kib(lambda: zr.meminfo_kib("Shmem"), rising_noise=True)
+    out(held=sim.mirror_bytes(), used=sim.device_used(0), shmem=sh1 - sh0)
+    """
+    for _ in range(3):
+        r = run(code, mirror="all", mirror_release=0)
+        assert r["held"] == 64 * MIB
+        assert r["used"] == 0
+        if close(r["shmem"], 64 * 1024, 0.03, 4096):
+            return
+    raise AssertionError(f"Shmem did not show the leaked mirror: {r}")
+
+
+# --------------------------------------------------- capacity and faults
+
+
+def test_out_of_device_memory_at_capacity() -> None:
+    r = run(
+        """
+        ctx = ze.context()
+        a = ze.alloc_device_rc(ctx, devs[0], 48 << 20)
+        b = ze.alloc_device_rc(ctx, devs[0], 32 << 20)
+        c = ze.alloc_device_rc(ctx, devs[0], 16 << 20)
+        other = ze.alloc_device_rc(ctx, devs[1], 64 << 20)
+        too_big = ze.alloc_device_rc(ctx, devs[1], 65 << 20)
+        ze.free(ctx, a[1])
+        again = ze.alloc_device_rc(ctx, devs[0], 40 << 20)
+        out(rcs=[a[0], b[0], c[0], other[0], too_big[0], again[0]], used=sim.device_used(0))
+        """,
+        device_memory="64M",
+    )
+    ok, oom = zeraw.SUCCESS, zeraw.OUT_OF_DEVICE_MEMORY
+    assert r["rcs"] == [ok, oom, ok, ok, oom, ok]
+    assert r["used"] == 56 * MIB
+
+
+def test_fail_alloc_at_fails_exactly_that_call() -> None:
+    r = run(
+        """
+        ctx = ze.context()
+        rcs = [ze.alloc_device_rc(ctx, devs[0], 4096)[0] for _ in range(4)]
+        sim.set("fail_alloc_at", 2)
+        rcs2 = [ze.alloc_device_rc(ctx, devs[0], 4096)[0] for _ in range(3)]
+        out(rcs=rcs, rcs2=rcs2)
+        """,
+        fail_alloc_at=3,
+    )
+    ok, oom = zeraw.SUCCESS, zeraw.OUT_OF_DEVICE_MEMORY
+    assert r["rcs"] == [ok, ok, oom, ok]
+    assert r["rcs2"] == [ok, oom, ok]
+
+
+def test_fail_oom_after_counts_bytes_allocated() -> None:
+    r = run(
+        """
+        ctx = ze.context()
+        a = ze.alloc_device_rc(ctx, devs[0], 4 << 20)
+        b = ze.alloc_device_rc(ctx, devs[0], 4 << 20)
+        c = ze.alloc_device_rc(ctx, devs[0], 4 << 20)
+        d1 = ze.alloc_device_rc(ctx, devs[1], 8 << 20)
+        ze.free(ctx, a[1]); ze.free(ctx, b[1])
+        after_free = ze.alloc_device_rc(ctx, devs[0], 4 << 20)[0]
+        sim.set("fail_oom_after", "10M")
+        restarted = ze.alloc_device_rc(ctx, devs[0], 4 << 20)[0]
+        out(rcs=[a[0], b[0], c[0], d1[0]], after_free=after_free, restarted=restarted)
+        """,
+        fail_oom_after="10M",
+    )
+    ok, oom = zeraw.SUCCESS, zeraw.OUT_OF_DEVICE_MEMORY
+    assert r["rcs"] == [ok, ok, oom, ok]
+    assert r["after_free"] == oom  # the budget counts bytes ever allocated, not live bytes
+    assert r["restarted"] == ok
+
+
+def test_device_lost_from_the_kth_call_on() -> None:
+    r = run(
+        """
+        ctx = ze.context()
+        d = ze.alloc_device(ctx, devs[0], 1 << 20)
+        sim.set("device_lost_at", 3)
+        rcs = [ze.call("zeDeviceGetStatus", devs[0]) for _ in range(2)]
+        rcs.append(ze.call("zeContextGetStatus", ctx))
+        rcs.append(ze.alloc_device_rc(ctx, devs[0], 4096)[0])
+        free_rc = ze.call("zeMemFree", ctx, c_void_p(d))
+        used = sim.device_used(0)
+        sim.set("device_lost_at", "off")
+        out(rcs=rcs, free_rc=free_rc, used=used, recovered=ze.call("zeDeviceGetStatus", devs[0]))
+        """
+    )
+    ok, lost = zeraw.SUCCESS, zeraw.DEVICE_LOST
+    assert r["rcs"] == [ok, ok, lost, lost]
+    assert r["free_rc"] == lost
+    assert r["used"] == 0  # frees still release memory on a lost device
+    assert r["recovered"] == ok
+
+
+def test_invalid_handles_and_pointers_are_rejected() -> None:
+    r = run(
+        """
+        ctx = ze.context()
+        pool = ze.event_pool(ctx, 1)
+        ev = ze.event(pool, 0)
+        ze.check("destroy", ze.lib.zeEventDestroy(ev))
+        host = ze.alloc_host(ctx, 4096)
+        out(
+            null_ctx=ze.call("zeContextDestroy", None),
+            wrong_kind=ze.call("zeMemFree", devs[0], c_void_p(host)),
+            stale=ze.call("zeEventHostSignal", ev),
+            unknown_ptr=ze.call("zeMemFree", ctx, c_void_p(host + 64)),
+            other_ctx_dev=ze.alloc_device_rc(ze.context([devs[1]]), devs[0], 4096)[0],
+        )
+        """
+    )
+    assert r["null_ctx"] == zeraw.INVALID_NULL_HANDLE
+    assert r["wrong_kind"] == zeraw.INVALID_ARGUMENT
+    assert r["stale"] == zeraw.INVALID_ARGUMENT
+    assert r["unknown_ptr"] == zeraw.INVALID_ARGUMENT
+    assert r["other_ctx_dev"] == zeraw.INVALID_ARGUMENT
+
+
+def test_alloc_properties_address_range_and_ipc() -> None:
+    r = run(
+        """
+        ctx = ze.context()
+        d = ze.alloc_device(ctx, devs[1], 10000)
+        h = ze.alloc_host(ctx, 5000)
+        pd, devd, _ = ze.alloc_properties(ctx, d + 77)
+        ph, devh, _ = ze.alloc_properties(ctx, h)
+        base, size = c_void_p(), c_size_t()
+        ze.check("range", ze.lib.zeMemGetAddressRange(ctx, c_void_p(d + 500), byref(base), byref(size)))
+        ipc = zr.IpcMemHandle()
+        ze.check("ipc", ze.lib.zeMemGetIpcHandle(ctx, c_void_p(d), byref(ipc)))
+        opened = c_void_p()
+        ze.check("open", ze.lib.zeMemOpenIpcHandle(ctx, devs[0], ipc, 0, byref(opened)))
+        close1 = ze.call("zeMemCloseIpcHandle", ctx, opened)
+        close2 = ze.call("zeMemCloseIpcHandle", ctx, opened)
+        out(
+            dtype=pd.type, dev_is_1=devd.value == devs[1].value, htype=ph.type, hdev=devh.value,
+            ids_differ=pd.id != ph.id, base_ok=base.value == d, size=size.value,
+            opened_ok=opened.value == d, closes=[close1, close2],
+        )
+        """
+    )
+    assert r["dtype"] == zeraw.MEMORY_TYPE_DEVICE and r["dev_is_1"]
+    assert r["htype"] == zeraw.MEMORY_TYPE_HOST and r["hdev"] is None
+    assert r["ids_differ"] and r["base_ok"] and r["size"] == 10000
+    assert r["opened_ok"]
+    assert r["closes"] == [zeraw.SUCCESS, zeraw.INVALID_ARGUMENT]
+
+
+# ----------------------------------------------------------------- sysman
+
+
+def test_sysman_memory_state_tracks_allocations() -> None:
+    r = run(
+        """
+        def state(i):
+            n = c_uint32(0)
+            ze.check("enum", ze.lib.zesDeviceEnumMemoryModules(devs[i], byref(n), None))
+            mods = (c_void_p * n.value)()
+            ze.check("enum", ze.lib.zesDeviceEnumMemoryModules(devs[i], byref(n), mods))
+            s = zr.ZesMemState(stype=zr.ZES_ST_MEM_STATE)
+            ze.check("state", ze.lib.zesMemoryGetState(c_void_p(mods[0]), byref(s)))
+            return [n.value, s.size, s.free]
+        ctx = ze.context()
+        s0 = [state(0), state(1)]
+        d = ze.alloc_device(ctx, devs[0], 100 << 20)
+        s1 = [state(0), state(1)]
+        ze.free(ctx, d)
+        s2 = state(0)
+        p = zr.ZesDeviceProperties(stype=zr.ZES_ST_DEVICE_PROPERTIES)
+        ze.check("props", ze.lib.zesDeviceGetProperties(devs[1], byref(p)))
+        pci = zr.ZesPciProperties(stype=zr.ZES_ST_PCI_PROPERTIES)
+        ze.check("pci", ze.lib.zesDevicePciGetProperties(devs[1], byref(pci)))
+        out(s0=s0, s1=s1, s2=s2, model=p.modelName.decode(), core=p.core.name.decode(), bus=pci.address.bus)
+        """,
+        device_memory="1G",
+    )
+    g = 1 << 30
+    assert r["s0"] == [[1, g, g], [1, g, g]]
+    assert r["s1"] == [[1, g, g - 100 * MIB], [1, g, g]]
+    assert r["s2"] == [1, g, g]
+    assert r["model"] == r["core"] == "l0mem simulated GPU 1"
+    assert r["bus"] == 0x11
+
+
+def test_sysman_disabled_by_config() -> None:
+    r = run(
+        """
+        n = c_uint32(0)
+        out(rc=ze.call("zesDeviceEnumMemoryModules", devs[0], byref(n), None))
+        """,
+        sysman=0,
+    )
+    assert r["rc"] == zeraw.UNINITIALIZED
+
+
+# ----------------------------------------------------------------- kernels
+
+KERNELS = """
+import numpy as np
+KERNEL_ARGS = {"l0mem_f32_to_bf16": 3, "l0mem_bf16_add_to_f32": 3, "l0mem_f32_add": 3, "other": 2}
+spirv = SPIRV if "SPIRV" in globals() else zr.spirv_module(KERNEL_ARGS)
+ctx = ze.context()
+cl = ze.immediate_list(ctx, devs[0])
+rc, mod, log = ze.module_rc(ctx, devs[0], spirv)
+ze.check("module", rc)
+n = c_uint32(0)
+ze.check("names", ze.lib.zeModuleGetKernelNames(mod, byref(n), None))
+names = (ctypes.c_char_p * n.value)()
+ze.check("names", ze.lib.zeModuleGetKernelNames(mod, byref(n), names))
+kernel_names = sorted(x.decode() for x in names)
+
+def kernel(name, group=64):
+    rc, k = ze.kernel_rc(mod, name)
+    ze.check(name, rc)
+    ze.check("group", ze.lib.zeKernelSetGroupSize(k, group, 1, 1))
+    return k
+
+def dev_array(arr):
+    p = ze.alloc_device(ctx, devs[0], arr.nbytes)
+    zr.write(p, arr.tobytes())
+    return p
+
+def host_array(p, dtype, count):
+    return np.frombuffer(zr.read(p, count * np.dtype(dtype).itemsize), dtype=dtype).copy()
+
+rng = np.random.default_rng(7)
+count = 1000
+specials = np.array([1.0, -2.5, 3.14159, np.inf, -np.inf, 0.0, -0.0, 1e-40], dtype=np.float32)
+bits = np.concatenate([specials.view(np.uint32),
+                       np.array([0x7FC00001, 0xFFA00000, 0x3F808000, 0x3F818000, 0x7F7FFFFF], dtype=np.uint32)])
+f32 = np.concatenate([bits.view(np.float32), rng.standard_normal(count - bits.size).astype(np.float32) * 100])
+
+# f32 -> bf16, full launch: 16 groups of 64 cover 1000 elements (and 24 idle work-items).
+src = dev_array(f32)
+dst = dev_array(np.full(count, 0xBEEF, dtype=np.uint16))
+k = kernel("l0mem_f32_to_bf16")
+ze.set_arg(k, 0, src); ze.set_arg(k, 1, dst); ze.set_arg(k, 2, count)
+ze.check("launch", ze.launch_rc(cl, k, (16, 1, 1)))
+bf16 = host_array(dst, np.uint16, count)
+
+# bf16 + f32 accumulate, partial launch: 10 groups of 64 reach only 640 elements.
+acc0 = rng.standard_normal(count).astype(np.float32)
+acc = dev_array(acc0)
+k2 = kernel("l0mem_bf16_add_to_f32")
+ze.set_arg(k2, 0, dst); ze.set_arg(k2, 1, acc); ze.set_arg(k2, 2, count)
+ze.check("launch", ze.launch_rc(cl, k2, (10, 1, 1)))
+acc1 = host_array(acc, np.float32, count)
+
+# f32 + f32 with a kernel-timestamp event.
+a0 = rng.standard_normal(count).astype(np.float32)
+b = dev_array(a0)
+k3 = kernel("l0mem_f32_add", group=100)
+ze.set_arg(k3, 0, src); ze.set_arg(k3, 1, b); ze.set_arg(k3, 2, count)
+pool = ze.event_pool(ctx, 1, zr.EVENT_POOL_FLAG_HOST_VISIBLE | zr.EVENT_POOL_FLAG_KERNEL_TIMESTAMP)
+ev = ze.event(pool, 0)
+ze.check("launch", ze.launch_rc(cl, k3, (10, 1, 1), ev))
+ts = zr.KernelTimestampResult()
+ze.check("ts", ze.lib.zeEventQueryKernelTimestamp(ev, byref(ts)))
+sum1 = host_array(b, np.float32, count)
+launches = sim.kernel_launches()
+
+# Error paths.
+k4 = kernel("l0mem_f32_add")
+ze.set_arg(k4, 0, src)
+missing = ze.launch_rc(cl, k4, (1, 1, 1))
+v = c_uint32(1)
+bad_size = ze.call("zeKernelSetArgumentValue", k4, 2, c_size_t(4), byref(v))
+bad_index = ze.call("zeKernelSetArgumentValue", k4, 3, c_size_t(8), byref(c_uint64(1)))
+ze.set_arg(k4, 1, b); ze.set_arg(k4, 2, count + 1)
+outside = ze.launch_rc(cl, k4, (count + 1, 1, 1))
+rc_other, ko = ze.kernel_rc(mod, "other")
+kp = zr.KernelProperties(stype=zr.ST_KERNEL_PROPERTIES)
+ze.check("kprops", ze.lib.zeKernelGetProperties(ko, byref(kp)))
+ze.set_arg(ko, 0, src); ze.set_arg(ko, 1, 0)
+other_launch = ze.launch_rc(cl, ko, (1, 1, 1))
+unknown = ze.kernel_rc(mod, "nope")[0]
+bad_rc, _, bad_log = ze.module_rc(ctx, devs[0], b"\\x00" * 64)
+out(
+    names=kernel_names, bf16=bf16.tolist(), f32_bits=f32.view(np.uint32).tolist(),
+    acc0=acc0.tolist(), acc1=acc1.tolist(), a0=a0.tolist(), sum1=sum1.tolist(),
+    ts=[ts.global_.kernelStart, ts.global_.kernelEnd], launches=launches,
+    missing=missing, bad_size=bad_size, bad_index=bad_index, outside=outside,
+    other_args=kp.numKernelArgs, rc_other=rc_other, other_launch=other_launch,
+    unknown=unknown, bad_rc=bad_rc, bad_log=bad_log, final_launches=sim.kernel_launches(),
+)
+"""
+
+
+def bf16_reference(bits: int) -> int:
+    """Round float32 bits to bfloat16 bits: nearest, ties to even; NaN stays a quiet NaN."""
+    if (bits & 0x7FFFFFFF) > 0x7F800000:
+        return (bits >> 16) | 0x0040
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def check_kernel_results(r: dict[str, Any]) -> None:
+    """Assert the kernel scenario's results against independent references."""
+    import numpy as np
+
+    assert r["names"] == sorted(
+        ["l0mem_f32_to_bf16", "l0mem_bf16_add_to_f32", "l0mem_f32_add", "other"]
+    )
+    bf16 = np.array(r["bf16"], dtype=np.uint16)
+    f32_bits = np.array(r["f32_bits"], dtype=np.uint32)
+    assert [int(x) for x in bf16] == [bf16_reference(int(b)) for b in f32_bits]
+    # Spot checks that pin the rounding rule itself: ties go to the even mantissa.
+    tie_down, tie_up = int(bf16[10]), int(bf16[11])
+    assert (tie_down, tie_up) == (0x3F80, 0x3F82)
+    assert int(bf16[8]) == 0x7FC0 and int(bf16[9]) == 0xFFE0  # quiet NaNs keep their sign
+    assert int(bf16[12]) == 0x7F80  # FLT_MAX rounds up to infinity
+
+    acc0 = np.array(r["acc0"], dtype=np.float32)
+    acc1 = np.array(r["acc1"], dtype=np.float32)
+    widened = (bf16.astype(np.uint32) << 16).view(np.float32)
+    expected = acc0.copy()
+    expected[:640] = acc0[:640] + widened[:640]
+    assert np.array_equal(acc1[:640], expected[:640], equal_nan=True)
+    assert np.array_equal(acc1[640:], acc0[640:])  # beyond the launched work-items: untouched
+
+    a0 = np.array(r["a0"], dtype=np.float32)
+    sum1 = np.array(r["sum1"], dtype=np.float32)
+    with np.errstate(invalid="ignore"):  # the inputs include a signalling NaN
+        expected_sum = a0 + f32_bits.view(np.float32)
+    assert np.array_equal(sum1, expected_sum, equal_nan=True)
+
+    start, end = r["ts"]
+    assert end >= start
+    assert r["launches"] == 3
+    assert r["missing"] == zeraw.INVALID_ARGUMENT
+    assert r["bad_size"] == zeraw.INVALID_KERNEL_ARGUMENT_SIZE
+    assert r["bad_index"] == zeraw.INVALID_KERNEL_ARGUMENT_INDEX
+    assert r["outside"] == zeraw.INVALID_ARGUMENT  # n + 1 elements run past the allocation
+    assert r["rc_other"] == zeraw.SUCCESS and r["other_args"] == 2
+    assert r["other_launch"] == zeraw.UNSUPPORTED_FEATURE
+    assert r["unknown"] == zeraw.INVALID_KERNEL_NAME
+    assert r["bad_rc"] == zeraw.MODULE_BUILD_FAILURE and "magic" in r["bad_log"]
+    assert r["final_launches"] == 3
+
+
+def test_kernels_compute_reference_values_and_partial_launches() -> None:
+    check_kernel_results(run(KERNELS))
+
+
+OPENCL_KERNELS = r"""
+__kernel void l0mem_f32_to_bf16(__global const float *src, __global ushort *dst, ulong n) {
+    size_t i = get_global_id(0);
+    if (i < n) {
+        uint b = as_uint(src[i]);
+        dst[i] = (b & 0x7fffffffu) > 0x7f800000u ? (ushort)((b >> 16) | 0x40u)
+                                                : (ushort)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+    }
+}
+__kernel void l0mem_bf16_add_to_f32(__global const ushort *src, __global float *acc, ulong n) {
+    size_t i = get_global_id(0);
+    if (i < n) acc[i] += as_float((uint)src[i] << 16);
+}
+__kernel void l0mem_f32_add(__global const float *src, __global float *acc, ulong n) {
+    size_t i = get_global_id(0);
+    if (i < n) acc[i] += src[i];
+}
+__kernel void other(__global float *a, __global float *b) { a[0] = b[0]; }
+"""
+
+
+def test_kernels_from_clang_built_spirv(tmp_path: Path) -> None:
+    clang, translator = shutil.which("clang-15"), shutil.which("llvm-spirv-15")
+    assert clang and translator, "clang-15 and llvm-spirv-15 are part of the dev setup (.ci/dev)"
+    src = tmp_path / "k.cl"
+    src.write_text(OPENCL_KERNELS)
+    bc, spv = tmp_path / "k.bc", tmp_path / "k.spv"
+    subprocess.run(
+        [
+            clang,
+            "-cl-std=CL2.0",
+            "-target",
+            "spir64",
+            "-O2",
+            "-c",
+            "-emit-llvm",
+            "-o",
+            str(bc),
+            str(src),
+        ],
+        check=True,
+    )
+    subprocess.run([translator, str(bc), "-o", str(spv)], check=True)
+    check_kernel_results(run(f"SPIRV = open({str(spv)!r}, 'rb').read()\n" + KERNELS))
+
+
+def test_runtime_set_rejects_what_cannot_change() -> None:
+    r = run(
+        """
+        errors = []
+        for key, value in [("devices", 4), ("peers", "0>7"), ("mirror", "maybe"), ("device_memory", "lots")]:
+            try:
+                sim.set(key, value)
+            except ValueError as e:
+                errors.append(key)
+        sim.set("device_memory", "2M")
+        rc = ze.alloc_device_rc(ze.context(), devs[0], 3 << 20)[0]
+        out(errors=errors, rc=rc, n=len(ze.devices()))
+        """
+    )
+    assert r["errors"] == ["devices", "peers", "mirror", "device_memory"]
+    assert r["rc"] == zeraw.OUT_OF_DEVICE_MEMORY
+    assert r["n"] == 2
+    assert r["_stderr"].count("zesim: zesim_set:") == 4
+
+
+@pytest.mark.parametrize("layer", ["ZE_ENABLE_VALIDATION_LAYER", "ZE_ENABLE_LOADER_INTERCEPT"])
+def test_works_under_validation_layer_and_loader_intercept(layer: str) -> None:
+    code = PRELUDE + textwrap.dedent(
+        """
+        ctx = ze.context()
+        h = ze.alloc_host(ctx, 4096)
+        d = ze.alloc_device(ctx, devs[1], 4096)
+        zr.write(h, bytes(range(256)) * 16)
+        cl = ze.immediate_list(ctx, devs[1])
+        ze.copy(cl, d, h, 4096)
+        ze.fill(cl, h, b"\\0", 4096)
+        ze.copy(cl, h, d, 4096)
+        out(ok=zr.read(h, 4096) == bytes(range(256)) * 16, moved=sim.bytes_moved(1, -1))
+        """
+    )
+    env = sim_env()
+    env[layer] = "1"
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert 'RESULT {"ok": true, "moved": 4096}' in proc.stdout
