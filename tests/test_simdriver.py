@@ -121,6 +121,9 @@ def test_loader_finds_configured_devices() -> None:
     r = run(
         """
         props = [ze.device_properties(d) for d in devs]
+        chained = zr.PciExtProperties(stype=zr.ST_PCI_EXT_PROPERTIES)
+        p0 = zr.DeviceProperties(stype=zr.ST_DEVICE_PROPERTIES, pNext=ctypes.addressof(chained))
+        ze.check("props", ze.lib.zeDeviceGetProperties(devs[2], byref(p0)))
         props12 = [ze.device_properties(d, zr.ST_DEVICE_PROPERTIES_1_2) for d in devs]
         dp = zr.DriverProperties(stype=zr.ST_DRIVER_PROPERTIES)
         ze.check("drv", ze.lib.zeDriverGetProperties(ze.driver, byref(dp)))
@@ -144,6 +147,7 @@ def test_loader_finds_configured_devices() -> None:
             version=dp.driverVersion,
             pci=pci,
             subdevices=n.value,
+            chained_bus=chained.address.bus,
         )
         """,
         devices=3,
@@ -159,6 +163,7 @@ def test_loader_finds_configured_devices() -> None:
     assert r["version"] == 0x01020304
     assert r["pci"] == [[0, 0x10 + i, 0, 0] for i in range(3)]
     assert r["subdevices"] == 0
+    assert r["chained_bus"] == 0x12
     # ns per tick for the 1.0 stype and ticks per second for the 1.2 stype describe one clock.
     assert all(ns * hz == 10**9 for ns, hz in zip(r["res"], r["res12"], strict=True))
     assert r["kbits"] == 32
@@ -405,98 +410,126 @@ import os
 size = {size}
 mode = {mode!r}
 ctx = ze.context()
+if mode == "dmabuf":
+    plain = ze.alloc_device(ctx, devs[0], size)  # no export descriptor: no mirror
+checks = {{}}
+
+def create():
+    if mode == "peer-resident":
+        d = ze.alloc_device(ctx, devs[0], size)
+        ze.make_resident(ctx, devs[0], d, size)
+        checks.setdefault("owner_only", sim.mirror_bytes())
+        ze.make_resident(ctx, devs[1], d, size)
+        ze.make_resident(ctx, devs[1], d, size)
+    elif mode == "dmabuf":
+        checks.setdefault("owner_only", sim.mirror_bytes())
+        d = ze.alloc_device(ctx, devs[0], size, export=True)
+        props, dev, fd = ze.alloc_properties(ctx, d, export_fd=True)
+        st = os.fstat(fd)
+        checks.setdefault("fd_size", [st.st_size, st.st_blocks * 512])
+        os.close(fd)
+    else:
+        d = ze.alloc_device(ctx, devs[0], size)
+    return d
+
+def release(d):
+    if mode == "peer-resident":
+        ze.evict(ctx, devs[1], d, size)
+        checks.setdefault("after_evict", sim.mirror_bytes())
+    ze.free(ctx, d)
+
 def snap():
     return (
-        zr.quiet_kib(lambda: zr.meminfo_kib("Shmem"), rising_noise=True),
-        zr.quiet_kib(zr.available_kib, rising_noise=False),
+        zr.quiet_kib(lambda: zr.meminfo_kib("Shmem"), rising_noise=True, samples=3),
+        zr.quiet_kib(zr.available_kib, rising_noise=False, samples=3),
         zr.rss_kib(),
     )
-s0 = snap()
-fd_size = None
-if mode == "peer-resident":
-    d = ze.alloc_device(ctx, devs[0], size)
-    ze.make_resident(ctx, devs[0], d, size)
-    owner_only = sim.mirror_bytes()
-    ze.make_resident(ctx, devs[1], d, size)
-    ze.make_resident(ctx, devs[1], d, size)
-elif mode == "dmabuf":
-    plain = ze.alloc_device(ctx, devs[0], size)
-    owner_only = sim.mirror_bytes()
-    d = ze.alloc_device(ctx, devs[0], size, export=True)
-    props, dev, fd = ze.alloc_properties(ctx, d, export_fd=True)
-    st = os.fstat(fd)
-    fd_size = [st.st_size, st.st_blocks * 512]
-    os.close(fd)
-else:
-    d = ze.alloc_device(ctx, devs[0], size)
-    owner_only = None
-s1 = snap()
-held = sim.mirror_bytes()
-if mode == "peer-resident":
-    ze.evict(ctx, devs[1], d, size)
-else:
-    ze.free(ctx, d)
-s2 = snap()
-out(
-    owner_only=owner_only, held=held, after=sim.mirror_bytes(), fd_size=fd_size,
-    shmem=[s1[0] - s0[0], s1[0] - s2[0]], avail=[s0[1] - s1[1], s2[1] - s1[1]],
-    rss=s1[2] - s0[2], used=sim.device_used(0),
-)
+
+shmem, avail, rss, held, after = [], [], [], [], []
+for _ in range(5):
+    s0 = snap()
+    d = create()
+    s1 = snap()
+    held.append(sim.mirror_bytes())
+    release(d)
+    s2 = snap()
+    after.append(sim.mirror_bytes())
+    shmem += [s1[0] - s0[0], s1[0] - s2[0]]
+    avail += [s0[1] - s1[1], s2[1] - s1[1]]
+    rss.append(s1[2] - s0[2])
+out(held=held, after=after, shmem=shmem, avail=avail, rss=rss, used=sim.device_used(0), **checks)
 """
 
 
+def median(values: list[float]) -> float:
+    """Return the median of `values`."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def run_mirror(mode: str, size: int, **config: object) -> dict[str, Any]:
-    """Run the mirror scenario until /proc/meminfo is quiet enough to judge, at most 3 times."""
-    expected_kib = 0
+    """Run the mirror scenario (5 create/release cycles) until meminfo is quiet enough, at most 3 times.
+
+    Shmem and available memory are system-wide; other processes move them. The
+    median of ten deltas is what this process caused unless the machine is busy
+    throughout, so a run is repeated before the test gives up.
+    """
     r: dict[str, Any] = {}
-    for _ in range(4):
+    for _ in range(3):
         r = run(MIRROR.format(size=size, mode=mode), mirror=mode, **config)
-        expected_kib = r["held"] // 1024
+        expected_kib = r["held"][0] // 1024
         if expected_kib == 0:
             return r
-        ok = all(close(v, expected_kib, 0.03, 4096) for v in r["shmem"])
-        ok = ok and all(close(v, expected_kib, 0.08, 8192) for v in r["avail"])
+        ok = close(median(r["shmem"]), expected_kib, 0.03, 2048)
+        ok = ok and close(median(r["avail"]), expected_kib, 0.05, 4096)
         if ok:
             return r
-    raise AssertionError(f"meminfo never matched a {expected_kib} KiB mirror: {r}")
+    raise AssertionError(f"meminfo never matched the mirror: {r}")
 
 
 @pytest.mark.parametrize(("mode", "ratio"), [("all", 0.5), ("dmabuf", 1.0), ("peer-resident", 1.0)])
 def test_mirror_costs_host_memory_outside_rss_and_is_released(mode: str, ratio: float) -> None:
-    size = 128 * MIB
+    size = 96 * MIB
     r = run_mirror(mode, size, mirror_ratio=ratio)
-    assert r["held"] == int(size * ratio)
-    assert r["after"] == 0
-    assert r["rss"] < 4 * 1024  # the mirror is not in the process's VmRSS
+    assert r["held"] == [int(size * ratio)] * 5
+    assert r["after"] == [0] * 5
+    assert max(r["rss"]) < 4 * 1024  # the mirror is not in the process's VmRSS
     if mode == "dmabuf":
         assert r["owner_only"] == 0  # an allocation without the export descriptor is not mirrored
         assert r["fd_size"] == [size, size]  # the exported fd is the mirror itself
+        assert r["used"] == size  # the plain allocation is still live
     if mode == "peer-resident":
         assert r["owner_only"] == 0  # residency on the owner is free
+        assert r["after_evict"] == 0  # eviction from the peer releases the mirror
 
 
 def test_mirror_none_costs_nothing() -> None:
     r = run(MIRROR.format(size=64 * MIB, mode="peer-resident"), mirror="none")
-    assert r["held"] == 0 and r["owner_only"] == 0
-    assert r["rss"] < 4 * 1024
+    assert r["held"] == [0] * 5 and r["owner_only"] == 0
+    assert max(r["rss"]) < 4 * 1024
 
 
 def test_mirror_release_0_keeps_host_memory_after_free() -> None:
     code = """
     ctx = ze.context()
-    sh0 = zr.quiet_kib(lambda: zr.meminfo_kib("Shmem"), rising_noise=True)
-    d = ze.alloc_device(ctx, devs[0], 64 << 20)
-    ze.free(ctx, d)
-    sh1 = zr.quiet_kib(lambda: zr.meminfo_kib("Shmem"), rising_noise=True)
-    out(held=sim.mirror_bytes(), used=sim.device_used(0), shmem=sh1 - sh0)
+    steps = []
+    for _ in range(3):
+        sh0 = zr.quiet_kib(lambda: zr.meminfo_kib("Shmem"), rising_noise=True, samples=3)
+        d = ze.alloc_device(ctx, devs[0], 64 << 20)
+        ze.free(ctx, d)
+        sh1 = zr.quiet_kib(lambda: zr.meminfo_kib("Shmem"), rising_noise=True, samples=3)
+        steps.append(sh1 - sh0)
+    out(held=sim.mirror_bytes(), used=sim.device_used(0), shmem=steps)
     """
+    r: dict[str, Any] = {}
     for _ in range(3):
         r = run(code, mirror="all", mirror_release=0)
-        assert r["held"] == 64 * MIB
+        assert r["held"] == 3 * 64 * MIB  # every freed allocation left its mirror behind
         assert r["used"] == 0
-        if close(r["shmem"], 64 * 1024, 0.03, 4096):
+        if close(median(r["shmem"]), 64 * 1024, 0.03, 2048):
             return
-    raise AssertionError(f"Shmem did not show the leaked mirror: {r}")
+    raise AssertionError(f"Shmem did not show the leaked mirrors: {r}")
 
 
 # --------------------------------------------------- capacity and faults

@@ -313,6 +313,17 @@ ze_result_t ZE_APICALL sim_zeDeviceGetProperties(ze_device_handle_t h, ze_device
     SIM_CHECK_DEVICE(h);
     SIM_NOTNULL(p);
     sim_fill_device_properties(dev_of(h), p);
+    /* Not a device-properties extension in the spec, but harmless to honour if chained. */
+    for (ze_base_properties_t *e = p->pNext; e; e = e->pNext) {
+        if (e->stype == ZE_STRUCTURE_TYPE_PCI_EXT_PROPERTIES) {
+            ze_pci_ext_properties_t *pci = (void *)e;
+            sim_fill_pci(dev_of(h)->index, &pci->address.domain, &pci->address.bus,
+                         &pci->address.device, &pci->address.function);
+            pci->maxSpeed.genVersion = 4;
+            pci->maxSpeed.width = 16;
+            pci->maxSpeed.maxBandwidth = 32000000000ll;
+        }
+    }
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 

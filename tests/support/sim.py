@@ -123,7 +123,7 @@ def _env_value(value: object) -> str:
 
 
 def sim_env(**config: object) -> dict[str, str]:
-    """Return os.environ plus the variables that make the loader use the simulator with `config`."""
+    """Return os.environ (minus inherited ZESIM_*) plus what makes the loader use the simulator with `config`."""
     unknown = sorted(set(config) - CONFIG_KEYS)
     if unknown:
         raise ValueError(
