@@ -12,16 +12,12 @@ devices. Work on one device's queue runs in submission order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, Union, runtime_checkable
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from typing_extensions import Buffer
 
-if TYPE_CHECKING:
-    import numpy.typing as npt
-
-# Any object with the buffer protocol; NumPy arrays are named because their
-# stubs declare ``__buffer__`` only for Python 3.12 and later.
-HostBuffer: TypeAlias = Union[Buffer, "npt.NDArray[Any]"]
+# Any object with the buffer protocol: bytes, bytearray, memoryview, NumPy arrays.
+HostBuffer: TypeAlias = Buffer
 
 
 @runtime_checkable

@@ -17,9 +17,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Literal
 
-from typing_extensions import Buffer as HostBuffer
-
-from l0mem.backend import DeviceBuffer, Event
+from l0mem.backend import DeviceBuffer, Event, HostBuffer
 from l0mem.core.commands import ImmediateCommandList
 from l0mem.core.context import Context
 from l0mem.core.device import Device

@@ -20,10 +20,9 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from typing_extensions import Buffer as HostBuffer
 from typing_extensions import Self
 
-from l0mem.backend import DeviceBuffer, Event
+from l0mem.backend import DeviceBuffer, Event, HostBuffer
 from l0mem.kernels import KERNELS, spirv_bytes
 from l0mem.sycl._runtime import load_dpctl
 from l0mem.sycl.devices import resolve_device
