@@ -12,13 +12,20 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.simdriver import zeraw
-from tests.support.sim import SimBuildError, build, run_python, sim_env
+from tests.support.sim import (
+    SimBuildError,
+    build,
+    run_python,
+    run_python_env,
+    sim_env,
+)
 
 MIB = 1 << 20
 
@@ -35,9 +42,11 @@ def out(**kw):
 """
 
 
-def run(code: str, **config: object) -> dict[str, Any]:
-    """Run `code` after PRELUDE against the simulator and return what it passed to out()."""
-    proc = run_python(PRELUDE + textwrap.dedent(code), 60.0, **config)
+def run(
+    code: str, driver_env: Mapping[str, str] | None = None, /, **config: object
+) -> dict[str, Any]:
+    """Run `code` after PRELUDE against the simulator (plus `driver_env`) and return what it passed to out()."""
+    proc = run_python_env(PRELUDE + textwrap.dedent(code), sim_env(driver_env, **config), 60.0)
     assert proc.returncode == 0, f"subprocess failed:\n{proc.stdout}\n{proc.stderr}"
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, f"no result:\n{proc.stdout}\n{proc.stderr}"
@@ -192,6 +201,7 @@ def test_config_file_with_environment_override(tmp_path: Path) -> None:
         ({"mirror": "sometimes"}, "mirror=sometimes"),
         ({"peers": "0>5"}, "peers=0>5"),
         ({"mirror_ratio": "-1"}, "mirror_ratio=-1"),
+        ({"defer_backing_mirror": "2"}, "defer_backing_mirror=2"),
     ],
 )
 def test_bad_config_fails_zeinit_with_one_line(config: dict[str, str], needle: str) -> None:
@@ -953,3 +963,302 @@ def test_works_under_validation_layer_and_loader_intercept(layer: str) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert 'RESULT {"ok": true, "moved": 4096}' in proc.stdout
+
+
+# ------------------------------- driver variables: affinity mask and NEO keys
+
+DEVICES_SEEN = """
+ctx = ze.context()
+names = [ze.device_properties(d).name.decode() for d in devs]
+used = []
+if devs:
+    d = ze.alloc_device(ctx, devs[0], 1 << 20)
+    used = [sim.device_used(i) for i in range(4)]
+    ze.free(ctx, d)
+mem = []
+for d in devs:
+    n = c_uint32(0)
+    ze.check("mods", ze.lib.zesDeviceEnumMemoryModules(d, byref(n), None))
+    mem.append(n.value)
+out(names=names, used=used, mem=mem)
+"""
+
+
+@pytest.mark.parametrize(
+    ("mask", "physical", "ignored"),
+    [
+        (None, [0, 1, 2, 3], None),
+        ("", [0, 1, 2, 3], None),
+        (" , ", [0, 1, 2, 3], None),
+        ("0", [0], None),
+        ("2", [2], None),
+        ("1, 3", [1, 3], None),
+        # The spec: the reported order is "not affected by the order of devices in the mask".
+        ("3,1,3", [1, 3], None),
+        ("0.1,2", [2], "0.1"),
+        ("9", [], "9"),
+        ("x,0", [0], "x"),
+    ],
+)
+def test_affinity_mask_selects_and_renumbers_devices(
+    mask: str | None, physical: list[int], ignored: str | None
+) -> None:
+    extra = {} if mask is None else {"ZE_AFFINITY_MASK": mask}
+    proc = run_python_env(PRELUDE + textwrap.dedent(DEVICES_SEEN), sim_env(extra, devices=4))
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    # Device k of zeDeviceGet is the k-th listed configured device; names carry the configured index.
+    assert r["names"] == [f"l0mem simulated GPU {i}" for i in physical]
+    assert r["mem"] == [1] * len(physical)  # Sysman handles are the visible device handles
+    if physical:
+        # Ground truth counts by configured index: reported device 0 is configured device physical[0].
+        expected = [0] * 4
+        expected[physical[0]] = 1 << 20
+        assert r["used"] == expected
+    if ignored is None:
+        assert proc.stderr == ""
+    else:
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("zesim: ZE_AFFINITY_MASK="), proc.stderr
+        assert f"ignored {ignored}:" in lines[0]
+
+
+def test_affinity_mask_hides_devices_from_contexts_and_queries() -> None:
+    r = run(
+        """
+        ctx = ze.context()
+        # The API never hands out a hidden device; the simulator's devices are one array, so
+        # the handle halfway between configured devices 0 and 2 is hidden device 1.
+        hidden = c_void_p(devs[0].value + (devs[1].value - devs[0].value) // 2)
+        v = c_uint32(0)
+        ze.check("peer", ze.lib.zeDeviceCanAccessPeer(devs[0], devs[1], byref(v)))
+        rc_alloc = ze.alloc_device_rc(ctx, hidden, 4096)[0]
+        rc_props = ze.call("zeDeviceGetProperties", hidden, byref(zr.DeviceProperties(stype=zr.ST_DEVICE_PROPERTIES)))
+        h = ze.alloc_host(ctx, 4096)
+        d1 = ze.alloc_device(ctx, devs[1], 4096)
+        cl = ze.immediate_list(ctx, devs[1])
+        ze.copy(cl, d1, h, 4096)
+        out(n=len(devs), peer=v.value & 0xff, rc_alloc=rc_alloc, rc_props=rc_props,
+            moved=[sim.bytes_moved(-1, i) for i in range(3)])
+        """,
+        {"ZE_AFFINITY_MASK": "0,2"},
+        devices=3,
+        peers="0>2",
+    )
+    assert r["n"] == 2
+    assert r["peer"] == 1  # reported devices 0 and 1 are configured 0 and 2: peers=0>2 applies
+    assert r["rc_alloc"] == zeraw.INVALID_ARGUMENT
+    assert r["rc_props"] == zeraw.INVALID_ARGUMENT
+    assert r["moved"] == [0, 0, 4096]
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected", "warning"),
+    [
+        ({}, "matrix", None),
+        ({"ForceZeDeviceCanAccessPerReturnValue": "0"}, "matrix", None),
+        ({"NEOReadDebugKeys": "0", "ForceZeDeviceCanAccessPerReturnValue": "0"}, "matrix", None),
+        ({"NEOReadDebugKeys": "1", "ForceZeDeviceCanAccessPerReturnValue": "-1"}, "matrix", None),
+        ({"NEOReadDebugKeys": "1", "ForceZeDeviceCanAccessPerReturnValue": "0"}, 0, None),
+        ({"NEOReadDebugKeys": "1", "ForceZeDeviceCanAccessPerReturnValue": "1"}, 1, None),
+        (
+            {"NEOReadDebugKeys": "1", "ForceZeDeviceCanAccessPerReturnValue": "no"},
+            "matrix",
+            "ForceZeDeviceCanAccessPerReturnValue=no",
+        ),
+        (
+            {"NEOReadDebugKeys": "yes", "ForceZeDeviceCanAccessPerReturnValue": "0"},
+            "matrix",
+            "NEOReadDebugKeys=yes",
+        ),
+    ],
+)
+def test_neo_key_overrides_can_access_peer_only_with_read_debug_keys(
+    extra: dict[str, str], expected: int | str, warning: str | None
+) -> None:
+    r = run(
+        """
+        acc, flags, bw = {}, {}, {}
+        for i, a in enumerate(devs):
+            for j, b in enumerate(devs):
+                v = c_uint32(0)
+                ze.check("peer", ze.lib.zeDeviceCanAccessPeer(a, b, byref(v)))
+                acc[f"{i}{j}"] = v.value & 0xff
+                chained = zr.P2PBandwidthProperties(stype=zr.ST_DEVICE_P2P_BANDWIDTH_EXP_PROPERTIES)
+                p = zr.P2PProperties(stype=zr.ST_DEVICE_P2P_PROPERTIES, pNext=ctypes.addressof(chained))
+                ze.check("p2p", ze.lib.zeDeviceGetP2PProperties(a, b, byref(p)))
+                flags[f"{i}{j}"] = p.flags
+                bw[f"{i}{j}"] = chained.logicalBandwidth
+        out(acc=acc, flags=flags, bw=bw)
+        """,
+        extra,
+        devices=3,
+        peers="0>1,2>0",
+    )
+    matrix = {"00", "11", "22", "01", "20"}
+    both = zeraw.P2P_FLAG_ACCESS | zeraw.P2P_FLAG_ATOMICS
+    for key, value in r["acc"].items():
+        # Like Intel's driver, the override applies to a device paired with itself too.
+        allowed = key in matrix if expected == "matrix" else bool(expected)
+        assert value == int(allowed), key
+        assert r["flags"][key] == (both if allowed else 0), key
+        assert (r["bw"][key] > 0) == allowed, key
+    if warning is None:
+        assert r["_stderr"] == ""
+    else:
+        assert r["_stderr"].strip() == f"zesim: {warning}: not an integer, ignored"
+
+
+WORKAROUND = """
+size = 4 << 20
+res = {}
+for mode in ("peer-resident", "dmabuf", "all"):
+    sim.set("mirror", mode)
+    ctx = ze.context()
+    d = ze.alloc_device(ctx, devs[0], size, export=(mode == "dmabuf"))
+    # Residency on a peer is legal whatever zeDeviceCanAccessPeer says.
+    rcs = [ze.call("zeContextMakeMemoryResident", ctx, p, c_void_p(d), c_size_t(size)) for p in devs[1:]]
+    held = sim.mirror_bytes()
+    blocks = None
+    if mode == "dmabuf":
+        fd = ze.alloc_properties(ctx, d, export_fd=True)[2]
+        blocks = os.fstat(fd).st_blocks * 512
+        os.close(fd)
+    for p in devs[1:]:
+        ze.evict(ctx, p, d, size)
+    ze.free(ctx, d)
+    ze.check("destroy", ze.lib.zeContextDestroy(ctx))
+    res[mode] = {"held": held, "rcs": rcs, "blocks": blocks, "left": sim.mirror_bytes()}
+out(n=len(devs), res=res)
+"""
+
+NEO = {"NEOReadDebugKeys": "1"}
+NO_PEER = {"ForceZeDeviceCanAccessPerReturnValue": "0"}
+NO_DEFER = {"EnableDeferBacking": "0"}
+ALL_MODES = {"peer-resident", "dmabuf", "all"}
+AT_ALLOCATION = {"dmabuf", "all"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "config", "mirrored"),
+    [
+        pytest.param({}, {}, ALL_MODES, id="no-workaround"),
+        pytest.param({"ZE_AFFINITY_MASK": "0"}, {}, AT_ALLOCATION, id="affinity-0"),
+        pytest.param({"ZE_AFFINITY_MASK": "1"}, {}, AT_ALLOCATION, id="affinity-1"),
+        pytest.param({**NEO, **NO_PEER}, {}, AT_ALLOCATION, id="neo-no-peer-access"),
+        pytest.param(NO_PEER, {}, ALL_MODES, id="no-peer-access-without-neo"),
+        pytest.param(
+            {**NEO, "ForceZeDeviceCanAccessPerReturnValue": "1"},
+            {"peers": "none"},
+            ALL_MODES,
+            id="neo-forced-peer-access",
+        ),
+        pytest.param({}, {"peers": "none"}, AT_ALLOCATION, id="peers-none"),
+        # The peer (device 1) must be able to access the owner's (device 0) memory.
+        pytest.param({}, {"peers": "1>0"}, ALL_MODES, id="peer-can-access-owner"),
+        pytest.param({}, {"peers": "0>1"}, AT_ALLOCATION, id="owner-can-access-peer-only"),
+        pytest.param({**NEO, **NO_DEFER}, {}, set(), id="neo-no-defer-backing"),
+        pytest.param(NO_DEFER, {}, ALL_MODES, id="no-defer-backing-without-neo"),
+        pytest.param(
+            {"NEOReadDebugKeys": "0", **NO_DEFER}, {}, ALL_MODES, id="no-defer-backing-neo-0"
+        ),
+        pytest.param(
+            {**NEO, **NO_DEFER},
+            {"defer_backing_mirror": 0},
+            ALL_MODES,
+            id="no-defer-backing-not-modelled",
+        ),
+        pytest.param({**NEO, "EnableDeferBacking": "1"}, {}, ALL_MODES, id="neo-defer-backing-on"),
+    ],
+)
+def test_workarounds_remove_the_mirror_where_they_should(
+    extra: dict[str, str], config: dict[str, object], mirrored: set[str]
+) -> None:
+    r = run(WORKAROUND, extra, **config)
+    size = 4 << 20
+    assert r["n"] == (1 if "ZE_AFFINITY_MASK" in extra else 2)
+    for mode, res in r["res"].items():
+        assert res["held"] == (size if mode in mirrored else 0), mode
+        assert res["rcs"] == [zeraw.SUCCESS] * (r["n"] - 1), mode
+        assert res["left"] == 0, mode
+        if mode == "dmabuf":
+            # The exported fd holds the mirror's pages, or none when there is no mirror.
+            assert res["blocks"] == (size if mode in mirrored else 0)
+    assert r["_stderr"] == ""
+
+
+def test_peer_resident_mirror_follows_the_peers_that_can_access_the_owner() -> None:
+    r = run(
+        """
+        size = 1 << 20
+        ctx = ze.context()
+        steps = []
+        def step(what, dev, fn):
+            fn(ctx, devs[dev], d, size)
+            steps.append([what, dev, sim.mirror_bytes()])
+        d = ze.alloc_device(ctx, devs[0], size)
+        step("resident", 2, ze.make_resident)  # device 2 cannot access device 0: no mirror
+        step("resident", 1, ze.make_resident)  # device 1 can: mirrored
+        step("evict", 1, ze.evict)  # device 2 is still resident but has no access: released
+        step("resident", 1, ze.make_resident)
+        step("evict", 2, ze.evict)  # device 1 still holds it
+        step("evict", 1, ze.evict)
+        sim.set("defer_backing_mirror", 0)  # no effect without EnableDeferBacking=0
+        step("resident", 1, ze.make_resident)
+        step("evict", 1, ze.evict)
+        out(steps=steps)
+        """,
+        devices=3,
+        peers="1>0",
+        mirror="peer-resident",
+    )
+    mib = 1 << 20
+    assert r["steps"] == [
+        ["resident", 2, 0],
+        ["resident", 1, mib],
+        ["evict", 1, 0],
+        ["resident", 1, mib],
+        ["evict", 2, mib],
+        ["evict", 1, 0],
+        ["resident", 1, mib],
+        ["evict", 1, 0],
+    ]
+
+
+def test_defer_backing_mirror_can_change_at_run_time() -> None:
+    r = run(
+        """
+        ctx = ze.context()
+        held = []
+        for value in (1, 0, 1):
+            sim.set("defer_backing_mirror", value)
+            d = ze.alloc_device(ctx, devs[0], 1 << 20)
+            held.append(sim.mirror_bytes())
+            ze.free(ctx, d)
+        errors = 0
+        try:
+            sim.set("defer_backing_mirror", "maybe")
+        except ValueError:
+            errors += 1
+        out(held=held, errors=errors)
+        """,
+        {**NEO, **NO_DEFER},
+        mirror="all",
+    )
+    assert r["held"] == [0, 1 << 20, 0]
+    assert r["errors"] == 1
+    assert r["_stderr"].count("zesim: zesim_set: defer_backing_mirror=maybe") == 1
+
+
+def test_sim_env_passes_driver_variables_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZE_AFFINITY_MASK", "1")
+    monkeypatch.setenv("NEOReadDebugKeys", "1")
+    env = sim_env()
+    assert "ZE_AFFINITY_MASK" not in env and "NEOReadDebugKeys" not in env
+    env = sim_env({"ZE_AFFINITY_MASK": "0", "EnableDeferBacking": "0"}, devices=3)
+    assert env["ZE_AFFINITY_MASK"] == "0"
+    assert env["EnableDeferBacking"] == "0"
+    assert env["ZESIM_DEVICES"] == "3"
+    assert "NEOReadDebugKeys" not in env
+    with pytest.raises(ValueError, match="ZESIM_DEVICES"):
+        sim_env({"ZESIM_DEVICES": "2"})

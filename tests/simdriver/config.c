@@ -19,6 +19,7 @@ static const char *const sim_keys[] = {
     "devices",        "device_memory", "peers",          "mirror",
     "mirror_ratio",   "mirror_release", "sysman",        "dmabuf",
     "driver_version", "fail_oom_after", "fail_alloc_at", "device_lost_at",
+    "defer_backing_mirror",
 };
 #define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
 
@@ -33,6 +34,7 @@ static void sim_config_defaults(sim_config_t *c)
     c->mirror_release = 1;
     c->sysman = 1;
     c->dmabuf = 1;
+    c->defer_backing_mirror = 1;
     c->driver_version = 1;
 }
 
@@ -215,7 +217,7 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
         }
         c->mirror_ratio = r;
     } else if (!strcmp(key, "mirror_release") || !strcmp(key, "sysman") ||
-               !strcmp(key, "dmabuf")) {
+               !strcmp(key, "dmabuf") || !strcmp(key, "defer_backing_mirror")) {
         if (parse_bool(value, &b)) {
             snprintf(err, errlen, "%s=%s: expected 1 or 0", key, value);
             return -1;
@@ -224,8 +226,10 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             c->mirror_release = b;
         else if (!strcmp(key, "sysman"))
             c->sysman = b;
-        else
+        else if (!strcmp(key, "dmabuf"))
             c->dmabuf = b;
+        else
+            c->defer_backing_mirror = b;
     } else if (!strcmp(key, "driver_version")) {
         if (parse_u64(value, &u) || u > UINT32_MAX) {
             snprintf(err, errlen, "driver_version=%s: expected an unsigned 32-bit number", value);

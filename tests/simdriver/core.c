@@ -119,6 +119,7 @@ ze_result_t ZE_APICALL sim_zeInit(ze_init_flags_t flags)
                 sim_devices[i].memmod.magic = MAGIC_MEMMOD;
                 sim_devices[i].memmod.device = i;
             }
+            sim_drv_env_load();
             const char *sysman = getenv("ZES_ENABLE_SYSMAN");
             sim_sysman_enabled = sysman && !strcmp(sysman, "1");
             sim_initialized = 1;
@@ -244,13 +245,13 @@ ze_result_t ZE_APICALL sim_zeDeviceGet(ze_driver_handle_t h, uint32_t *pCount,
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_DRIVER);
     SIM_NOTNULL(pCount);
+    uint32_t total = sim_visible_devices(NULL, 0);
     if (*pCount == 0 || phDevices == NULL) {
-        *pCount = sim_cfg.devices;
+        *pCount = total;
         return sim_leave(ZE_RESULT_SUCCESS);
     }
-    uint32_t n = *pCount < sim_cfg.devices ? *pCount : sim_cfg.devices;
-    for (uint32_t i = 0; i < n; i++)
-        phDevices[i] = (ze_device_handle_t)&sim_devices[i];
+    uint32_t n = *pCount < total ? *pCount : total;
+    sim_visible_devices(phDevices, n);
     *pCount = n;
     return sim_leave(ZE_RESULT_SUCCESS);
 }
@@ -258,7 +259,7 @@ ze_result_t ZE_APICALL sim_zeDeviceGet(ze_driver_handle_t h, uint32_t *pCount,
 #define SIM_CHECK_DEVICE(h)                                                              \
     do {                                                                                 \
         SIM_CHECK(h, MAGIC_DEVICE);                                                      \
-        if (dev_of(h)->index >= sim_cfg.devices)                                         \
+        if (!sim_device_usable(dev_of(h)))                                               \
             return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);                          \
     } while (0)
 
@@ -443,11 +444,6 @@ ze_result_t ZE_APICALL sim_zeDeviceGetExternalMemoryProperties(
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 
-static int sim_peer(uint32_t a, uint32_t b)
-{
-    return a == b || sim_cfg.peers[a][b];
-}
-
 ze_result_t ZE_APICALL sim_zeDeviceGetP2PProperties(ze_device_handle_t h, ze_device_handle_t peer,
                                                     ze_device_p2p_properties_t *p)
 {
@@ -457,7 +453,7 @@ ze_result_t ZE_APICALL sim_zeDeviceGetP2PProperties(ze_device_handle_t h, ze_dev
     SIM_CHECK_DEVICE(h);
     SIM_CHECK_DEVICE(peer);
     SIM_NOTNULL(p);
-    int ok = sim_peer(dev_of(h)->index, dev_of(peer)->index);
+    int ok = sim_can_access(dev_of(h)->index, dev_of(peer)->index);
     p->flags = ok ? (ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS | ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS) : 0;
     for (ze_base_properties_t *e = p->pNext; e; e = e->pNext) {
         if (e->stype == ZE_STRUCTURE_TYPE_DEVICE_P2P_BANDWIDTH_EXP_PROPERTIES) {
@@ -482,7 +478,7 @@ ze_result_t ZE_APICALL sim_zeDeviceCanAccessPeer(ze_device_handle_t h, ze_device
     SIM_CHECK_DEVICE(h);
     SIM_CHECK_DEVICE(peer);
     SIM_NOTNULL(value);
-    *value = sim_peer(dev_of(h)->index, dev_of(peer)->index) ? 1 : 0;
+    *value = sim_can_access(dev_of(h)->index, dev_of(peer)->index) ? 1 : 0;
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 
@@ -547,7 +543,9 @@ ze_result_t ZE_APICALL sim_zeContextCreateEx(ze_driver_handle_t h, const ze_cont
     SIM_NOTNULL(ph);
     uint32_t mask = 0;
     if (numDevices == 0) {
-        mask = (uint32_t)((1ull << sim_cfg.devices) - 1);
+        for (uint32_t i = 0; i < sim_cfg.devices; i++)
+            if (sim_devices[i].visible)
+                mask |= 1u << i;
     } else {
         SIM_NOTNULL(phDevices);
         for (uint32_t i = 0; i < numDevices; i++) {

@@ -418,7 +418,7 @@ ze_result_t ZE_APICALL sim_zeCommandListAppendLaunchKernel(ze_command_list_handl
 static ze_result_t list_new(ze_context_handle_t h, ze_device_handle_t dev, uint32_t ordinal,
                             int immediate, ze_command_list_handle_t *ph)
 {
-    if (((sim_device_t *)dev)->index >= sim_cfg.devices || ordinal != 0)
+    if (!sim_device_usable((sim_device_t *)dev) || ordinal != 0)
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     (void)h;
     sim_list_t *l = sim_obj_new(MAGIC_LIST, sizeof(*l));
@@ -517,7 +517,7 @@ ze_result_t ZE_APICALL sim_zeCommandQueueCreate(ze_context_handle_t h, ze_device
     SIM_NOTNULL(desc);
     SIM_NOTNULL(ph);
     sim_device_t *d = (sim_device_t *)dev;
-    if (d->index >= sim_cfg.devices || desc->ordinal != 0 || desc->index != 0)
+    if (!sim_device_usable(d) || desc->ordinal != 0 || desc->index != 0)
         return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
     sim_queue_t *q = sim_obj_new(MAGIC_QUEUE, sizeof(*q));
     if (!q)

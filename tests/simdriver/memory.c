@@ -189,7 +189,7 @@ static ze_result_t alloc_common(sim_context_t *ctx, ze_memory_type_t type, int d
     a->ctx = ctx;
     a->exportable = exportable;
     a->mirror_fd = -1;
-    if (type == ZE_MEMORY_TYPE_DEVICE &&
+    if (type == ZE_MEMORY_TYPE_DEVICE && sim_mirrors_enabled() &&
         (sim_cfg.mirror == MIRROR_ALL || (sim_cfg.mirror == MIRROR_DMABUF && exportable))) {
         ze_result_t r = mirror_create(a);
         if (r) {
@@ -235,7 +235,7 @@ static ze_result_t device_desc_chain(const ze_device_mem_alloc_desc_t *desc, int
 static ze_result_t check_context_device(ze_context_handle_t h, ze_device_handle_t dev)
 {
     sim_device_t *d = (sim_device_t *)dev;
-    if (d->index >= sim_cfg.devices || !(((sim_context_t *)h)->device_mask & (1u << d->index)))
+    if (!sim_device_usable(d) || !(((sim_context_t *)h)->device_mask & (1u << d->index)))
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     return ZE_RESULT_SUCCESS;
 }
@@ -431,14 +431,28 @@ ze_result_t ZE_APICALL sim_zeContextMakeMemoryResident(ze_context_handle_t h,
     uint32_t idx = ((sim_device_t *)dev)->index;
     if (a->type != ZE_MEMORY_TYPE_DEVICE || (int)idx == a->device)
         return sim_leave(ZE_RESULT_SUCCESS);
-    /* Resident on a peer: the first such call per allocation mirrors it in host memory. */
-    if (sim_cfg.mirror == MIRROR_PEER_RESIDENT && a->resident_peers == 0 && a->mirror_fd < 0) {
+    /*
+     * Resident on a peer that can access the owner's memory: the first such call
+     * per allocation mirrors it in host memory. Without peer access the call is
+     * still legal and succeeds, but there is nothing to map for the peer.
+     */
+    if (sim_cfg.mirror == MIRROR_PEER_RESIDENT && sim_mirrors_enabled() && a->mirror_fd < 0 &&
+        sim_can_access(idx, (uint32_t)a->device)) {
         r = mirror_create(a);
         if (r)
             return sim_leave(r);
     }
     a->resident_peers |= 1u << idx;
     return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+/* Whether a peer that can access the owner's memory still holds a resident. */
+static int accessing_peers(const sim_alloc_t *a)
+{
+    for (uint32_t p = 0; p < SIM_MAX_DEVICES; p++)
+        if ((a->resident_peers & (1u << p)) && sim_can_access(p, (uint32_t)a->device))
+            return 1;
+    return 0;
 }
 
 ze_result_t ZE_APICALL sim_zeContextEvictMemory(ze_context_handle_t h, ze_device_handle_t dev,
@@ -457,7 +471,7 @@ ze_result_t ZE_APICALL sim_zeContextEvictMemory(ze_context_handle_t h, ze_device
     if (a->type != ZE_MEMORY_TYPE_DEVICE || (int)idx == a->device)
         return sim_leave(ZE_RESULT_SUCCESS);
     a->resident_peers &= ~(1u << idx);
-    if (a->resident_peers == 0 && sim_cfg.mirror == MIRROR_PEER_RESIDENT)
+    if (sim_cfg.mirror == MIRROR_PEER_RESIDENT && !accessing_peers(a))
         mirror_release(a);
     return sim_leave(ZE_RESULT_SUCCESS);
 }

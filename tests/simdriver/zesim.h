@@ -56,6 +56,7 @@ typedef struct sim_config {
     int mirror_release;
     int sysman;
     int dmabuf;
+    int defer_backing_mirror; /* 1: mirrors exist only while deferred backing is on */
     uint32_t driver_version;
     int oom_after_on;
     uint64_t fail_oom_after;
@@ -71,6 +72,7 @@ typedef struct sim_memmod {
 typedef struct sim_device {
     uint32_t magic;
     uint32_t index;
+    int visible;         /* listed by ZE_AFFINITY_MASK (or no mask) */
     uint64_t used;       /* live device allocation bytes */
     uint64_t oom_bytes;  /* bytes allocated since fail_oom_after was set */
     sim_memmod_t memmod;
@@ -222,6 +224,13 @@ typedef struct sim_queue {
     uint32_t device;
 } sim_queue_t;
 
+/* Driver variables read at the first zeInit (driverenv.c). */
+typedef struct sim_drv_env {
+    int read_debug_keys;   /* NEOReadDebugKeys set non-zero */
+    long force_can_access; /* -1: no override, else 0 or 1 */
+    int defer_backing;     /* 0 after NEOReadDebugKeys=1 EnableDeferBacking=0 */
+} sim_drv_env_t;
+
 /* Global state, guarded by sim_lock. */
 extern pthread_mutex_t sim_lock;
 extern pthread_cond_t sim_cond;
@@ -236,6 +245,7 @@ extern uint64_t sim_api_calls;
 extern uint64_t sim_alloc_calls;
 extern int sim_lost;
 extern uint64_t sim_leaked_mirror_bytes;
+extern sim_drv_env_t sim_drv_env;
 
 /* Entry bracket: lock, count the call, report a lost device. */
 ze_result_t sim_enter(void);
@@ -261,6 +271,17 @@ int sim_obj_is(const void *handle, uint32_t magic);
 /* config.c */
 int sim_config_load(void);
 int sim_config_set(const char *key, const char *value, int runtime, char *err, size_t errlen);
+
+/* driverenv.c */
+void sim_drv_env_load(void);
+/* Handles of the devices zeDeviceGet reports, up to max; returns their number. */
+uint32_t sim_visible_devices(ze_device_handle_t *out, uint32_t max);
+/* Whether d is configured and visible under ZE_AFFINITY_MASK. */
+int sim_device_usable(const sim_device_t *d);
+/* zeDeviceCanAccessPeer: device a can access device b's memory (configured indices). */
+int sim_can_access(uint32_t a, uint32_t b);
+/* Whether mirrors are made at all (mirror mode, EnableDeferBacking, defer_backing_mirror). */
+int sim_mirrors_enabled(void);
 
 /* memory.c */
 sim_alloc_t *sim_alloc_find(const void *ptr);

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +43,20 @@ CONFIG_KEYS = frozenset(
         "fail_oom_after",
         "fail_alloc_at",
         "device_lost_at",
+        "defer_backing_mirror",
         "config",
+    }
+)
+
+# Variables a real driver reads at zeInit that the simulator honours too (see
+# tests/simdriver/README.md). sim_env drops inherited ones so that only what a
+# test passes in `extra_env` reaches the simulator.
+DRIVER_ENV_KEYS = frozenset(
+    {
+        "ZE_AFFINITY_MASK",
+        "NEOReadDebugKeys",
+        "ForceZeDeviceCanAccessPerReturnValue",
+        "EnableDeferBacking",
     }
 )
 
@@ -122,18 +136,34 @@ def _env_value(value: object) -> str:
     return str(value)
 
 
-def sim_env(**config: object) -> dict[str, str]:
-    """Return os.environ (minus inherited ZESIM_*) plus what makes the loader use the simulator with `config`."""
+def sim_env(driver_env: Mapping[str, str] | None = None, /, **config: object) -> dict[str, str]:
+    """Return os.environ (minus inherited ZESIM_* and DRIVER_ENV_KEYS) set up for the simulator with `config`, plus `driver_env`.
+
+    `driver_env` holds variables a real driver reads, such as ZE_AFFINITY_MASK
+    or NEOReadDebugKeys; it is positional-only so that ``sim_env(**config)``
+    with a dict of simulator keys never binds it.
+    """
     unknown = sorted(set(config) - CONFIG_KEYS)
     if unknown:
         raise ValueError(
             f"unknown simulator key(s) {', '.join(unknown)}; known: {sorted(CONFIG_KEYS)}"
         )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZESIM_")}
+    extra = dict(driver_env or {})
+    bad = sorted(k for k, v in extra.items() if k.startswith("ZESIM_") or not isinstance(v, str))
+    if bad:
+        raise ValueError(
+            f"driver_env: {', '.join(bad)}: give simulator keys as keywords and values as strings"
+        )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ZESIM_") and k not in DRIVER_ENV_KEYS
+    }
     env["ZE_ENABLE_ALT_DRIVERS"] = str(build())
     env["ZES_ENABLE_SYSMAN"] = "1"
     for key, value in config.items():
         env[f"ZESIM_{key.upper()}"] = _env_value(value)
+    env.update(extra)
     return env
 
 
@@ -197,7 +227,14 @@ def run_python(
     code: str, timeout: float = 60, **config: object
 ) -> subprocess.CompletedProcess[str]:
     """Run `code` in a fresh interpreter against the simulator configured by `config`."""
-    env = sim_env(**config)
+    return run_python_env(code, sim_env(**config), timeout)
+
+
+def run_python_env(
+    code: str, env: Mapping[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a fresh interpreter with environment `env` (from sim_env)."""
+    env = dict(env)
     # Lets `code` import tests.* helpers wherever the interpreter starts.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     return subprocess.run(
