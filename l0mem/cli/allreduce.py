@@ -1,0 +1,347 @@
+"""``l0mem allreduce``: time and check the FP32 / BF16-compressed all-reduce over N devices.
+
+For every size of the sweep (in FP32 elements) the command runs both paths
+of :class:`l0mem.allreduce.AllReduce` (``f32`` and ``bf16``, whatever the
+threshold would pick; the row the threshold picks is marked) on random
+inputs and reports:
+
+- time: host clock from the first enqueue until every device has finished,
+  median and slowest-fastest over the repetitions (inputs are re-uploaded,
+  untimed, before each one);
+- bytes that crossed between devices, as counted by the library per copy;
+- bus bandwidth in the NCCL convention, ``4 nelem / time * 2 (N-1) / N``
+  (FP32 payload, so compression shows as a higher figure), and the wire
+  rate, total bytes crossed / time;
+- the largest error against an FP64 NumPy sum, as a fraction of the bound
+  the path's roundings allow (:func:`l0mem.allreduce.error_bound`), and
+  whether every device holds the same bits.
+
+``--json PATH`` writes the run atomically (schema ``l0mem.allreduce/1``,
+documented in docs/allreduce-json.md).
+
+Exit codes: 0 on success, 1 when a result is outside its error bound or the
+devices disagree, 2 on bad options, 3 when the backend or fewer than two
+devices are available (or NumPy/dpctl is missing), 4 when the JSON file
+cannot be written, 6 when the driver or runtime fails, 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from l0mem import __version__
+from l0mem.cli._common import ExitCode
+from l0mem.cli.p2p import Unavailable, fail, open_backend, sizes_option, write_json
+
+SCHEMA = "l0mem.allreduce/1"
+
+
+def _check(np: Any, xs: list[Any], outs: list[Any], path: Literal["f32", "bf16"]) -> dict[str, Any]:
+    from l0mem.allreduce import error_bound
+
+    stacked = np.stack(xs).astype(np.float64)
+    exact = stacked.sum(axis=0)
+    bound = error_bound(path, len(xs)) * np.abs(stacked).sum(axis=0)
+    err = np.abs(outs[0].astype(np.float64) - exact)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(
+            bound > 0, err / np.where(bound > 0, bound, 1.0), np.where(err > 0, np.inf, 0.0)
+        )
+    identical = all(np.array_equal(outs[0].view(np.uint32), o.view(np.uint32)) for o in outs[1:])
+    return {
+        "max_abs_error": float(err.max()) if err.size else 0.0,
+        "error_gamma": error_bound(path, len(xs)),
+        "max_error_to_bound": float(ratio.max()) if ratio.size else 0.0,
+        "within_bound": bool((err <= bound).all()),
+        "identical": bool(identical),
+    }
+
+
+def measure(
+    backend: Any,
+    devices: Sequence[int],
+    sizes: Sequence[int],
+    *,
+    threshold: int,
+    reps: int = 5,
+    warmup: int = 1,
+    seed: int = 0,
+    transport: Literal["auto", "staged"] = "auto",
+) -> dict[str, Any]:
+    """Run both paths for every size over ``devices``; return the JSON-ready report (no printing)."""
+    try:
+        import numpy as np
+    except ImportError:
+        raise Unavailable("l0mem allreduce needs NumPy: pip install numpy") from None
+    from l0mem.allreduce import AllReduce
+    from l0mem.p2p import is_simulated
+
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    with AllReduce(backend, devices, threshold=threshold, transport=transport) as ar:
+        for nelem in sizes:
+            xs = [rng.standard_normal(nelem).astype(np.float32) for _ in devices]
+            bufs = [backend.allocate(d, 4 * nelem) for d in devices]
+            try:
+                for path in ("f32", "bf16"):
+                    rows.append(_one(np, backend, ar, devices, bufs, xs, nelem, path, reps, warmup))
+            finally:
+                for d in devices:
+                    backend.synchronize(d)
+                for b in bufs:
+                    b.close()
+    return {
+        "schema": SCHEMA,
+        "l0mem_version": __version__,
+        "backend": backend.name,
+        "simulated": is_simulated(backend),
+        "devices": [{"index": d, "name": backend.device_name(d)} for d in devices],
+        "threshold": threshold,
+        "transport": transport,
+        "routes": {f"{s}>{d}": r for (s, d), r in sorted(ar.routes.items())},
+        "reps": reps,
+        "warmup": warmup,
+        "seed": seed,
+        "results": rows,
+        "ok": all(r["within_bound"] and r["identical"] for r in rows),
+    }
+
+
+def _one(
+    np: Any,
+    backend: Any,
+    ar: Any,
+    devices: Sequence[int],
+    bufs: list[Any],
+    xs: list[Any],
+    nelem: int,
+    path: Literal["f32", "bf16"],
+    reps: int,
+    warmup: int,
+) -> dict[str, Any]:
+    def load() -> None:
+        for b, x in zip(bufs, xs, strict=True):
+            backend.upload(b, x)
+        for d in devices:
+            backend.synchronize(d)
+
+    load()
+    stats = ar(bufs, nelem, path=path)
+    stats.wait()
+    outs = []
+    for b in bufs:
+        out = np.empty(nelem, dtype=np.float32)
+        backend.download(b, out).wait()
+        outs.append(out)
+    check = _check(np, xs, outs, path)
+    samples: list[int] = []
+    for i in range(warmup + reps):
+        load()
+        start = time.perf_counter_ns()
+        ar(bufs, nelem, path=path)
+        for d in devices:
+            backend.synchronize(d)
+        if i >= warmup:
+            samples.append(time.perf_counter_ns() - start)
+    n = len(devices)
+    med = float(statistics.median(samples))
+    payload = 4 * nelem
+    return {
+        "nelem": nelem,
+        "nbytes": payload,
+        "path": path,
+        "auto": ar.path_for(nelem) == path,
+        "algorithm": stats.algorithm,
+        "time_ns": {"samples": samples, "median": med, "min": min(samples), "max": max(samples)},
+        "bytes_crossed": stats.to_dict()["bytes_crossed"],
+        "total_bytes_crossed": stats.total_bytes,
+        "copies": stats.copies,
+        "local_copies": stats.local_copies,
+        "staged_copies": stats.staged_copies,
+        "kernel_launches": stats.kernel_launches,
+        "busbw_gbps": payload / max(med, 1.0) * 2 * (n - 1) / n,
+        "wire_gbps": stats.total_bytes / max(med, 1.0),
+        **check,
+    }
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def render(report: dict[str, Any], console: Console) -> None:
+    """Print an all-reduce report as a rich table."""
+    names = ", ".join(f"{d['index']}: {d['name']}" for d in report["devices"])
+    console.print(
+        escape(f"All-reduce over {len(report['devices'])} devices ({report['backend']}): {names}")
+    )
+    routes = sorted(set(report["routes"].values()))
+    table = Table(
+        title=f"threshold {report['threshold']:,} elements; copies {'/'.join(routes) or '-'}"
+    )
+    for col in (
+        "elements",
+        "path",
+        "time ms (range)",
+        "bytes crossed",
+        "bus GB/s",
+        "wire GB/s",
+        "max error",
+        "error/bound",
+        "same bits",
+    ):
+        table.add_column(col, justify="right")
+    for r in report["results"]:
+        t = r["time_ns"]
+        good = r["within_bound"]
+        table.add_row(
+            f"{r['nelem']:,}",
+            f"{r['path']}{' *' if r['auto'] else ''}",
+            f"{_ms(t['median'])} ({_ms(t['min'])}-{_ms(t['max'])})",
+            _bytes(r["total_bytes_crossed"]),
+            f"{r['busbw_gbps']:.2f}",
+            f"{r['wire_gbps']:.2f}",
+            f"{r['max_abs_error']:.3g}",
+            f"[{'green' if good else 'red'}]{r['max_error_to_bound']:.3f}[/]",
+            "yes" if r["identical"] else "[red]no[/]",
+        )
+    console.print(table)
+    console.print(
+        "* = the path the threshold picks. error/bound <= 1 means within the bound the path's "
+        "BF16/FP32 roundings allow (vs. an FP64 sum)."
+    )
+    if report["simulated"]:
+        console.print(
+            "[yellow]Simulated driver: these are a simulator's numbers, not hardware results.[/yellow]"
+        )
+
+
+@click.command()
+@click.option(
+    "--backend",
+    type=click.Choice(["l0", "sycl"]),
+    default="l0",
+    show_default=True,
+    help="Level Zero binding or SYCL (dpctl).",
+)
+@click.option(
+    "--devices",
+    "count",
+    type=click.IntRange(min=2),
+    help="Use the first N devices (default: all).",
+)
+@click.option(
+    "--device",
+    "device_specs",
+    multiple=True,
+    help="Level Zero device index (or comma list) or SYCL filter string; repeatable.",
+)
+@click.option(
+    "--sub-devices",
+    type=click.IntRange(min=2),
+    help="SYCL: partition the selected device into N sub-devices (e.g. a CPU without GPUs).",
+)
+@click.option(
+    "--sizes",
+    default="4K,32K,1M,16M",
+    show_default=True,
+    help="FP32 element counts, comma-separated, with optional K/M/G (binary) suffix.",
+)
+@click.option(
+    "--threshold",
+    type=click.IntRange(min=0),
+    default=32768,
+    show_default=True,
+    help="Element count from which the BF16-compressed path is used.",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["auto", "staged"]),
+    default="auto",
+    show_default=True,
+    help="Copy directly where possible, or always through host memory.",
+)
+@click.option("--reps", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the results as JSON to PATH.",
+)
+def allreduce(
+    backend: str,
+    count: int | None,
+    device_specs: tuple[str, ...],
+    sub_devices: int | None,
+    sizes: str,
+    threshold: int,
+    transport: Literal["auto", "staged"],
+    reps: int,
+    warmup: int,
+    seed: int,
+    json_path: Path | None,
+) -> None:
+    """Time the FP32 and BF16-compressed all-reduce and check its sums against FP64."""
+    size_list = sizes_option(sizes, "--sizes")
+    try:
+        with open_backend(backend, device_specs, sub_devices) as b:
+            available = b.device_count()
+            want = available if count is None else count
+            if want > available or available < 2:
+                raise Unavailable(
+                    f"all-reduce needs {max(want, 2)} devices, {available} available"
+                    + (" (SYCL: try --sub-devices 2)" if backend == "sycl" else "")
+                )
+            report = measure(
+                b,
+                list(range(want)),
+                size_list,
+                threshold=threshold,
+                reps=reps,
+                warmup=warmup,
+                seed=seed,
+                transport=transport,
+            )
+    except Unavailable as err:
+        fail("allreduce", ExitCode.NO_DEVICE, str(err))
+    except KeyboardInterrupt:
+        fail("allreduce", ExitCode.INTERRUPTED, "interrupted; device memory was freed")
+    except click.ClickException:
+        raise
+    except MemoryError as err:
+        fail("allreduce", ExitCode.DRIVER_ERROR, f"out of device memory: {err}")
+    except Exception as err:
+        fail("allreduce", ExitCode.DRIVER_ERROR, f"{type(err).__name__}: {err}".splitlines()[0])
+    render(report, Console())
+    if json_path is not None:
+        try:
+            write_json(json_path, report)
+        except OSError as err:
+            fail("allreduce", ExitCode.BAD_INPUT, str(err))
+    if not report["ok"]:
+        fail(
+            "allreduce",
+            ExitCode.REGRESSION,
+            "a result is outside its error bound or devices disagree",
+        )
+
+
+__all__ = ["SCHEMA", "allreduce", "measure", "render"]

@@ -1,0 +1,523 @@
+"""Peer access between devices and measured copy bandwidth (pure: returns data, prints nothing).
+
+:func:`peer_matrix` reads, for every ordered device pair, whether the first
+device can access the second one's memory, whether atomics work across, and
+the P2P bandwidth and latency where the driver reports them (Level Zero's
+``ZE_experimental_bandwidth_properties``). :func:`copy_route` decides how
+l0mem copies between two devices: ``direct`` (one device-to-device copy on the
+source device's queue) or ``staged`` (device to host, then host to device).
+:func:`measure_copies` times the same-device copy (the reference), the direct
+copy and the host-staged copy for every ordered pair over a size sweep.
+
+Timing uses the backend's device events when they carry timestamps
+(``Event.elapsed_ns()`` is not None) and the host clock around enqueue plus
+wait otherwise; a staged copy is timed as the sum of its two legs. Every
+measurement has warm-up rounds and repetitions and keeps all samples, so the
+spread is reported along with the median.
+
+SYCL CPU sub-devices (what ``l0mem ... --sub-devices N`` makes on a machine
+without a GPU), measured with the pinned 2025.3 OpenCL CPU runtime:
+
+- ``dpctl.SyclQueue(sub_device)`` gives every sub-device a context of its own
+  (also the same sub-device twice). A direct ``memcpy`` between device USM of
+  two such contexts completed and copied correctly in every try, but USM of one
+  context used on a queue of another is outside the SYCL specification, and
+  :class:`l0mem.sycl.SyclBackend` refuses it; l0mem stages these copies.
+- One context over both sub-devices (``dpctl.SyclContext([s0, s1])``): a
+  device-to-device ``memcpy``/``memcpy_async`` of device or shared USM hangs
+  in most runs (4 to 6 of 6, any size from 64 bytes up), on in-order and
+  out-of-order queues, issued on the source's or the destination's queue.
+  Host USM in the same context copies fine every time, and so does
+  ``dpctl.tensor``'s cross-queue array copy.
+- A queue for a sub-device in its parent's context cannot be created
+  (``SyclQueueCreationError``); two queues on the root device copy fine.
+- dpctl exposes ``memcpy`` only (no ``queue.copy``).
+
+So :func:`copy_route` never picks a direct copy between CPU sub-devices
+(:func:`sycl_direct_copy_hazard`), and the tests keep a shared-context copy
+behind a subprocess timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from l0mem import __version__
+from l0mem.backend import Backend, DeviceBuffer, Event
+
+SCHEMA = "l0mem.p2p/1"
+DEFAULT_SIZES = (1 << 20, 16 << 20, 64 << 20)
+CopyKind = Literal["same_device", "direct", "staged"]
+Timing = Literal["device", "host"]
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMG]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Return the integer of ``text`` with an optional binary suffix (``4096``, ``64K``, ``16M``, ``1G``)."""
+    m = _SIZE_RE.match(text)
+    if m is None:
+        raise ValueError(f"bad size {text!r}: expected a number with optional K, M or G suffix")
+    value = int(m.group(1)) * _UNITS[m.group(2).upper()]
+    if value < 1:
+        raise ValueError(f"bad size {text!r}: must be at least 1")
+    return value
+
+
+def parse_sizes(text: str) -> list[int]:
+    """Return the sizes of a comma-separated list like ``1M,16M,256K`` (order kept, duplicates dropped)."""
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError("no sizes given")
+    sizes: list[int] = []
+    for p in parts:
+        v = parse_size(p)
+        if v not in sizes:
+            sizes.append(v)
+    return sizes
+
+
+# ------------------------------------------------------------------ peer matrix
+
+
+@dataclass(frozen=True)
+class PeerInfo:
+    """What the runtime reports about device ``src`` accessing memory of device ``dst``."""
+
+    src: int
+    dst: int
+    can_access: bool | None
+    atomics: bool | None
+    bandwidth: int | None = None
+    bandwidth_unit: str | None = None
+    latency: int | None = None
+    latency_unit: str | None = None
+    route: Literal["direct", "staged"] = "staged"
+    route_reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict of this pair."""
+        return {
+            "src": self.src,
+            "dst": self.dst,
+            "can_access": self.can_access,
+            "atomics": self.atomics,
+            "bandwidth": self.bandwidth,
+            "bandwidth_unit": self.bandwidth_unit,
+            "latency": self.latency,
+            "latency_unit": self.latency_unit,
+            "route": self.route,
+            "route_reason": self.route_reason,
+        }
+
+
+def _core_devices(backend: Backend) -> list[Any] | None:
+    devices = getattr(backend, "devices", None)
+    if backend.name == "l0" and isinstance(devices, list):
+        return devices
+    return None
+
+
+def _sycl_device(backend: Backend, index: int) -> Any | None:
+    device_of = getattr(backend, "device_of", None)
+    if backend.name == "sycl" and callable(device_of):
+        return device_of(index)
+    return None
+
+
+def _same_context(backend: Backend, a: int, b: int) -> bool | None:
+    if backend.name == "l0":
+        context_of = getattr(backend, "context_of", None)
+        if callable(context_of):
+            return context_of(a) is context_of(b)
+    same = getattr(backend, "same_context", None)
+    if callable(same):
+        return bool(same(a, b))
+    return None
+
+
+def sycl_direct_copy_hazard(src: Any, dst: Any) -> bool:
+    """Return True when a direct copy between these dpctl devices is known to hang (CPU sub-devices)."""
+    if src == dst:
+        return False
+    try:
+        cpu = bool(src.is_cpu) and bool(dst.is_cpu)
+        sub = src.parent_device is not None or dst.parent_device is not None
+    except Exception:
+        return False
+    return cpu and sub
+
+
+def _can_access(backend: Backend, src: int, dst: int) -> tuple[bool | None, bool | None]:
+    core = _core_devices(backend)
+    if core is not None:
+        if src == dst:
+            return True, True
+        props = core[src].p2p_properties(core[dst])
+        return bool(core[src].can_access_peer(core[dst])), bool(props.atomics)
+    a, b = _sycl_device(backend, src), _sycl_device(backend, dst)
+    if a is not None and b is not None:
+        if src == dst or a == b:
+            return True, True
+        try:
+            return (
+                bool(a.can_access_peer(b, value="access_supported")),
+                bool(a.can_access_peer(b, value="atomics_supported")),
+            )
+        except Exception:
+            return None, None
+    return None, None
+
+
+def copy_route(backend: Backend, src: int, dst: int) -> tuple[Literal["direct", "staged"], str]:
+    """Return how l0mem copies from device ``src`` to ``dst`` ("direct" or "staged") and why."""
+    if src == dst:
+        return "direct", "same device"
+    same = _same_context(backend, src, dst)
+    if same is False:
+        return "staged", "separate contexts"
+    core = _core_devices(backend)
+    if core is not None:
+        if not core[src].can_access_peer(core[dst]):
+            return "staged", "no peer access"
+        return "direct", "peer access in one context"
+    a, b = _sycl_device(backend, src), _sycl_device(backend, dst)
+    if a is not None and b is not None:
+        if sycl_direct_copy_hazard(a, b):
+            return "staged", "CPU sub-devices: direct copies hang"
+        return "direct", "one context"
+    return ("direct", "one context") if same else ("staged", "unknown backend")
+
+
+def peer_matrix(backend: Backend, devices: Sequence[int] | None = None) -> list[PeerInfo]:
+    """Return a :class:`PeerInfo` for every ordered pair of distinct ``devices`` (default: all)."""
+    idx = list(range(backend.device_count())) if devices is None else list(devices)
+    core = _core_devices(backend)
+    out: list[PeerInfo] = []
+    for s in idx:
+        for d in idx:
+            if s == d:
+                continue
+            access, atomics = _can_access(backend, s, d)
+            route, why = copy_route(backend, s, d)
+            bw = bw_unit = lat = lat_unit = None
+            if core is not None:
+                p = core[s].p2p_properties(core[d])
+                bw, bw_unit = p.logical_bandwidth, p.bandwidth_unit
+                lat, lat_unit = p.logical_latency, p.latency_unit
+            out.append(PeerInfo(s, d, access, atomics, bw, bw_unit, lat, lat_unit, route, why))
+    return out
+
+
+# --------------------------------------------------------------------- copying
+
+
+def staged_copy(
+    backend: Backend,
+    dst: DeviceBuffer,
+    src: DeviceBuffer,
+    nbytes: int,
+    *,
+    wait_for: Sequence[Event] = (),
+) -> tuple[Event, Event]:
+    """Copy ``nbytes`` from ``src`` to ``dst`` through host memory; return (download, upload) events."""
+    staging = bytearray(nbytes)
+    down = backend.download(src.view(0, nbytes), staging, wait_for=wait_for)
+    up = backend.upload(dst.view(0, nbytes), staging, wait_for=[down])
+    return down, up
+
+
+# ------------------------------------------------------------------ bandwidth
+
+
+@dataclass(frozen=True)
+class CopyTiming:
+    """Repeated timings of one copy kind between two devices at one size (or why it was skipped)."""
+
+    kind: CopyKind
+    src: int
+    dst: int
+    nbytes: int
+    samples_ns: tuple[int, ...] = ()
+    timing: Timing = "device"
+    skipped: str | None = None
+
+    @property
+    def median_ns(self) -> float | None:
+        """Return the median duration in ns (None when skipped)."""
+        return float(statistics.median(self.samples_ns)) if self.samples_ns else None
+
+    def _gbps(self, ns: float | None) -> float | None:
+        return None if ns is None else self.nbytes / max(ns, 1.0)
+
+    @property
+    def gbps(self) -> float | None:
+        """Return the bandwidth at the median duration in GB/s (1e9 bytes/s), None when skipped."""
+        return self._gbps(self.median_ns)
+
+    @property
+    def gbps_min(self) -> float | None:
+        """Return the bandwidth of the slowest sample in GB/s."""
+        return self._gbps(float(max(self.samples_ns))) if self.samples_ns else None
+
+    @property
+    def gbps_max(self) -> float | None:
+        """Return the bandwidth of the fastest sample in GB/s."""
+        return self._gbps(float(min(self.samples_ns))) if self.samples_ns else None
+
+    @property
+    def spread(self) -> float | None:
+        """Return (max - min) / median of the durations (0 = steady), None when skipped."""
+        med = self.median_ns
+        if med is None:
+            return None
+        return (max(self.samples_ns) - min(self.samples_ns)) / max(med, 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict of the samples and their summary."""
+        return {
+            "kind": self.kind,
+            "src": self.src,
+            "dst": self.dst,
+            "nbytes": self.nbytes,
+            "timing": self.timing,
+            "skipped": self.skipped,
+            "samples_ns": list(self.samples_ns),
+            "median_ns": self.median_ns,
+            "min_ns": min(self.samples_ns) if self.samples_ns else None,
+            "max_ns": max(self.samples_ns) if self.samples_ns else None,
+            "gbps": self.gbps,
+            "gbps_min": self.gbps_min,
+            "gbps_max": self.gbps_max,
+            "spread": self.spread,
+        }
+
+
+Op = Callable[[], Sequence[Event]]
+
+
+def _sample(op: Op, timing: Timing) -> int | None:
+    if timing == "host":
+        start = time.perf_counter_ns()
+        events = op()
+        for ev in events:
+            ev.wait()
+        return time.perf_counter_ns() - start
+    events = op()
+    total = 0
+    for ev in events:
+        ev.wait()
+        ns = ev.elapsed_ns()
+        if ns is None:
+            return None
+        total += ns
+    return total
+
+
+def _measure(op: Op, reps: int, warmup: int, timing: Timing) -> tuple[tuple[int, ...], Timing]:
+    for _ in range(warmup):
+        for ev in op():
+            ev.wait()
+    samples: list[int] = []
+    for _ in range(reps):
+        ns = _sample(op, timing)
+        if ns is None:
+            # This operation's events carry no timestamps: time all of it on the host.
+            return _measure(op, reps, 0, "host")
+        samples.append(ns)
+    return tuple(samples), timing
+
+
+def measure_copies(
+    backend: Backend,
+    devices: Sequence[int] | None = None,
+    *,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    reps: int = 10,
+    warmup: int = 2,
+    timing: Literal["auto", "device", "host"] = "auto",
+    kinds: Sequence[CopyKind] = ("same_device", "direct", "staged"),
+) -> list[CopyTiming]:
+    """Time same-device, direct and host-staged copies for every ordered pair and size; return them."""
+    idx = list(range(backend.device_count())) if devices is None else list(devices)
+    if not idx:
+        raise ValueError("no devices to measure")
+    if reps < 1 or warmup < 0:
+        raise ValueError("reps must be >= 1 and warmup >= 0")
+    if not sizes or any(s < 1 for s in sizes):
+        raise ValueError("sizes must be a non-empty list of positive byte counts")
+    for k in kinds:
+        if k not in ("same_device", "direct", "staged"):
+            raise ValueError(f"unknown copy kind {k!r}")
+    biggest = max(sizes)
+    srcs: dict[int, DeviceBuffer] = {}
+    dsts: dict[int, DeviceBuffer] = {}
+    results: list[CopyTiming | None] = []
+    try:
+        for i in idx:
+            srcs[i] = backend.allocate(i, biggest)
+            dsts[i] = backend.allocate(i, biggest)
+            backend.fill(srcs[i], b"\x5a")
+            backend.fill(dsts[i], b"\x00")
+        backend.synchronize()
+        mode: Timing = "device" if timing == "auto" else timing
+        for n in sizes:
+            for s in idx:
+                for d in idx:
+                    src, dst = srcs[s].view(0, n), dsts[d].view(0, n)
+                    for kind in kinds:
+                        results.append(
+                            _measure_one(backend, kind, s, d, src, dst, n, reps, warmup, mode)
+                        )
+    finally:
+        try:
+            backend.synchronize()
+        finally:
+            for buf in (*srcs.values(), *dsts.values()):
+                buf.close()
+    return [r for r in results if r is not None]
+
+
+def _measure_one(
+    backend: Backend,
+    kind: CopyKind,
+    s: int,
+    d: int,
+    src: DeviceBuffer,
+    dst: DeviceBuffer,
+    n: int,
+    reps: int,
+    warmup: int,
+    mode: Timing,
+) -> CopyTiming | None:
+    if (kind == "same_device") != (s == d):
+        return None
+    op: Op
+    if kind == "staged":
+
+        def op() -> Sequence[Event]:
+            return staged_copy(backend, dst, src, n)
+
+    else:
+        if kind == "direct":
+            route, why = copy_route(backend, s, d)
+            if route != "direct":
+                return CopyTiming(kind, s, d, n, skipped=why)
+
+        def op() -> Sequence[Event]:
+            return (backend.copy(dst, src, n),)
+
+    samples, used = _measure(op, reps, warmup, mode)
+    return CopyTiming(kind, s, d, n, samples, used)
+
+
+# -------------------------------------------------------------------- the run
+
+
+def _is_cpu(backend: Backend, index: int) -> bool:
+    dev = _sycl_device(backend, index)
+    return bool(getattr(dev, "is_cpu", False))
+
+
+def is_simulated(backend: Backend) -> bool:
+    """Return True when the devices are l0mem's simulated Level Zero driver (numbers are not hardware)."""
+    if backend.name == "l0" and os.environ.get("ZE_ENABLE_ALT_DRIVERS", "").strip():
+        return True
+    return any("simulated" in backend.device_name(i).lower() for i in range(backend.device_count()))
+
+
+@dataclass(frozen=True)
+class P2PResult:
+    """One ``l0mem p2p`` run: the peer matrix and every copy timing."""
+
+    backend: str
+    devices: tuple[str, ...]
+    simulated: bool
+    sizes: tuple[int, ...]
+    reps: int
+    warmup: int
+    peers: tuple[PeerInfo, ...]
+    copies: tuple[CopyTiming, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def timing(self, kind: CopyKind, src: int, dst: int, nbytes: int) -> CopyTiming | None:
+        """Return the timing of one copy kind, pair and size, or None if not part of the run."""
+        for c in self.copies:
+            if (c.kind, c.src, c.dst, c.nbytes) == (kind, src, dst, nbytes):
+                return c
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the run as a JSON-ready dict (schema ``l0mem.p2p/1``, see docs/p2p-json.md)."""
+        return {
+            "schema": SCHEMA,
+            "l0mem_version": __version__,
+            "backend": self.backend,
+            "simulated": self.simulated,
+            "devices": [{"index": i, "name": n} for i, n in enumerate(self.devices)],
+            "sizes": list(self.sizes),
+            "reps": self.reps,
+            "warmup": self.warmup,
+            "peers": [p.to_dict() for p in self.peers],
+            "copies": [c.to_dict() for c in self.copies],
+            "notes": list(self.notes),
+        }
+
+
+def run_p2p(
+    backend: Backend,
+    *,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    reps: int = 10,
+    warmup: int = 2,
+    timing: Literal["auto", "device", "host"] = "auto",
+    simulated: bool | None = None,
+) -> P2PResult:
+    """Read the peer matrix and measure all copies over every device of ``backend``; return the run."""
+    n = backend.device_count()
+    peers = peer_matrix(backend)
+    copies = measure_copies(backend, sizes=sizes, reps=reps, warmup=warmup, timing=timing)
+    sim = is_simulated(backend) if simulated is None else simulated
+    notes: list[str] = []
+    if sim:
+        notes.append("simulated driver: these are a simulator's numbers, not hardware results")
+    if any(_is_cpu(backend, i) for i in range(n)):
+        notes.append("SYCL CPU devices: every copy moves host memory; no GPU link is measured")
+    if any(c.timing == "host" for c in copies):
+        notes.append("host timing: some operations carry no device timestamps")
+    return P2PResult(
+        backend=backend.name,
+        devices=tuple(backend.device_name(i) for i in range(n)),
+        simulated=sim,
+        sizes=tuple(sizes),
+        reps=reps,
+        warmup=warmup,
+        peers=tuple(peers),
+        copies=tuple(copies),
+        notes=tuple(notes),
+    )
+
+
+__all__ = [
+    "DEFAULT_SIZES",
+    "SCHEMA",
+    "CopyTiming",
+    "P2PResult",
+    "PeerInfo",
+    "copy_route",
+    "is_simulated",
+    "measure_copies",
+    "parse_size",
+    "parse_sizes",
+    "peer_matrix",
+    "run_p2p",
+    "staged_copy",
+    "sycl_direct_copy_hazard",
+]
