@@ -405,3 +405,42 @@ def test_remedy_effects_say_which_remedy_removed_the_mirror() -> None:
 def test_no_remedy_effects_without_a_mirror() -> None:
     report = synthetic_report([synthetic_run(0.0), synthetic_run(0.0, remedy="affinity")])
     assert remedy_effects(report) == []
+
+
+# ---------------------------------------------------------------- per-CPU free lists
+
+
+def _with_pcp(run: SetupRun, *, available_noise_mib: float) -> SetupRun:
+    """Return ``run`` with zoneinfo and a noisy host.available added, MemAvailable left as is."""
+    rng = random.Random(7)
+    samples = []
+    for s in run.samples:
+        values = dict(s.values)
+        values["zoneinfo.pcp_free"] = 400 * MIB
+        values["host.available"] = (
+            20 * GIB - s.device_bytes + int(rng.gauss(0.0, available_noise_mib * MIB))
+        )
+        samples.append(dataclasses.replace(s, values=values))
+    return dataclasses.replace(run, samples=samples)
+
+
+def test_memavailable_cannot_call_a_run_clean_when_per_cpu_lists_hide_memory() -> None:
+    # MemAvailable says nothing moved (the allocation came from the per-CPU lists),
+    # and the corrected signal is too noisy to decide: the verdict must not be clean.
+    run = _with_pcp(synthetic_run(0.0), available_noise_mib=2000.0)
+    res = analyze_run(run)
+    assert res.verdict != "clean"
+    assert "per-CPU" in res.passed_over["meminfo.MemAvailable"]
+
+
+def test_memavailable_still_decides_without_per_cpu_readings() -> None:
+    res = analyze_run(synthetic_run(0.0))
+    assert res.verdict == "clean"
+    assert res.deciding_signal == "meminfo.MemAvailable"
+
+
+def test_memavailable_may_still_show_a_mirror_with_per_cpu_readings() -> None:
+    run = _with_pcp(synthetic_run(1.0), available_noise_mib=2000.0)
+    res = analyze_run(run)
+    assert res.verdict == "mirror"
+    assert res.deciding_signal == "meminfo.MemAvailable"

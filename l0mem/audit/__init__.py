@@ -9,6 +9,7 @@ from l0mem.audit.analysis import (
     remedy_effects,
 )
 from l0mem.audit.compare import Comparison, ReportMismatchError, RunChange, compare_reports
+from l0mem.audit.guard import Guard
 from l0mem.audit.model import (
     SCHEMA,
     AnalysisConfig,
@@ -20,6 +21,7 @@ from l0mem.audit.model import (
     SignalFit,
     utc_now,
 )
+from l0mem.audit.remedies import KNOWN_REMEDIES, Remedy, custom_remedy
 from l0mem.audit.report import (
     MissingDependencyError,
     ReportWriteError,
@@ -29,29 +31,45 @@ from l0mem.audit.report import (
     write_junit,
     write_plot,
 )
+from l0mem.audit.runner import AuditInterrupted, RunEvent, discover, run_audit, run_setup
+from l0mem.audit.setups import AuditOptions, Inventory, NoDeviceError, SetupPlan, plan_audit
 
 __all__ = [
+    "KNOWN_REMEDIES",
     "SCHEMA",
     "AnalysisConfig",
+    "AuditInterrupted",
+    "AuditOptions",
     "AuditReport",
     "Comparison",
+    "Guard",
+    "Inventory",
     "MissingDependencyError",
+    "NoDeviceError",
+    "Remedy",
     "RemedyEffect",
     "ReportFormatError",
     "ReportMismatchError",
     "ReportWriteError",
     "RunChange",
+    "RunEvent",
     "Sample",
     "SetupAnalysis",
+    "SetupPlan",
     "SetupRun",
     "SignalFit",
     "analyze_report",
     "analyze_run",
     "compare_reports",
+    "custom_remedy",
+    "discover",
     "ensure_analysed",
     "fit_signal",
+    "plan_audit",
     "read_json",
     "remedy_effects",
+    "run_audit",
+    "run_setup",
     "summary_rows",
     "utc_now",
     "write_json",

@@ -194,6 +194,9 @@ def _mib(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.1f} MiB"
 
 
+_PCP_HIDDEN = frozenset({"meminfo.MemAvailable", "meminfo.MemFree"})
+
+
 def classify(ratio: float, config: AnalysisConfig = DEFAULT_CONFIG) -> Verdict:
     """Return the verdict for a host/device ratio (1.0 is a full mirror)."""
     if ratio >= config.mirror_threshold:
@@ -214,6 +217,9 @@ def analyze_run(run: SetupRun, config: AnalysisConfig = DEFAULT_CONFIG) -> Setup
 
     chosen: SignalFit | None = None
     passed_over: dict[str, str] = {}
+    # Where the per-CPU free lists were read, MemAvailable and MemFree are known to
+    # hide allocations as large as those lists: they may show a mirror, never its absence.
+    pcp_hidden = _PCP_HIDDEN if "zoneinfo.pcp_free" in by_name else frozenset()
     for name in config.priority:
         fit = by_name.get(name)
         if fit is None:
@@ -221,6 +227,8 @@ def analyze_run(run: SetupRun, config: AnalysisConfig = DEFAULT_CONFIG) -> Setup
         why = why_unusable(fit, config)
         if why is None and name in config.blind and _clean(fit, config):
             why = "blind to driver-owned host pages: it cannot show that a run is clean"
+        if why is None and name in pcp_hidden and _clean(fit, config):
+            why = "misses memory taken from the per-CPU free lists: it cannot show that a run is clean"
         if why is None:
             chosen = fit
             break

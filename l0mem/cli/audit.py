@@ -1,0 +1,503 @@
+"""``l0mem audit``: measure how much host memory each GiB of device memory costs, per set-up."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from l0mem.audit.analysis import remedy_effects
+from l0mem.audit.guard import MeminfoError, format_bytes, read_meminfo
+from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
+from l0mem.audit.remedies import ALL_SETUPS, parse_env_assignments
+from l0mem.audit.report import (
+    MissingDependencyError,
+    ReportWriteError,
+    write_json,
+    write_junit,
+    write_plot,
+)
+from l0mem.audit.runner import AuditInterrupted, RunEvent, run_audit
+from l0mem.audit.setups import AuditOptions, NoDeviceError, SetupPlan
+from l0mem.cli._common import ExitCode
+
+_EPILOG = f"""\b
+Set-ups: {", ".join(ALL_SETUPS)}.
+\b
+Exit codes:
+  {ExitCode.OK:<3d} the audit ran
+  {ExitCode.REGRESSION:<3d} --fail-on-mirror and a set-up mirrored (fully or partly)
+  {ExitCode.USAGE:<3d} bad command-line usage
+  {ExitCode.NO_DEVICE:<3d} no Level Zero or SYCL device to audit, or every set-up was skipped
+  {ExitCode.BAD_INPUT:<3d} a report file could not be written
+  {ExitCode.DRIVER_ERROR:<3d} every set-up that ran failed (driver or runtime error)
+  {ExitCode.INTERRUPTED:<3d} interrupted: device memory was freed, the partial report written
+"""
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
+
+# Signals shown per set-up besides the prioritised ones: where a mirror also shows.
+_EXTRA_SIGNALS = ("meminfo.Shmem", "meminfo.Committed_AS", "proc.RssAnon")
+
+
+def parse_size(text: str) -> int:
+    """Return the bytes in ``text`` (``4GiB``, ``512M``, ``1.5G``, ``1048576``); raise ValueError."""
+    m = _SIZE.match(text)
+    if m is None:
+        raise ValueError(f"not a size: {text!r} (examples: 4GiB, 512MiB, 1073741824)")
+    return int(float(m.group(1)) * (1 << _SHIFT[m.group(2).lower()]))
+
+
+def _size_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _floor_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip()
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1])
+        except ValueError:
+            raise click.BadParameter(f"not a percentage: {value!r}") from None
+        if not 0 <= share < 100:
+            raise click.BadParameter(f"percentage must lie in [0, 100), got {value}")
+        try:
+            total = read_meminfo()["meminfo.MemTotal"]
+        except MeminfoError as exc:
+            raise click.BadParameter(str(exc)) from None
+        return int(total * share / 100)
+    return _size_option(ctx, param, value)
+
+
+def _setups_option(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    names = [n.strip() for item in value for n in item.split(",") if n.strip()]
+    if not names:
+        return ALL_SETUPS
+    unknown = [n for n in names if n not in ALL_SETUPS]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown set-up {unknown[0]!r}; choose from {', '.join(ALL_SETUPS)}"
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def _env_option(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> dict[str, str]:
+    try:
+        return parse_env_assignments(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _output_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    # Checked before the audit runs: a typo must not cost a long measurement.
+    if value is None:
+        return None
+    if value.is_dir():
+        raise click.BadParameter(f"{value} is a directory")
+    parent = value.parent if str(value.parent) else Path(".")
+    if not parent.is_dir():
+        raise click.BadParameter(f"directory {parent} does not exist")
+    if param.name == "plot_path" and value.suffix.lower() not in (".png", ".svg"):
+        raise click.BadParameter("the plot file must end in .png or .svg")
+    return value
+
+
+def _fail(code: ExitCode, message: str) -> None:
+    click.echo(f"l0mem audit: error: {message}", err=True)
+    raise SystemExit(int(code))
+
+
+@contextmanager
+def _cancel_on_signals(cancel: threading.Event) -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into ``cancel`` so the running child can free cleanly."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        cancel.set()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class _Bars:
+    """Rich progress bars, one per set-up run, fed by the runner's events."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[int, TaskID] = {}
+
+    def __call__(self, event: RunEvent) -> None:
+        if event.kind == "plan":
+            for plan in event.plans:
+                self.tasks[id(plan)] = self.progress.add_task(
+                    escape(plan.label), total=max(plan.steps, 1), state=self._initial(plan)
+                )
+            return
+        if event.plan is None or id(event.plan) not in self.tasks:
+            return
+        task = self.tasks[id(event.plan)]
+        if event.kind == "start" and event.plan.skip_reason is None:
+            self.progress.update(task, state="running")
+        elif event.kind == "sample" and event.sample is not None and event.sample.phase == "alloc":
+            step = max(event.plan.step_bytes, 1)
+            done = -(-event.sample.device_bytes // step)
+            self.progress.update(
+                task, completed=done, state=format_bytes(event.sample.device_bytes)
+            )
+        elif event.kind == "end" and event.run is not None:
+            state = event.run.status
+            if event.run.status == "ok":
+                self.progress.update(task, completed=max(event.plan.steps, 1))
+            self.progress.update(task, state=state)
+
+    @staticmethod
+    def _initial(plan: SetupPlan) -> str:
+        return "skipped" if plan.skip_reason is not None else "waiting"
+
+
+def _fmt(value: float | None, spec: str = ".0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _yes_no(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "NO")
+
+
+def _summary_table(report: AuditReport) -> Table:
+    title = "l0mem audit"
+    if report.simulated:
+        title += " (SIMULATOR: simulated Level Zero driver, not hardware results)"
+    if not report.complete:
+        title += " (partial)"
+    table = Table(
+        title=escape(title),
+        title_justify="left",
+        caption="MiB/GiB: MiB of host memory per GiB of device memory (1024 is a 1:1 mirror)",
+        caption_justify="left",
+    )
+    for name in ("set-up", "status", "verdict", "MiB/GiB", "deciding signal", "released", "VmRSS"):
+        justify = "right" if name == "MiB/GiB" else "left"
+        table.add_column(name, justify=justify, no_wrap=name == "set-up")  # type: ignore[arg-type]
+    for run in report.runs:
+        res = run.result
+        if res is None:
+            table.add_row(escape(run.label), run.status, "-", "-", "-", "-", "-")
+            continue
+        rss = res.fit("proc.VmRSS")
+        if res.vmrss_would_miss:
+            rss_cell = "[bold]misses it[/]"
+        else:
+            rss_cell = _fmt(None if rss is None else rss.slope)
+        verdict = {"mirror": "[bold red]mirror[/]", "partial": "[yellow]partial[/]"}.get(
+            res.verdict, res.verdict
+        )
+        table.add_row(
+            escape(run.label),
+            run.status,
+            verdict,
+            _fmt(res.slope),
+            escape(res.deciding_signal or "-"),
+            _yes_no(res.released),
+            rss_cell,
+        )
+    return table
+
+
+def _signal_table(report: AuditReport, run: SetupRun) -> Table | None:
+    res = run.result
+    if res is None or not (res.host or res.device):
+        return None
+    priority = (report.analysis.priority if report.analysis else ()) + _EXTRA_SIGNALS
+    shown = [f for name in priority if (f := res.fit(name)) is not None]
+    shown += res.device
+    table = Table(title=escape(f"{run.label}: {res.verdict}"), title_justify="left")
+    for name in ("signal", "side", "MiB/GiB", "+/-", "R^2", "note"):
+        table.add_column(name, justify="right" if name in ("MiB/GiB", "+/-", "R^2") else "left")
+    for fit in shown:
+        if fit.signal == res.deciding_signal:
+            note = "deciding"
+        else:
+            note = res.passed_over.get(fit.signal, "")
+        table.add_row(
+            escape(fit.signal),
+            fit.side,
+            _fmt(fit.slope),
+            _fmt(fit.uncertainty),
+            _fmt(fit.r2, ".3f"),
+            escape(note),
+        )
+    return table
+
+
+def _remedy_table(report: AuditReport) -> Table | None:
+    effects = remedy_effects(report)
+    if not effects:
+        return None
+    table = Table(title="Remedies tried on the set-ups that mirrored", title_justify="left")
+    for name in ("set-up", "remedy", "environment", "status", "verdict", "MiB/GiB", "removes it"):
+        table.add_column(name)
+    for e in effects:
+        env = " ".join(f"{k}={v}" for k, v in e.env.items())
+        table.add_row(
+            escape(e.setup),
+            escape(e.remedy),
+            escape(env),
+            e.status,
+            e.verdict or "-",
+            _fmt(None if e.ratio is None else e.ratio * 1024),
+            "-" if e.removed is None else ("[bold green]yes[/]" if e.removed else "no"),
+        )
+    return table
+
+
+def render(report: AuditReport, console: Console) -> None:
+    """Print the audit's tables: summary, per-set-up signals, remedies, notes."""
+    console.print(_summary_table(report))
+    for run in report.runs:
+        table = _signal_table(report, run)
+        if table is not None:
+            console.print(table)
+    remedies = _remedy_table(report)
+    if remedies is not None:
+        console.print(remedies)
+    missed = [r.label for r in report.runs if r.result is not None and r.result.vmrss_would_miss]
+    if missed:
+        console.print(
+            escape(
+                "VmRSS alone would have missed the host memory taken by: "
+                + ", ".join(missed)
+                + " (the pages are the kernel's, not a mapping of the process)"
+            ),
+            soft_wrap=True,
+        )
+    on_cpu = [r.label for r in report.runs if any(d.get("device_type") == "cpu" for d in r.devices)]
+    if on_cpu:
+        console.print(
+            escape(
+                "On a CPU device, device memory is host memory: about 1024 MiB/GiB is expected "
+                "there (a positive control, not a mirror): " + ", ".join(on_cpu)
+            ),
+            soft_wrap=True,
+        )
+    for run in report.runs:
+        if run.status != "ok" and run.reason:
+            console.print(escape(f"{run.label}: {run.status}: {run.reason}"), soft_wrap=True)
+
+
+def _write_outputs(
+    report: AuditReport, json_path: Path | None, junit_path: Path | None, plot_path: Path | None
+) -> list[str]:
+    errors = []
+    for path, writer in (
+        (json_path, write_json),
+        (junit_path, write_junit),
+        (plot_path, write_plot),
+    ):
+        if path is None:
+            continue
+        try:
+            writer(report, path)
+        except (ReportWriteError, ReportFormatError, MissingDependencyError, ValueError) as exc:
+            errors.append(str(exc))
+    return errors
+
+
+def _exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
+    ran = [r for r in report.runs if r.status != "skipped"]
+    if not ran:
+        return ExitCode.NO_DEVICE
+    if all(r.status == "failed" for r in ran):
+        return ExitCode.DRIVER_ERROR
+    mirrored = any(r.result is not None and r.result.verdict in ("mirror", "partial") for r in ran)
+    if fail_on_mirror and mirrored:
+        return ExitCode.REGRESSION
+    return ExitCode.OK
+
+
+@click.command("audit", epilog=_EPILOG)
+@click.option(
+    "--setups",
+    "setups",
+    multiple=True,
+    callback=_setups_option,
+    metavar="NAMES",
+    help="Set-ups to run, comma-separated or repeated (default: all).",
+)
+@click.option(
+    "--device",
+    "devices",
+    type=click.IntRange(min=0),
+    multiple=True,
+    help="Level Zero device index, counting the devices of every driver in order (with one "
+    "driver: the index `l0mem info` shows); repeatable; the first owns the allocations "
+    "(default: every GPU).",
+)
+@click.option("--sycl-device", metavar="FILTER", help="SYCL device filter, e.g. level_zero:gpu:0.")
+@click.option(
+    "--size",
+    "size_bytes",
+    callback=_size_option,
+    metavar="SIZE",
+    help="Device memory each set-up allocates in total (default: the smaller of 4 GiB and "
+    "half the free device memory).",
+)
+@click.option(
+    "--steps", type=click.IntRange(3, 1000), default=8, show_default=True, help="Allocation steps."
+)
+@click.option(
+    "--floor",
+    "floor_bytes",
+    callback=_floor_option,
+    metavar="SIZE|PCT%",
+    help="MemAvailable never goes below this (default: the larger of 2 GiB and 10% of MemTotal).",
+)
+@click.option(
+    "--settle",
+    type=click.FloatRange(0.0, 60.0),
+    default=0.1,
+    show_default=True,
+    metavar="SECONDS",
+    help="Wait after each step before sampling.",
+)
+@click.option(
+    "--remedies", is_flag=True, help="Rerun set-ups that mirrored under known workarounds."
+)
+@click.option(
+    "--env",
+    "env",
+    multiple=True,
+    callback=_env_option,
+    metavar="KEY=VALUE",
+    help="A custom remedy: rerun set-ups that mirrored with these variables (repeatable).",
+)
+@click.option("--fail-on-mirror", is_flag=True, help="Exit 1 when a set-up mirrors.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    callback=_output_path,
+    help="Write the report as JSON (schema l0mem.audit/1).",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(path_type=Path),
+    callback=_output_path,
+    help="Write the report as JUnit XML (mirrors fail).",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(path_type=Path),
+    callback=_output_path,
+    help="Plot host memory against device memory (.png or .svg).",
+)
+def audit(
+    setups: tuple[str, ...],
+    devices: tuple[int, ...],
+    sycl_device: str | None,
+    size_bytes: int | None,
+    steps: int,
+    floor_bytes: int | None,
+    settle: float,
+    remedies: bool,
+    env: dict[str, str],
+    fail_on_mirror: bool,
+    json_path: Path | None,
+    junit_path: Path | None,
+    plot_path: Path | None,
+) -> None:
+    """Measure the host memory each set-up's device allocations cost, and say which mirror."""
+    if plot_path is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            _fail(ExitCode.USAGE, "--plot needs matplotlib: pip install 'l0mem[plot]'")
+    if sycl_device is not None:
+        from l0mem.sycl import parse_filter
+
+        try:
+            parse_filter(sycl_device)
+        except ValueError as exc:
+            _fail(ExitCode.USAGE, str(exc))
+    try:
+        options = AuditOptions(
+            setups=setups,
+            devices=devices,
+            sycl_device=sycl_device,
+            size_bytes=size_bytes,
+            steps=steps,
+            floor_bytes=floor_bytes,
+            remedies=remedies,
+            env=env,
+            settle_s=settle,
+        )
+    except ValueError as exc:
+        _fail(ExitCode.USAGE, str(exc))
+        return
+    # Off a terminal (CI logs, pipes) rich would wrap the tables at 80 columns.
+    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    err = Console(stderr=True, highlight=False)
+    cancel = threading.Event()
+    interrupted = False
+    columns: list[Any] = [
+        TextColumn("{task.description}", style="bold"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[state]}"),
+        TimeElapsedColumn(),
+    ]
+    try:
+        with _cancel_on_signals(cancel), Progress(*columns, console=err, transient=False) as bars:
+            report = run_audit(options, progress=_Bars(bars), cancel=cancel)
+    except AuditInterrupted as exc:
+        report, interrupted = exc.report, True
+    except NoDeviceError as exc:
+        _fail(ExitCode.NO_DEVICE, str(exc))
+        return
+    except MeminfoError as exc:
+        _fail(ExitCode.DRIVER_ERROR, str(exc))
+        return
+    errors = _write_outputs(report, json_path, junit_path, plot_path)
+    render(report, out)
+    if interrupted:
+        click.echo(
+            "l0mem audit: interrupted: device memory was freed, partial results kept", err=True
+        )
+    for message in errors:
+        click.echo(f"l0mem audit: error: {message}", err=True)
+    if interrupted:
+        raise SystemExit(int(ExitCode.INTERRUPTED))
+    if errors:
+        raise SystemExit(int(ExitCode.BAD_INPUT))
+    code = _exit_code(report, fail_on_mirror)
+    if code == ExitCode.NO_DEVICE:
+        click.echo("l0mem audit: error: every set-up was skipped (reasons above)", err=True)
+    raise SystemExit(int(code))

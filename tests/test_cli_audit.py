@@ -1,0 +1,199 @@
+"""``l0mem audit`` end to end: usage errors, outputs, exit codes, and Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import psutil
+import pytest
+from click.testing import CliRunner
+
+from l0mem.audit import read_json
+from l0mem.audit.runner import CHILD_MODULE
+from l0mem.cli.audit import audit, parse_size
+from tests.support import sim
+from tests.test_audit_runner import ATTEMPTS, disturbed
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli(
+    args: list[str], env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "l0mem", "audit", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _one_line_error(stderr: str) -> str:
+    lines = [ln for ln in stderr.strip().splitlines() if ln.startswith("l0mem audit: error:")]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--size", "lots"], "not a size"),
+        (["--setups", "l0,bogus"], "unknown set-up 'bogus'"),
+        (["--env", "NOEQUALS"], "expected KEY=VALUE"),
+        (["--env", "1BAD=x"], "not an environment variable name"),
+        (["--plot", "out.txt"], "must end in .png or .svg"),
+        (["--json", "/nonexistent-dir/r.json"], "does not exist"),
+        (["--floor", "150%"], "percentage"),
+        (["--steps", "2"], "2 is not in the range"),
+        (["--sycl-device", "bogus:gpu"], "unknown backend"),
+    ],
+)
+def test_usage_errors_exit_2_before_anything_runs(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(audit, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_parse_size_accepts_binary_units() -> None:
+    assert parse_size("4GiB") == 4 << 30
+    assert parse_size("512M") == 512 << 20
+    assert parse_size("1.5g") == 3 << 29
+    assert parse_size("4096") == 4096
+    with pytest.raises(ValueError):
+        parse_size("4 parsecs")
+
+
+def test_no_device_at_all_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    env = sim.sim_env(devices=0)
+    env["OCL_ICD_FILENAMES"] = str(tmp_path / "no-such-icd.so")
+    result = _cli(["--json", str(tmp_path / "r.json")], env)
+    assert result.returncode == 3, result.stderr
+    assert "no device to audit" in _one_line_error(result.stderr)
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_every_setup_skipped_writes_the_reasons_and_exits_3(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    result = _cli(["--setups", "l0-multi", "--json", str(out)], sim.sim_env(devices=1))
+    assert result.returncode == 3, result.stderr
+    (run,) = read_json(out).runs
+    assert run.status == "skipped" and "at least 2" in (run.reason or "")
+    assert "at least 2" in result.stdout
+
+
+def test_full_audit_writes_json_junit_plot_and_fails_on_mirror(tmp_path: Path) -> None:
+    paths = {
+        "--json": tmp_path / "a.json",
+        "--junit": tmp_path / "a.xml",
+        "--plot": tmp_path / "a.svg",
+    }
+    args = ["--setups", "l0,l0-peer-resident", "--size", "512MiB", "--steps", "8", "--settle", "0"]
+    args += ["--fail-on-mirror"] + [str(x) for pair in paths.items() for x in pair]
+    env = sim.sim_env(mirror="peer-resident")
+    for _ in range(ATTEMPTS):
+        result = _cli(args, env)
+        report = read_json(paths["--json"])
+        if not disturbed(report):
+            break
+    runs = {r.setup: r for r in report.runs}
+    assert runs["l0"].result is not None and runs["l0"].result.verdict == "clean"
+    peer = runs["l0-peer-resident"].result
+    assert peer is not None and peer.verdict == "mirror"
+    assert result.returncode == 1, result.stderr
+    assert report.complete and report.simulated
+    assert "SIMULATOR" in result.stdout
+    assert (
+        "VmRSS alone would have missed the host memory taken by: l0-peer-resident" in result.stdout
+    )
+    # JUnit: the mirror is a failure, the clean set-up passes.
+    suite = ET.parse(paths["--junit"]).getroot().find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["l0-peer-resident"].find("failure") is not None
+    assert cases["l0"].find("failure") is None
+    assert "<svg" in paths["--plot"].read_text()
+
+
+def _run_children(parent: psutil.Process) -> list[psutil.Process]:
+    found = []
+    for p in parent.children(recursive=True):
+        try:
+            cmdline = p.cmdline()
+        except psutil.Error:
+            continue
+        if CHILD_MODULE in cmdline and "run" in cmdline:
+            found.append(p)
+    return found
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_frees_device_memory_writes_partial_report_and_exits_130(tmp_path: Path) -> None:
+    out = tmp_path / "partial.json"
+    args = ["--setups", "l0-peer-resident,l0", "--size", "512MiB", "--steps", "16"]
+    args += ["--settle", "0.4", "--json", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "l0mem", "audit", *args],
+        env=sim.sim_env(mirror="peer-resident"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell job would have
+    )
+    try:
+        parent = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 60
+        while not _run_children(parent):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the audit never started a set-up"
+            time.sleep(0.05)
+        # Idle samples take 2 s at this settle time; interrupt a few steps into allocating.
+        time.sleep(3.5)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    report = read_json(out)
+    assert report.complete is False
+    (run,) = report.runs  # the second set-up never started
+    assert run.status == "interrupted"
+    alloc = [s for s in run.samples if s.phase == "alloc"]
+    assert alloc, "the interrupt came before any allocation"
+    # The child freed every allocation it made (one per step) and said so...
+    assert run.reason is not None
+    assert f"freed {len(alloc)} allocation(s)" in run.reason
+    # ...and the device's own count went back to its idle value.
+    idle = [s for s in run.samples if s.phase == "idle"]
+    freed = [s for s in run.samples if s.phase == "freed"]
+    assert freed and freed[-1].values["sysman.0.used"] == idle[0].values["sysman.0.used"]
+    assert alloc[-1].values["sysman.0.used"] > idle[0].values["sysman.0.used"]
+    assert not _group_alive(proc.pid), "a process of the audit outlived it"
+    assert "l0-peer-resident" in stdout
+
+
+def test_help_lists_setups_and_exit_codes() -> None:
+    result = CliRunner().invoke(audit, ["--help"])
+    assert result.exit_code == 0
+    for text in ("l0-peer-resident", "sycl-single", "130", "--fail-on-mirror", "--remedies"):
+        assert text in result.output

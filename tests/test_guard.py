@@ -1,0 +1,117 @@
+"""The safety guard: the audit never lets MemAvailable fall below the floor.
+
+Unit tests of the arithmetic, then the two guards end to end against a
+simulated 1:1 mirror: the child refusing the next step, and the parent
+stopping a child whose host memory crossed the floor anyway.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from l0mem.audit import AuditOptions, Guard, discover, plan_audit, run_audit, run_setup
+from l0mem.audit.guard import (
+    DEFAULT_FLOOR_MIN,
+    MeminfoError,
+    default_floor,
+    mem_available,
+    read_meminfo,
+)
+from tests.test_audit_runner import (  # noqa: F401  (simulator is a fixture)
+    ATTEMPTS,
+    GIB,
+    MIB,
+    disturbed,
+    simulator,
+)
+
+
+def test_default_floor_is_the_larger_of_2gib_and_a_tenth_of_memtotal() -> None:
+    assert default_floor(8 * GIB) == DEFAULT_FLOOR_MIN == 2 * GIB
+    assert default_floor(64 * GIB) == int(6.4 * GIB)
+
+
+def test_refuse_step_assumes_a_full_mirror() -> None:
+    guard = Guard(floor_bytes=4 * GIB)
+    assert guard.refuse_step(available=6 * GIB, step_bytes=2 * GIB) is None
+    why = guard.refuse_step(available=6 * GIB, step_bytes=2 * GIB + 1)
+    assert why is not None and "would fall below the floor 4.00 GiB" in why
+    half = Guard(floor_bytes=4 * GIB, worst_ratio=0.5)
+    assert half.refuse_step(available=6 * GIB, step_bytes=4 * GIB) is None
+
+
+def test_breached_only_below_the_floor() -> None:
+    guard = Guard(floor_bytes=3 * GIB)
+    assert guard.breached(3 * GIB) is None
+    why = guard.breached(3 * GIB - 1)
+    assert why is not None and "fell to" in why
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"floor_bytes": -1},
+        {"floor_bytes": 1, "worst_ratio": -0.5},
+        {"floor_bytes": 1, "grace_s": 0},
+    ],
+)
+def test_guard_rejects_settings_that_disable_it(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        Guard(**kwargs)
+
+
+def test_guard_floor_must_be_bytes() -> None:
+    with pytest.raises(TypeError):
+        Guard(floor_bytes=2.5)  # type: ignore[arg-type]
+
+
+def test_meminfo_errors_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(MeminfoError, match="cannot read"):
+        read_meminfo(str(tmp_path))
+    (tmp_path / "meminfo").write_text("MemTotal: 1000 kB\n")
+    with pytest.raises(MeminfoError, match="no MemAvailable field"):
+        read_meminfo(str(tmp_path))
+    (tmp_path / "meminfo").write_text("MemTotal: 1000 kB\nMemAvailable: 500 kB\n")
+    assert mem_available(str(tmp_path)) == 500 * 1024
+    assert Guard.for_host(proc_root=str(tmp_path)).floor_bytes == DEFAULT_FLOOR_MIN
+
+
+def test_child_guard_stops_a_full_mirror_early_with_a_verdict(simulator: Any) -> None:  # noqa: F811
+    simulator(mirror="all")
+    step = 64 * MIB
+    options = AuditOptions(setups=("l0",), size_bytes=32 * step, steps=32, settle_s=0.0)
+    for _ in range(ATTEMPTS):
+        # Room for about ten steps at 1:1 above the floor, against a target of 32.
+        floor = mem_available() - 10 * step
+        report = run_audit(options, guard=Guard(floor_bytes=floor))
+        if not disturbed(report):
+            break
+    (run,) = report.runs
+    assert run.status == "stopped-early"
+    assert run.reason is not None
+    # The child refused the step itself: nothing was killed, and it freed what it held.
+    assert "would fall below the floor" in run.reason
+    assert "freed" in run.reason and "killed" not in run.reason
+    alloc = [s for s in run.samples if s.phase == "alloc"]
+    assert 3 <= len(alloc) < 32
+    assert run.samples[-1].phase == "freed"
+    assert run.result is not None and run.result.verdict == "mirror", run.reason
+    assert not report.complete
+
+
+def test_parent_stops_a_child_that_crosses_the_floor(simulator: Any) -> None:  # noqa: F811
+    simulator(mirror="all")
+    step = 64 * MIB
+    options = AuditOptions(setups=("l0",), size_bytes=32 * step, steps=32, settle_s=0.3)
+    (plan,) = plan_audit(options, discover(options), floor_bytes=0)  # the child never refuses
+    guard = Guard(floor_bytes=mem_available() - 4 * step, grace_s=20.0)
+    run = run_setup(plan, guard=guard)
+    assert run.status == "stopped-early"
+    assert run.reason is not None and run.reason.startswith("safety guard: MemAvailable fell to")
+    # SIGTERM, not SIGKILL: the child freed its allocations and reported it.
+    assert "freed" in run.reason and "killed" not in run.reason
+    assert sum(s.phase == "alloc" for s in run.samples) < 32
+    assert run.samples[-1].phase == "freed"
