@@ -444,3 +444,22 @@ def test_memavailable_may_still_show_a_mirror_with_per_cpu_readings() -> None:
     res = analyze_run(run)
     assert res.verdict == "mirror"
     assert res.deciding_signal == "meminfo.MemAvailable"
+
+
+def test_released_is_not_judged_for_a_clean_run() -> None:
+    # A clean run took nothing, so drift after free must not read as memory kept.
+    run = synthetic_run(0.0)
+    drifted = [
+        dataclasses.replace(
+            s,
+            values={
+                k: v - 30 * MIB if k.startswith("meminfo.Mem") else v for k, v in s.values.items()
+            },
+        )
+        if s.phase == "freed"
+        else s
+        for s in run.samples
+    ]
+    res = analyze_run(dataclasses.replace(run, samples=drifted))
+    assert res.verdict == "clean"
+    assert res.released is None

@@ -266,7 +266,8 @@ def analyze_run(run: SetupRun, config: AnalysisConfig = DEFAULT_CONFIG) -> Setup
         host=host,
         device=device,
         passed_over=passed_over,
-        released=_released(chosen, max_device / GIB, config),
+        # Nothing was taken in a clean run, so there is nothing to give back.
+        released=None if verdict == "clean" else _released(chosen, max_device / GIB, config),
         vmrss_would_miss=vmrss_would_miss,
         max_device_bytes=max_device,
     )

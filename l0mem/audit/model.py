@@ -335,7 +335,7 @@ class SetupAnalysis:
     host: list[SignalFit]
     device: list[SignalFit]
     passed_over: dict[str, str]  # prioritised signal -> why it did not decide
-    released: bool | None  # host memory came back after free; None when unknown
+    released: bool | None  # host memory came back after free; None when unknown or clean
     vmrss_would_miss: bool  # VmRSS alone would have called this run clean
     max_device_bytes: int
 
