@@ -277,7 +277,8 @@ def test_every_mirror_mode_gets_the_right_verdict_and_slope(
         assert res is not None and res.slope is not None, run.setup
         assert res.verdict == classify(expected), (run.setup, res.reason)
         assert abs(res.slope - expected * 1024) <= TOLERANCE, (run.setup, res.reason)
-        assert res.released is True, run.setup
+        # A clean run took nothing, so whether it gave memory back is not judged.
+        assert res.released is (True if expected > 0 else None), run.setup
         if expected > 0:
             # The mirror is kernel-side (a memfd, never mapped): RSS does not see it.
             rss = res.fit("proc.VmRSS")
