@@ -134,3 +134,22 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release every queue, context and allocation the backend still holds."""
         ...
+
+
+MAX_FILL_PATTERN = 128
+
+
+def check_fill(pattern: bytes, nbytes: int) -> None:
+    """Raise ValueError unless ``pattern`` can fill ``nbytes`` on every backend.
+
+    Level Zero takes patterns whose size is a power of two up to the device's
+    limit (128 bytes on Intel GPUs) and sizes that are a multiple of it; both
+    backends apply the same rule so that code written for one runs on the other.
+    """
+    size = len(pattern)
+    if size == 0 or size & (size - 1) or size > MAX_FILL_PATTERN:
+        raise ValueError(
+            f"fill pattern size must be a power of two from 1 to {MAX_FILL_PATTERN}, got {size}"
+        )
+    if nbytes % size:
+        raise ValueError(f"fill size {nbytes} is not a multiple of the {size}-byte pattern")
