@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from tests.support import sim
+from tests.support.cli import no_driver_env, run_json, run_json_on_sycl_cpu_pair, run_l0mem
 
-REPO = Path(__file__).resolve().parents[1]
 
-
-def _cli(args, env, timeout=120):
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "l0mem", "allreduce", *args],
-            env={**env, "COLUMNS": "160"},
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"l0mem allreduce {' '.join(args)} hung (killed after {timeout} s)")
+def _cli(args, env):
+    return run_l0mem("allreduce", args, env)
 
 
 def _check_report(data, n_dev, sizes, threshold):
@@ -56,22 +38,13 @@ def _check_report(data, n_dev, sizes, threshold):
 def test_simulator(tmp_path, n_dev):
     out = tmp_path / "ar.json"
     sizes = [7, 100, 1001]
-    proc = _cli(
-        [
-            "--sizes",
-            ",".join(map(str, sizes)),
-            "--threshold",
-            "100",
-            "--reps",
-            "2",
-            "--json",
-            str(out),
-        ],
+    proc, data = run_json(
+        "allreduce",
+        ["--sizes", ",".join(map(str, sizes)), "--threshold", "100", "--reps", "2"],
         sim.sim_env(devices=n_dev),
+        out,
     )
-    assert proc.returncode == 0, proc.stderr
     assert "simulator" in proc.stdout
-    data = json.loads(out.read_text())
     assert data["simulated"] is True and data["backend"] == "l0"
     rows = _check_report(data, n_dev, sizes, 100)
     assert {r["algorithm"] for r in rows.values()} == {"pair" if n_dev == 2 else "ring"}
@@ -80,12 +53,12 @@ def test_simulator(tmp_path, n_dev):
 
 def test_simulator_without_peers_stages(tmp_path):
     out = tmp_path / "ar.json"
-    proc = _cli(
-        ["--sizes", "64", "--threshold", "32", "--reps", "1", "--json", str(out)],
+    _, data = run_json(
+        "allreduce",
+        ["--sizes", "64", "--threshold", "32", "--reps", "1"],
         sim.sim_env(devices=3, peers="none"),
+        out,
     )
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(out.read_text())
     assert set(data["routes"].values()) == {"staged"}
     for r in data["results"]:
         assert r["staged_copies"] == r["copies"] > 0
@@ -93,39 +66,19 @@ def test_simulator_without_peers_stages(tmp_path):
 
 def test_simulator_device_count(tmp_path):
     out = tmp_path / "ar.json"
-    proc = _cli(
-        ["--devices", "2", "--sizes", "10", "--reps", "1", "--json", str(out)],
-        sim.sim_env(devices=4),
+    _, data = run_json(
+        "allreduce", ["--devices", "2", "--sizes", "10", "--reps", "1"], sim.sim_env(devices=4), out
     )
-    assert proc.returncode == 0, proc.stderr
-    assert len(json.loads(out.read_text())["devices"]) == 2
+    assert len(data["devices"]) == 2
 
 
 @pytest.mark.sycl
 def test_sycl_cpu_sub_devices(tmp_path):
     out = tmp_path / "ar.json"
     sizes = [33, 512]
-    proc = _cli(
-        [
-            "--backend",
-            "sycl",
-            "--sub-devices",
-            "2",
-            "--sizes",
-            "33,512",
-            "--threshold",
-            "512",
-            "--reps",
-            "2",
-            "--json",
-            str(out),
-        ],
-        dict(os.environ),
+    data = run_json_on_sycl_cpu_pair(
+        "allreduce", ["--sizes", "33,512", "--threshold", "512", "--reps", "2"], out
     )
-    if proc.returncode == 3 and "compute units" in proc.stderr:
-        pytest.skip(proc.stderr.strip())
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(out.read_text())
     assert data["backend"] == "sycl" and data["simulated"] is False
     _check_report(data, 2, sizes, 512)
     assert set(data["routes"].values()) == {"staged"}
@@ -147,7 +100,6 @@ def test_errors(args, devices, code, needle):
 
 
 def test_no_driver_is_exit_3():
-    env = {**os.environ, "ZE_ENABLE_ALT_DRIVERS": "/nonexistent/libze_none.so"}
-    proc = _cli(["--sizes", "8"], env)
+    proc = _cli(["--sizes", "8"], no_driver_env())
     assert proc.returncode == 3
     assert len(proc.stderr.strip().splitlines()) == 1

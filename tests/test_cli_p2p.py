@@ -2,43 +2,25 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from tests.support import sim
+from tests.support.cli import no_driver_env, run_json, run_json_on_sycl_cpu_pair, run_l0mem
 
-REPO = Path(__file__).resolve().parents[1]
 
-
-def _cli(args, env, timeout=120):
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "l0mem", "p2p", *args],
-            env={**env, "COLUMNS": "160"},
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"l0mem p2p {' '.join(args)} hung (killed after {timeout} s)")
+def _cli(args, env):
+    return run_l0mem("p2p", args, env)
 
 
 def test_simulator_three_devices_partial_peers(tmp_path):
     out = tmp_path / "p2p.json"
-    proc = _cli(
-        ["--sizes", "4K,64K", "--reps", "3", "--warmup", "1", "--json", str(out)],
+    proc, data = run_json(
+        "p2p",
+        ["--sizes", "4K,64K", "--reps", "3", "--warmup", "1"],
         sim.sim_env(devices=3, peers="0>1,1>0"),
+        out,
     )
-    assert proc.returncode == 0, proc.stderr
     assert "simulator" in proc.stdout
-    data = json.loads(out.read_text())
     assert data["schema"] == "l0mem.p2p/1" and data["backend"] == "l0" and data["simulated"]
     assert [d["index"] for d in data["devices"]] == [0, 1, 2]
     assert data["sizes"] == [4096, 65536] and data["reps"] == 3
@@ -69,25 +51,7 @@ def test_simulator_device_selection():
 @pytest.mark.sycl
 def test_sycl_cpu_sub_devices(tmp_path):
     out = tmp_path / "p2p.json"
-    proc = _cli(
-        [
-            "--backend",
-            "sycl",
-            "--sub-devices",
-            "2",
-            "--sizes",
-            "64K",
-            "--reps",
-            "2",
-            "--json",
-            str(out),
-        ],
-        dict(os.environ),
-    )
-    if proc.returncode == 3 and "compute units" in proc.stderr:
-        pytest.skip(proc.stderr.strip())
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(out.read_text())
+    data = run_json_on_sycl_cpu_pair("p2p", ["--sizes", "64K", "--reps", "2"], out)
     assert data["backend"] == "sycl" and not data["simulated"]
     assert any("CPU" in n for n in data["notes"])
     kinds = {(c["kind"], c["src"], c["dst"]): c for c in data["copies"]}
@@ -112,8 +76,7 @@ def test_bad_options(args, code, needle):
 
 
 def test_no_driver_is_exit_3():
-    env = {**os.environ, "ZE_ENABLE_ALT_DRIVERS": "/nonexistent/libze_none.so"}
-    proc = _cli(["--sizes", "4K"], env)
+    proc = _cli(["--sizes", "4K"], no_driver_env())
     assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("l0mem p2p:")

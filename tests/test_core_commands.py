@@ -11,31 +11,12 @@ import pytest
 import l0mem.core as core
 from l0mem.bf16 import bf16_to_f32, f32_to_bf16
 from l0mem.kernels import spirv_bytes
-from tests.support import ze_session
+from tests.support import core_fixtures
 
-
-@pytest.fixture(scope="module")
-def sim():
-    return ze_session.simulator()
-
-
-@pytest.fixture
-def clean(sim):
-    ze_session.reset(sim)
-    yield sim
-    ze_session.reset(sim)
-
-
-@pytest.fixture(scope="module")
-def driver(sim):
-    return core.drivers()[0]
-
-
-@pytest.fixture
-def ctx(clean, driver):
-    c = driver.create_context()
-    yield c
-    c.close()
+sim = core_fixtures.sim
+clean = core_fixtures.clean
+driver = core_fixtures.driver
+ctx = core_fixtures.ctx
 
 
 @pytest.fixture
@@ -312,3 +293,56 @@ def test_kernel_argument_as_raw_bytes(ctx, dev):
     np.testing.assert_array_equal(out, 2 * x)
     with pytest.raises(TypeError, match="unsupported"):
         k.set_arg(0, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("parent", "make", "destroy"),
+    [
+        (None, lambda c, d, p: c.allocate_device(d, 4096), "zeMemFree"),
+        (None, lambda c, d, p: c.command_list(d), "zeCommandListDestroy"),
+        (None, lambda c, d, p: c.command_queue(d), "zeCommandQueueDestroy"),
+        (None, lambda c, d, p: c.event_pool(2), "zeEventPoolDestroy"),
+        (None, lambda c, d, p: c.create_module(d, spirv_bytes()), "zeModuleDestroy"),
+        (lambda c, d: c.event_pool(2), lambda c, d, p: p.event(1), "zeEventDestroy"),
+        (lambda c, d: c.command_queue(d), lambda c, d, p: p.fence(), "zeFenceDestroy"),
+        (
+            lambda c, d: c.create_module(d, spirv_bytes()),
+            lambda c, d, p: p.kernel("l0mem_f32_add"),
+            "zeKernelDestroy",
+        ),
+    ],
+)
+def test_handle_is_released_when_the_context_cannot_track_it(
+    ctx, clean, dev, monkeypatch, parent, make, destroy
+):
+    from l0mem.core import _raw
+
+    owner = parent(ctx, dev) if parent is not None else None
+    calls = []
+    real_call = _raw.call
+
+    def record(name, *args):
+        calls.append(name)
+        real_call(name, *args)
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("tracker refused")
+
+    monkeypatch.setattr(_raw, "call", record)
+    monkeypatch.setattr(ctx._tracker, "add", refuse)
+    with pytest.raises(RuntimeError, match="tracker refused"):
+        make(ctx, dev, owner)
+    assert calls[-1] == destroy
+    assert clean.device_used(0) == 0
+
+
+def test_closed_wait_event_is_reported_before_a_closed_allocation(ctx, dev):
+    cl = ctx.immediate_command_list(dev)
+    a, b = ctx.allocate_device(dev, 64), ctx.allocate_device(dev, 64)
+    ev = ctx.event_pool(1).event(0)
+    a.close()
+    ev.close()
+    with pytest.raises(ValueError, match="closed event"):
+        cl.copy(a, b, wait_for=[ev])
+    with pytest.raises(ValueError, match="DeviceAllocation is closed"):
+        cl.copy(a, b)

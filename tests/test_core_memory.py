@@ -12,31 +12,12 @@ import pytest
 
 import l0mem.core as core
 from l0mem._ze import errors
-from tests.support import ze_session
+from tests.support import core_fixtures
 
-
-@pytest.fixture(scope="module")
-def sim():
-    return ze_session.simulator()
-
-
-@pytest.fixture
-def clean(sim):
-    ze_session.reset(sim)
-    yield sim
-    ze_session.reset(sim)
-
-
-@pytest.fixture(scope="module")
-def driver(sim):
-    return core.drivers()[0]
-
-
-@pytest.fixture
-def ctx(clean, driver):
-    c = driver.create_context()
-    yield c
-    c.close()
+sim = core_fixtures.sim
+clean = core_fixtures.clean
+driver = core_fixtures.driver
+ctx = core_fixtures.ctx
 
 
 def used(sim, n=4):

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class ExitCode(enum.IntEnum):
@@ -16,3 +25,185 @@ class ExitCode(enum.IntEnum):
     MISMATCH = 5  # inputs are well-formed but cannot be compared
     DRIVER_ERROR = 6  # the driver or runtime failed while working
     INTERRUPTED = 130  # Ctrl-C: device memory was freed, partial results written
+
+
+class Unavailable(Exception):
+    """The requested backend or devices cannot be used here."""
+
+
+def notice(command: str, message: str) -> None:
+    """Print the one line ``l0mem COMMAND: MESSAGE`` on stderr."""
+    click.echo(f"l0mem {command}: {message}", err=True)
+
+
+def fail(command: str, code: ExitCode, message: str) -> NoReturn:
+    """Print a one-line error for ``command`` and exit with ``code``."""
+    notice(command, message)
+    raise SystemExit(int(code))
+
+
+@contextlib.contextmanager
+def measuring(command: str) -> Iterator[None]:
+    """Turn a failure while ``command`` measures into its one-line error and exit code."""
+    try:
+        yield
+    except Unavailable as err:
+        fail(command, ExitCode.NO_DEVICE, str(err))
+    except KeyboardInterrupt:
+        fail(command, ExitCode.INTERRUPTED, "interrupted; device memory was freed")
+    except click.ClickException:
+        raise
+    except MemoryError as err:
+        fail(command, ExitCode.DRIVER_ERROR, f"out of device memory: {err}")
+    except Exception as err:
+        fail(command, ExitCode.DRIVER_ERROR, f"{type(err).__name__}: {err}".splitlines()[0])
+
+
+# Options of the commands that measure on a backend (p2p, allreduce).
+backend_option = click.option(
+    "--backend",
+    type=click.Choice(["l0", "sycl"]),
+    default="l0",
+    show_default=True,
+    help="Level Zero binding or SYCL (dpctl).",
+)
+sub_devices_option = click.option(
+    "--sub-devices",
+    type=click.IntRange(min=2),
+    help="SYCL: partition the selected device into N sub-devices (e.g. a CPU without GPUs).",
+)
+json_option = click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the results as JSON to PATH.",
+)
+
+
+def device_option(default_note: str = "") -> Callable[[_F], _F]:
+    """Return the repeatable ``--device`` option; ``default_note`` ends its help text."""
+    text = "Level Zero device index (or comma list) or SYCL filter string; repeatable."
+    return click.option(
+        "--device",
+        "device_specs",
+        multiple=True,
+        help=f"{text} {default_note}" if default_note else text,
+    )
+
+
+def sizes_option(value: str, param_hint: str) -> list[int]:
+    """Return the parsed size list of an option value or raise click.BadParameter."""
+    from l0mem.p2p import parse_sizes
+
+    try:
+        return parse_sizes(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint=param_hint) from None
+
+
+def _l0_devices(specs: Sequence[str]) -> list[Any]:
+    from l0mem._ze.errors import LoaderError, UninitializedError
+    from l0mem.core import drivers
+
+    try:
+        found = drivers()
+    except (LoaderError, UninitializedError) as err:
+        raise Unavailable(f"no usable Level Zero driver: {err}") from None
+    devs = found[0].devices() if found else []
+    if not devs:
+        raise Unavailable("no Level Zero device found")
+    if not specs:
+        return list(devs)
+    chosen = []
+    for spec in specs:
+        for part in spec.split(","):
+            part = part.strip()
+            if not part.isdigit() or int(part) >= len(devs):
+                raise click.BadParameter(
+                    f"expected a Level Zero device index 0..{len(devs) - 1}, got {part!r}",
+                    param_hint="--device",
+                )
+            if devs[int(part)] in chosen:
+                raise click.BadParameter(f"device {part} given twice", param_hint="--device")
+            chosen.append(devs[int(part)])
+    return chosen
+
+
+def _sycl_devices(specs: Sequence[str], sub_devices: int | None) -> list[Any]:
+    from l0mem.sycl import SyclUnavailableError, find_devices, load_dpctl, parse_filter
+
+    try:
+        dpctl = load_dpctl()
+    except SyclUnavailableError as err:
+        raise Unavailable(str(err)) from None
+    chosen: list[Any] = []
+    for spec in specs:
+        try:
+            parse_filter(spec)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="--device") from None
+        found = find_devices(spec)
+        if not found:
+            raise Unavailable(f"no SYCL device matches {spec!r}")
+        chosen.append(found[0])
+    if not chosen:
+        chosen = list(dpctl.get_devices(backend="level_zero", device_type="gpu"))
+        if not chosen:
+            try:
+                chosen = [dpctl.select_default_device()]
+            except Exception as err:
+                raise Unavailable(f"no SYCL device found: {err}") from None
+    if sub_devices is None:
+        return chosen
+    if len(chosen) != 1:
+        raise click.UsageError("--sub-devices partitions one device: select exactly one")
+    root = chosen[0]
+    units = int(root.max_compute_units)
+    per = units // sub_devices
+    if per < 1:
+        raise click.BadParameter(
+            f"{root.name.strip()} has {units} compute units, too few for {sub_devices} sub-devices",
+            param_hint="--sub-devices",
+        )
+    try:
+        return list(root.create_sub_devices(partition=[per] * sub_devices))
+    except Exception as err:
+        raise Unavailable(f"cannot partition {root.name.strip()}: {err}") from None
+
+
+@contextlib.contextmanager
+def open_backend(
+    kind: str, specs: Sequence[str] = (), sub_devices: int | None = None
+) -> Iterator[Any]:
+    """Yield an open backend ("l0" or "sycl") over the selected devices; close it afterwards."""
+    backend: Any
+    if kind == "sycl":
+        from l0mem.sycl import SyclBackend
+
+        devs = _sycl_devices(specs, sub_devices)
+        backend = SyclBackend(devs, profiling=True)
+    else:
+        if sub_devices is not None:
+            raise click.UsageError("--sub-devices applies to --backend sycl only")
+        from l0mem.core.backend import LevelZeroBackend
+
+        backend = LevelZeroBackend(_l0_devices(specs), context="multi")
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (raises OSError on failure)."""
+    from l0mem.audit.report import atomic_write_bytes
+
+    atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def save_json(command: str, path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as JSON to ``path`` atomically, or fail ``command`` with BAD_INPUT."""
+    try:
+        write_json(path, data)
+    except OSError as err:
+        fail(command, ExitCode.BAD_INPUT, str(err))

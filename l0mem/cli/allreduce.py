@@ -39,8 +39,19 @@ from rich.markup import escape
 from rich.table import Table
 
 from l0mem import __version__
-from l0mem.cli._common import ExitCode
-from l0mem.cli.p2p import Unavailable, fail, open_backend, sizes_option, write_json
+from l0mem.cli._common import (
+    ExitCode,
+    Unavailable,
+    backend_option,
+    device_option,
+    fail,
+    json_option,
+    measuring,
+    open_backend,
+    save_json,
+    sizes_option,
+    sub_devices_option,
+)
 
 SCHEMA = "l0mem.allreduce/1"
 
@@ -233,30 +244,15 @@ def render(report: dict[str, Any], console: Console) -> None:
 
 
 @click.command()
-@click.option(
-    "--backend",
-    type=click.Choice(["l0", "sycl"]),
-    default="l0",
-    show_default=True,
-    help="Level Zero binding or SYCL (dpctl).",
-)
+@backend_option
 @click.option(
     "--devices",
     "count",
     type=click.IntRange(min=2),
     help="Use the first N devices (default: all).",
 )
-@click.option(
-    "--device",
-    "device_specs",
-    multiple=True,
-    help="Level Zero device index (or comma list) or SYCL filter string; repeatable.",
-)
-@click.option(
-    "--sub-devices",
-    type=click.IntRange(min=2),
-    help="SYCL: partition the selected device into N sub-devices (e.g. a CPU without GPUs).",
-)
+@device_option()
+@sub_devices_option
 @click.option(
     "--sizes",
     default="4K,32K,1M,16M",
@@ -280,12 +276,7 @@ def render(report: dict[str, Any], console: Console) -> None:
 @click.option("--reps", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the results as JSON to PATH.",
-)
+@json_option
 def allreduce(
     backend: str,
     count: int | None,
@@ -301,41 +292,27 @@ def allreduce(
 ) -> None:
     """Time the FP32 and BF16-compressed all-reduce and check its sums against FP64."""
     size_list = sizes_option(sizes, "--sizes")
-    try:
-        with open_backend(backend, device_specs, sub_devices) as b:
-            available = b.device_count()
-            want = available if count is None else count
-            if want > available or available < 2:
-                raise Unavailable(
-                    f"all-reduce needs {max(want, 2)} devices, {available} available"
-                    + (" (SYCL: try --sub-devices 2)" if backend == "sycl" else "")
-                )
-            report = measure(
-                b,
-                list(range(want)),
-                size_list,
-                threshold=threshold,
-                reps=reps,
-                warmup=warmup,
-                seed=seed,
-                transport=transport,
+    with measuring("allreduce"), open_backend(backend, device_specs, sub_devices) as b:
+        available = b.device_count()
+        want = available if count is None else count
+        if want > available or available < 2:
+            raise Unavailable(
+                f"all-reduce needs {max(want, 2)} devices, {available} available"
+                + (" (SYCL: try --sub-devices 2)" if backend == "sycl" else "")
             )
-    except Unavailable as err:
-        fail("allreduce", ExitCode.NO_DEVICE, str(err))
-    except KeyboardInterrupt:
-        fail("allreduce", ExitCode.INTERRUPTED, "interrupted; device memory was freed")
-    except click.ClickException:
-        raise
-    except MemoryError as err:
-        fail("allreduce", ExitCode.DRIVER_ERROR, f"out of device memory: {err}")
-    except Exception as err:
-        fail("allreduce", ExitCode.DRIVER_ERROR, f"{type(err).__name__}: {err}".splitlines()[0])
+        report = measure(
+            b,
+            list(range(want)),
+            size_list,
+            threshold=threshold,
+            reps=reps,
+            warmup=warmup,
+            seed=seed,
+            transport=transport,
+        )
     render(report, Console())
     if json_path is not None:
-        try:
-            write_json(json_path, report)
-        except OSError as err:
-            fail("allreduce", ExitCode.BAD_INPUT, str(err))
+        save_json("allreduce", json_path, report)
     if not report["ok"]:
         fail(
             "allreduce",

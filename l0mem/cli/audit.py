@@ -6,11 +6,11 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -31,7 +31,7 @@ from l0mem.audit.report import (
 )
 from l0mem.audit.runner import AuditInterrupted, RunEvent, run_audit
 from l0mem.audit.setups import AuditOptions, NoDeviceError, SetupPlan
-from l0mem.cli._common import ExitCode
+from l0mem.cli._common import ExitCode, fail, notice
 
 _EPILOG = f"""\b
 Set-ups: {", ".join(ALL_SETUPS)}.
@@ -45,6 +45,8 @@ Exit codes:
   {ExitCode.DRIVER_ERROR:<3d} every set-up that ran failed (driver or runtime error)
   {ExitCode.INTERRUPTED:<3d} interrupted: device memory was freed, the partial report written
 """
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
@@ -126,9 +128,15 @@ def _output_path(ctx: click.Context, param: click.Parameter, value: Path | None)
     return value
 
 
-def _fail(code: ExitCode, message: str) -> None:
-    click.echo(f"l0mem audit: error: {message}", err=True)
-    raise SystemExit(int(code))
+def _output_option(flag: str, dest: str, help: str) -> Callable[[_F], _F]:
+    """Return an option naming a report file, checked by :func:`_output_path`."""
+    return click.option(
+        flag, dest, type=click.Path(path_type=Path), callback=_output_path, help=help
+    )
+
+
+def _fail(code: ExitCode, message: str) -> NoReturn:
+    fail("audit", code, f"error: {message}")
 
 
 @contextmanager
@@ -398,27 +406,9 @@ def _exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
     help="A custom remedy: rerun set-ups that mirrored with these variables (repeatable).",
 )
 @click.option("--fail-on-mirror", is_flag=True, help="Exit 1 when a set-up mirrors.")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(path_type=Path),
-    callback=_output_path,
-    help="Write the report as JSON (schema l0mem.audit/1).",
-)
-@click.option(
-    "--junit",
-    "junit_path",
-    type=click.Path(path_type=Path),
-    callback=_output_path,
-    help="Write the report as JUnit XML (mirrors fail).",
-)
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(path_type=Path),
-    callback=_output_path,
-    help="Plot host memory against device memory (.png or .svg).",
-)
+@_output_option("--json", "json_path", "Write the report as JSON (schema l0mem.audit/1).")
+@_output_option("--junit", "junit_path", "Write the report as JUnit XML (mirrors fail).")
+@_output_option("--plot", "plot_path", "Plot host memory against device memory (.png or .svg).")
 def audit(
     setups: tuple[str, ...],
     devices: tuple[int, ...],
@@ -461,7 +451,6 @@ def audit(
         )
     except ValueError as exc:
         _fail(ExitCode.USAGE, str(exc))
-        return
     # Off a terminal (CI logs, pipes) rich would wrap the tables at 80 columns.
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True, highlight=False)
@@ -481,23 +470,19 @@ def audit(
         report, interrupted = exc.report, True
     except NoDeviceError as exc:
         _fail(ExitCode.NO_DEVICE, str(exc))
-        return
     except MeminfoError as exc:
         _fail(ExitCode.DRIVER_ERROR, str(exc))
-        return
     errors = _write_outputs(report, json_path, junit_path, plot_path)
     render(report, out)
     if interrupted:
-        click.echo(
-            "l0mem audit: interrupted: device memory was freed, partial results kept", err=True
-        )
+        notice("audit", "interrupted: device memory was freed, partial results kept")
     for message in errors:
-        click.echo(f"l0mem audit: error: {message}", err=True)
+        notice("audit", f"error: {message}")
     if interrupted:
         raise SystemExit(int(ExitCode.INTERRUPTED))
     if errors:
         raise SystemExit(int(ExitCode.BAD_INPUT))
     code = _exit_code(report, fail_on_mirror)
     if code == ExitCode.NO_DEVICE:
-        click.echo("l0mem audit: error: every set-up was skipped (reasons above)", err=True)
+        notice("audit", "error: every set-up was skipped (reasons above)")
     raise SystemExit(int(code))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -20,7 +21,7 @@ from l0mem.audit.compare import (
 )
 from l0mem.audit.model import ReportFormatError
 from l0mem.audit.report import ReportWriteError, atomic_write_bytes, dumps_json
-from l0mem.cli._common import ExitCode
+from l0mem.cli._common import ExitCode, fail
 
 _EPILOG = f"""\b
 Exit codes:
@@ -93,9 +94,8 @@ def _not_nan(ctx: click.Context, param: click.Parameter, value: float) -> float:
     return value
 
 
-def _fail(code: ExitCode, message: str) -> None:
-    click.echo(f"l0mem compare: error: {message}", err=True)
-    raise SystemExit(int(code))
+def _fail(code: ExitCode, message: str) -> NoReturn:
+    fail("compare", code, f"error: {message}")
 
 
 @click.command("compare", epilog=_EPILOG)
@@ -135,10 +135,8 @@ def compare(
         before, after = load_pair(baseline, current)
     except ReportMismatchError as exc:
         _fail(ExitCode.MISMATCH, str(exc))
-        return
     except ReportFormatError as exc:
         _fail(ExitCode.BAD_INPUT, str(exc))
-        return
     comparison = compare_reports(before, after, slope_tolerance)
 
     if not comparison.changes:

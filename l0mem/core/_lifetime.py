@@ -16,7 +16,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from typing_extensions import Self
+
 from l0mem._ze import check
+from l0mem.core import _raw
 
 
 class ReleaseWarning(RuntimeWarning):
@@ -124,3 +127,63 @@ def finalize_child(owner: object, tracker: Tracker, key: int) -> Callable[[], No
         tracker.release(key, True)
 
     return close
+
+
+class Owned:
+    """Base of the objects whose release call a context's Tracker holds.
+
+    Subclasses call :meth:`_own` once their raw handle exists; the base then
+    answers ``closed``, ``close()`` and the ``with`` protocol for all of them.
+    """
+
+    _tracker: Tracker
+    _key: int
+    _close: Callable[[], None]
+
+    def _own(
+        self, tracker: Tracker, destroy: str, args: tuple[Any, ...], parent: int | None = None
+    ) -> None:
+        """Register ``destroy(*args)`` under ``parent``; if that fails, call it now and re-raise."""
+        self._tracker = tracker
+        try:
+            self._key = tracker.add(_raw.fn(destroy), args, destroy, parent=parent)
+        except BaseException:
+            # Nothing else would ever free the handle.
+            _raw.call(destroy, *args)
+            raise
+        self._close = finalize_child(self, tracker, self._key)
+
+    @property
+    def closed(self) -> bool:
+        """Return True once the handle has been released."""
+        return not self._tracker.owns(self._key)
+
+    def close(self) -> None:
+        """Release the handle and what was created from it (a no-op when already released)."""
+        self._close()
+
+    def __enter__(self) -> Self:
+        """Return self for use in a with block."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close on leaving the with block."""
+        self.close()
+
+
+class OwnedHandle(Owned):
+    """An :class:`Owned` object wrapping one Level Zero handle, freed by ``destroy(handle)``."""
+
+    _handle: int
+
+    def _own_handle(
+        self, tracker: Tracker, handle: int, destroy: str, parent: int | None = None
+    ) -> None:
+        """Keep ``handle`` and register ``destroy(handle)`` as in :meth:`Owned._own`."""
+        self._handle = handle
+        self._own(tracker, destroy, (handle,), parent)
+
+    @property
+    def handle(self) -> int:
+        """Return the raw Level Zero handle."""
+        return self._handle

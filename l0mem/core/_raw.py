@@ -6,11 +6,35 @@ import ctypes
 from typing import Any
 
 from l0mem._ze import T, api, check
+from l0mem._ze.enums import ZE_RESULT_NOT_READY
+
+WAIT_FOREVER = 2**64 - 1
 
 
 def call(name: str, *args: Any) -> None:
     """Call the C routine ``name`` and raise its ZeError on failure."""
     check(getattr(api(), name)(*args), name)
+
+
+def create(name: str, *args: Any) -> int:
+    """Call the C routine ``name`` with ``args`` and an out-handle after them; return the handle."""
+    h = ctypes.c_void_p()
+    call(name, *args, ctypes.byref(h))
+    return address(h)
+
+
+def ready(name: str, *args: Any) -> bool:
+    """Call the status routine ``name``; return False on ZE_RESULT_NOT_READY, True on success."""
+    rc = getattr(api(), name)(*args)
+    if rc == ZE_RESULT_NOT_READY:
+        return False
+    check(rc, name)
+    return True
+
+
+def timeout(ns: int | None) -> ctypes.c_uint64:
+    """Return ``ns`` as a C wait timeout (None waits forever, negative values do not wait)."""
+    return ctypes.c_uint64(WAIT_FOREVER if ns is None else max(0, int(ns)))
 
 
 def fn(name: str) -> Any:

@@ -247,28 +247,30 @@ class LevelZeroBackend:
         self, dst: DeviceBuffer, data: HostBuffer, *, wait_for: Sequence[Event] = ()
     ) -> L0Event:
         """Copy host ``data`` into the start of ``dst``; return its event."""
-        d = self._buffer(dst)
-        n = memoryview(data).nbytes
-        if n > d.nbytes:
-            raise ValueError(f"{n} bytes of data do not fit the buffer of {d.nbytes} bytes")
-        ev = self._event(d.device)
-        self._lists[d.device].copy_from_host(
-            d.address, data, wait_for=self._waits(d.device, wait_for), signal=ev.core
-        )
-        return ev
+        return self._host_copy(dst, data, False, wait_for)
 
     def download(
         self, src: DeviceBuffer, out: HostBuffer, *, wait_for: Sequence[Event] = ()
     ) -> L0Event:
         """Copy the start of ``src`` into the writable host buffer ``out``; return its event."""
-        s = self._buffer(src)
-        n = memoryview(out).nbytes
-        if n > s.nbytes:
-            raise ValueError(f"output of {n} bytes is larger than the buffer of {s.nbytes} bytes")
-        ev = self._event(s.device)
-        self._lists[s.device].copy_to_host(
-            s.address, out, wait_for=self._waits(s.device, wait_for), signal=ev.core
-        )
+        return self._host_copy(src, out, True, wait_for)
+
+    def _host_copy(
+        self, buf: DeviceBuffer, host: HostBuffer, to_host: bool, wait_for: Sequence[Event]
+    ) -> L0Event:
+        """Copy all of ``host`` into the start of ``buf``, or (``to_host``) the other way."""
+        b = self._buffer(buf)
+        n = memoryview(host).nbytes
+        if n > b.nbytes:
+            raise ValueError(
+                f"output of {n} bytes is larger than the buffer of {b.nbytes} bytes"
+                if to_host
+                else f"{n} bytes of data do not fit the buffer of {b.nbytes} bytes"
+            )
+        ev = self._event(b.device)
+        cl = self._lists[b.device]
+        copy = cl.copy_to_host if to_host else cl.copy_from_host
+        copy(b.address, host, wait_for=self._waits(b.device, wait_for), signal=ev.core)
         return ev
 
     def copy(

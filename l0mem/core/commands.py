@@ -16,14 +16,12 @@ import ctypes
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Buffer, Self
+from typing_extensions import Buffer
 
-from l0mem._ze import api, check
-from l0mem._ze.enums import ZE_RESULT_NOT_READY
 from l0mem.core import _raw
-from l0mem.core._lifetime import finalize_child
-from l0mem.core.events import WAIT_FOREVER, Event, EventPool
-from l0mem.core.memory import Allocation, HostStage, IpcMapping
+from l0mem.core._lifetime import OwnedHandle
+from l0mem.core.events import Event, EventPool
+from l0mem.core.memory import Allocation, HostStage, IpcMapping, release_stages
 
 if TYPE_CHECKING:
     from l0mem.core.context import Context
@@ -74,8 +72,6 @@ class _Appender:
     """Appends shared by regular and immediate command lists."""
 
     _handle: int
-    _context: Context
-    _device: Device
 
     def _waits(self, wait_for: Sequence[Event]) -> tuple[int, Any]:
         if not wait_for:
@@ -95,6 +91,22 @@ class _Appender:
         """Finish an append: wait for it (sync use) or hand back ``signal``."""
         raise NotImplementedError
 
+    def _append(
+        self,
+        routine: str,
+        *args: Any,
+        wait_for: Sequence[Event],
+        signal: Event | None,
+        keep: Sequence[Any] = (),
+    ) -> Event | None:
+        """Append ``routine(list, *args, signal, waits)``; finish as :meth:`_done` does."""
+        ev, h = self._signal(signal)
+        nw, waits = self._waits(wait_for)
+        # Allocations become addresses only now, so a closed event is reported before them.
+        raw = [_address(a) if isinstance(a, (Allocation, IpcMapping)) else a for a in args]
+        _raw.call(routine, self._handle, *raw, h, nw, waits)
+        return self._done(ev, h, keep)
+
     def copy(
         self,
         dst: Pointer,
@@ -106,19 +118,9 @@ class _Appender:
     ) -> Event | None:
         """Copy ``nbytes`` (default: the smaller size) from ``src`` to ``dst``."""
         n = _count(dst, src, nbytes)
-        ev, h = self._signal(signal)
-        nw, waits = self._waits(wait_for)
-        _raw.call(
-            "zeCommandListAppendMemoryCopy",
-            self._handle,
-            _address(dst),
-            _address(src),
-            n,
-            h,
-            nw,
-            waits,
+        return self._append(
+            "zeCommandListAppendMemoryCopy", dst, src, n, wait_for=wait_for, signal=signal
         )
-        return self._done(ev, h, ())
 
     def copy_from_host(
         self,
@@ -129,21 +131,7 @@ class _Appender:
         signal: Event | None = None,
     ) -> Event | None:
         """Copy a host buffer (bytes, bytearray, memoryview, NumPy array) into ``dst``."""
-        stage = HostStage(data, writable=False)
-        n = _count(dst, None, stage.nbytes)
-        ev, h = self._signal(signal)
-        nw, waits = self._waits(wait_for)
-        _raw.call(
-            "zeCommandListAppendMemoryCopy",
-            self._handle,
-            _address(dst),
-            stage.address,
-            n,
-            h,
-            nw,
-            waits,
-        )
-        return self._done(ev, h, (stage,))
+        return self._host_copy(dst, data, False, wait_for, signal)
 
     def copy_to_host(
         self,
@@ -154,21 +142,28 @@ class _Appender:
         signal: Event | None = None,
     ) -> Event | None:
         """Copy the start of ``src`` into the writable host buffer ``out`` (its full size)."""
-        stage = HostStage(out, writable=True)
-        n = _count(src, None, stage.nbytes)
-        ev, h = self._signal(signal)
-        nw, waits = self._waits(wait_for)
-        _raw.call(
+        return self._host_copy(src, out, True, wait_for, signal)
+
+    def _host_copy(
+        self,
+        memory: Pointer,
+        host: Buffer,
+        to_host: bool,
+        wait_for: Sequence[Event],
+        signal: Event | None,
+    ) -> Event | None:
+        """Copy all of ``host`` into the start of ``memory``, or (``to_host``) the other way."""
+        stage = HostStage(host, writable=to_host)
+        n = _count(memory, None, stage.nbytes)
+        ends = (stage.address, memory) if to_host else (memory, stage.address)
+        return self._append(
             "zeCommandListAppendMemoryCopy",
-            self._handle,
-            stage.address,
-            _address(src),
+            *ends,
             n,
-            h,
-            nw,
-            waits,
+            wait_for=wait_for,
+            signal=signal,
+            keep=(stage,),
         )
-        return self._done(ev, h, (stage,))
 
     def fill(
         self,
@@ -187,20 +182,16 @@ class _Appender:
         if n % size:
             raise ValueError(f"fill size {n} is not a multiple of the pattern size {size}")
         buf = ctypes.create_string_buffer(bytes(pattern), size)
-        ev, h = self._signal(signal)
-        nw, waits = self._waits(wait_for)
-        _raw.call(
+        return self._append(
             "zeCommandListAppendMemoryFill",
-            self._handle,
-            _address(dst),
+            dst,
             buf,
             size,
             n,
-            h,
-            nw,
-            waits,
+            wait_for=wait_for,
+            signal=signal,
+            keep=(buf,),
         )
-        return self._done(ev, h, (buf,))
 
     def launch(
         self,
@@ -212,27 +203,19 @@ class _Appender:
     ) -> Event | None:
         """Launch ``kernel`` over ``group_count`` work-groups (its group size set beforehand)."""
         groups = _group_count(group_count)
-        ev, h = self._signal(signal)
-        nw, waits = self._waits(wait_for)
-        _raw.call(
+        return self._append(
             "zeCommandListAppendLaunchKernel",
-            self._handle,
             kernel.handle,
             ctypes.byref(groups),
-            h,
-            nw,
-            waits,
+            wait_for=wait_for,
+            signal=signal,
         )
-        return self._done(ev, h, ())
 
     def barrier(
         self, *, wait_for: Sequence[Event] = (), signal: Event | None = None
     ) -> Event | None:
         """Order everything appended so far before what follows."""
-        ev, h = self._signal(signal)
-        nw, waits = self._waits(wait_for)
-        _raw.call("zeCommandListAppendBarrier", self._handle, h, nw, waits)
-        return self._done(ev, h, ())
+        return self._append("zeCommandListAppendBarrier", wait_for=wait_for, signal=signal)
 
     def signal_event(self, event: Event) -> None:
         """Append a signal of ``event`` (it fires when the list reaches this point)."""
@@ -248,27 +231,20 @@ class _Appender:
         _raw.call("zeCommandListAppendEventReset", self._handle, event.handle)
 
 
-class _ListBase(_Appender):
+def _ordinal(device: Device, ordinal: int | None) -> int:
+    """Return ``ordinal``, or the device's first queue group when it is None."""
+    return device.queue_group_ordinals()[0] if ordinal is None else ordinal
+
+
+class _ListBase(OwnedHandle, _Appender):
     """Lifetime shared by both kinds of command list."""
 
-    def _register(self, context: Context, device: Device, handle: int) -> None:
+    def _register(self, context: Context, device: Device, ordinal: int, handle: int) -> None:
+        """Keep the list's context, device and ordinal; hand ``handle`` to the context."""
         self._context = context
         self._device = device
-        self._handle = handle
-        self._tracker = context._tracker
-        try:
-            self._key = self._tracker.add(
-                _raw.fn("zeCommandListDestroy"), (handle,), "zeCommandListDestroy"
-            )
-        except BaseException:
-            _raw.call("zeCommandListDestroy", handle)
-            raise
-        self._close = finalize_child(self, self._tracker, self._key)
-
-    @property
-    def handle(self) -> int:
-        """Return the raw ``ze_command_list_handle_t``."""
-        return self._handle
+        self.ordinal = ordinal
+        self._own_handle(context._tracker, handle, "zeCommandListDestroy")
 
     @property
     def device(self) -> Device:
@@ -280,43 +256,17 @@ class _ListBase(_Appender):
         """Return the context of the list."""
         return self._context
 
-    @property
-    def closed(self) -> bool:
-        """Return True once the list has been destroyed."""
-        return not self._tracker.owns(self._key)
-
-    def __enter__(self) -> Self:
-        """Return self for use in a with block."""
-        return self
-
-    def close(self) -> None:
-        """Destroy the list (a no-op when already destroyed)."""
-        raise NotImplementedError
-
-    def __exit__(self, *exc: object) -> None:
-        """Close on leaving the with block."""
-        self.close()
-
 
 class CommandList(_ListBase):
     """A recorded list of commands, run by :meth:`CommandQueue.execute`."""
 
     def __init__(self, context: Context, device: Device, *, ordinal: int | None = None) -> None:
         """Create an empty list for ``device`` (use Context.command_list)."""
-        if ordinal is None:
-            ordinal = device.queue_group_ordinals()[0]
+        ordinal = _ordinal(device, ordinal)
         desc = _raw.struct("ze_command_list_desc_t", commandQueueGroupOrdinal=ordinal)
-        h = ctypes.c_void_p()
-        _raw.call(
-            "zeCommandListCreate",
-            context.handle,
-            device.handle,
-            ctypes.byref(desc),
-            ctypes.byref(h),
-        )
+        h = _raw.create("zeCommandListCreate", context.handle, device.handle, ctypes.byref(desc))
         self._keep: list[Any] = []
-        self.ordinal = ordinal
-        self._register(context, device, _raw.address(h))
+        self._register(context, device, ordinal, h)
 
     def _signal(self, signal: Event | None) -> tuple[Event | None, int | None]:
         return signal, signal.handle if signal is not None else None
@@ -332,19 +282,12 @@ class CommandList(_ListBase):
     def reset(self) -> None:
         """Drop every recorded command so the list can be recorded again."""
         _raw.call("zeCommandListReset", self._handle)
-        self._release_keep()
-
-    def _release_keep(self) -> None:
-        for item in self._keep:
-            release = getattr(item, "release", None)
-            if release is not None:
-                release()
-        self._keep.clear()
+        release_stages(self._keep)
 
     def close(self) -> None:
         """Destroy the list (a no-op when already destroyed)."""
         self._close()
-        self._release_keep()
+        release_stages(self._keep)
 
 
 class ImmediateCommandList(_ListBase):
@@ -352,25 +295,18 @@ class ImmediateCommandList(_ListBase):
 
     def __init__(self, context: Context, device: Device, *, ordinal: int | None = None) -> None:
         """Create an immediate list on ``device`` (use Context.immediate_command_list)."""
-        if ordinal is None:
-            ordinal = device.queue_group_ordinals()[0]
+        ordinal = _ordinal(device, ordinal)
         # Synchronous appends wait on this private event, which works on every API version.
         self._sync = EventPool(context, 1)
         try:
             desc = _raw.struct("ze_command_queue_desc_t", ordinal=ordinal, mode=_MODE_ASYNCHRONOUS)
-            h = ctypes.c_void_p()
-            _raw.call(
-                "zeCommandListCreateImmediate",
-                context.handle,
-                device.handle,
-                ctypes.byref(desc),
-                ctypes.byref(h),
+            h = _raw.create(
+                "zeCommandListCreateImmediate", context.handle, device.handle, ctypes.byref(desc)
             )
         except BaseException:
             self._sync.close()
             raise
-        self.ordinal = ordinal
-        self._register(context, device, _raw.address(h))
+        self._register(context, device, ordinal, h)
 
     def _signal(self, signal: Event | None) -> tuple[Event | None, int | None]:
         if signal is not None:
@@ -386,10 +322,7 @@ class ImmediateCommandList(_ListBase):
             sync.wait()
             sync.reset()
         finally:
-            for item in keep:
-                release = getattr(item, "release", None)
-                if release is not None:
-                    release()
+            release_stages(list(keep))
         return None
 
     def synchronize(self, timeout_ns: int | None = None) -> bool:
@@ -409,50 +342,23 @@ class ImmediateCommandList(_ListBase):
             self._sync.close()
 
 
-class CommandQueue:
+class CommandQueue(OwnedHandle):
     """A queue on one device that executes regular command lists."""
 
     def __init__(self, context: Context, device: Device, *, ordinal: int | None = None) -> None:
         """Create a queue on ``device`` (use Context.command_queue)."""
-        if ordinal is None:
-            ordinal = device.queue_group_ordinals()[0]
+        ordinal = _ordinal(device, ordinal)
         desc = _raw.struct("ze_command_queue_desc_t", ordinal=ordinal, mode=_MODE_ASYNCHRONOUS)
-        h = ctypes.c_void_p()
-        _raw.call(
-            "zeCommandQueueCreate",
-            context.handle,
-            device.handle,
-            ctypes.byref(desc),
-            ctypes.byref(h),
-        )
+        h = _raw.create("zeCommandQueueCreate", context.handle, device.handle, ctypes.byref(desc))
         self._context = context
         self._device = device
         self.ordinal = ordinal
-        self._handle = _raw.address(h)
-        self._tracker = context._tracker
-        try:
-            self._key = self._tracker.add(
-                _raw.fn("zeCommandQueueDestroy"), (self._handle,), "zeCommandQueueDestroy"
-            )
-        except BaseException:
-            _raw.call("zeCommandQueueDestroy", self._handle)
-            raise
-        self._close = finalize_child(self, self._tracker, self._key)
-
-    @property
-    def handle(self) -> int:
-        """Return the raw ``ze_command_queue_handle_t``."""
-        return self._handle
+        self._own_handle(context._tracker, h, "zeCommandQueueDestroy")
 
     @property
     def device(self) -> Device:
         """Return the device the queue submits to."""
         return self._device
-
-    @property
-    def closed(self) -> bool:
-        """Return True once the queue has been destroyed."""
-        return not self._tracker.owns(self._key)
 
     def fence(self) -> Fence:
         """Return a new fence of this queue."""
@@ -477,85 +383,27 @@ class CommandQueue:
 
     def synchronize(self, timeout_ns: int | None = None) -> bool:
         """Wait until the queue is idle; return False on timeout."""
-        timeout = WAIT_FOREVER if timeout_ns is None else max(0, int(timeout_ns))
-        rc = api().zeCommandQueueSynchronize(self._handle, ctypes.c_uint64(timeout))
-        if rc == ZE_RESULT_NOT_READY:
-            return False
-        check(rc, "zeCommandQueueSynchronize")
-        return True
-
-    def close(self) -> None:
-        """Destroy the queue and its fences (a no-op when already destroyed)."""
-        self._close()
-
-    def __enter__(self) -> Self:
-        """Return self for use in a with block."""
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Close on leaving the with block."""
-        self.close()
+        return _raw.ready("zeCommandQueueSynchronize", self._handle, _raw.timeout(timeout_ns))
 
 
-class Fence:
+class Fence(OwnedHandle):
     """Host-visible completion of one queue submission."""
 
     def __init__(self, queue: CommandQueue) -> None:
         """Create an unsignalled fence of ``queue`` (use CommandQueue.fence)."""
         desc = _raw.struct("ze_fence_desc_t")
-        h = ctypes.c_void_p()
-        _raw.call("zeFenceCreate", queue.handle, ctypes.byref(desc), ctypes.byref(h))
+        h = _raw.create("zeFenceCreate", queue.handle, ctypes.byref(desc))
         self._queue = queue
-        self._handle = _raw.address(h)
-        self._tracker = queue._tracker
-        try:
-            self._key = self._tracker.add(
-                _raw.fn("zeFenceDestroy"), (self._handle,), "zeFenceDestroy", parent=queue._key
-            )
-        except BaseException:
-            _raw.call("zeFenceDestroy", self._handle)
-            raise
-        self._close = finalize_child(self, self._tracker, self._key)
-
-    @property
-    def handle(self) -> int:
-        """Return the raw ``ze_fence_handle_t``."""
-        return self._handle
-
-    @property
-    def closed(self) -> bool:
-        """Return True once the fence has been destroyed."""
-        return not self._tracker.owns(self._key)
+        self._own_handle(queue._tracker, h, "zeFenceDestroy", parent=queue._key)
 
     def wait(self, timeout_ns: int | None = None) -> bool:
         """Block until the fence is signalled or the timeout passes; return whether it was."""
-        timeout = WAIT_FOREVER if timeout_ns is None else max(0, int(timeout_ns))
-        rc = api().zeFenceHostSynchronize(self._handle, ctypes.c_uint64(timeout))
-        if rc == ZE_RESULT_NOT_READY:
-            return False
-        check(rc, "zeFenceHostSynchronize")
-        return True
+        return _raw.ready("zeFenceHostSynchronize", self._handle, _raw.timeout(timeout_ns))
 
     def query(self) -> bool:
         """Return True when the fence is signalled (without blocking)."""
-        rc = api().zeFenceQueryStatus(self._handle)
-        if rc == ZE_RESULT_NOT_READY:
-            return False
-        check(rc, "zeFenceQueryStatus")
-        return True
+        return _raw.ready("zeFenceQueryStatus", self._handle)
 
     def reset(self) -> None:
         """Return the fence to the unsignalled state."""
         _raw.call("zeFenceReset", self._handle)
-
-    def close(self) -> None:
-        """Destroy the fence (a no-op when already destroyed)."""
-        self._close()
-
-    def __enter__(self) -> Self:
-        """Return self for use in a with block."""
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Close on leaving the with block."""
-        self.close()

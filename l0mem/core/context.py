@@ -6,7 +6,7 @@ import ctypes
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from typing_extensions import Self
 
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from l0mem.core.device import Device
     from l0mem.core.driver import Driver
 
-A = TypeVar("A", bound=Allocation)
-
 
 class Context:
     """A Level Zero context over one or several devices of a driver."""
@@ -47,22 +45,15 @@ class Context:
         self._driver = driver
         self._devices = devices
         desc = _raw.struct("ze_context_desc_t")
-        h = ctypes.c_void_p()
         if [d.handle for d in devices] == [d.handle for d in driver.devices()]:
-            _raw.call("zeContextCreate", driver.handle, ctypes.byref(desc), ctypes.byref(h))
+            self._handle = _raw.create("zeContextCreate", driver.handle, ctypes.byref(desc))
         else:
             arr = _raw.handles("ze_device_handle_t", len(devices))
             for i, d in enumerate(devices):
                 arr[i] = d.handle
-            _raw.call(
-                "zeContextCreateEx",
-                driver.handle,
-                ctypes.byref(desc),
-                len(devices),
-                arr,
-                ctypes.byref(h),
+            self._handle = _raw.create(
+                "zeContextCreateEx", driver.handle, ctypes.byref(desc), len(devices), arr
             )
-        self._handle = _raw.address(h)
         self._tracker = Tracker()
         self._final = (_raw.fn("zeContextDestroy"), (self._handle,), "zeContextDestroy")
         self._finalizer = weakref.finalize(self, self._tracker.release_all, self._final, False)
@@ -101,14 +92,6 @@ class Context:
             raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
         return nbytes
 
-    def _adopt(self, cls: type[A], device: Device | None, ptr: int, nbytes: int) -> A:
-        """Wrap a fresh pointer; free it if wrapping fails so nothing leaks."""
-        try:
-            return cls(self, device, ptr, nbytes)
-        except BaseException:
-            _raw.call("zeMemFree", self._handle, ptr)
-            raise
-
     def allocate_device(
         self, device: Device, nbytes: int, *, alignment: int = 0, export_dmabuf: bool = False
     ) -> DeviceAllocation:
@@ -130,7 +113,7 @@ class Context:
             device.handle,
             ctypes.byref(ptr),
         )
-        return self._adopt(DeviceAllocation, device, _raw.address(ptr), nbytes)
+        return DeviceAllocation(self, device, _raw.address(ptr), nbytes)
 
     def allocate_host(self, nbytes: int, *, alignment: int = 0) -> HostAllocation:
         """Return ``nbytes`` of host memory visible to the context's devices."""
@@ -142,7 +125,7 @@ class Context:
         _raw.call(
             "zeMemAllocHost", self._handle, ctypes.byref(desc), nbytes, alignment, ctypes.byref(ptr)
         )
-        return self._adopt(HostAllocation, None, _raw.address(ptr), nbytes)
+        return HostAllocation(self, None, _raw.address(ptr), nbytes)
 
     def allocate_shared(
         self, device: Device | None, nbytes: int, *, alignment: int = 0
@@ -166,7 +149,7 @@ class Context:
             device.handle if device is not None else None,
             ctypes.byref(ptr),
         )
-        return self._adopt(SharedAllocation, device, _raw.address(ptr), nbytes)
+        return SharedAllocation(self, device, _raw.address(ptr), nbytes)
 
     def make_resident(self, device: Device, alloc: Allocation, nbytes: int | None = None) -> None:
         """Make ``alloc`` (default: all of it) resident on ``device``."""
@@ -199,11 +182,7 @@ class Context:
         ctypes.memmove(ctypes.addressof(h), handle, len(handle))
         ptr = ctypes.c_void_p()
         _raw.call("zeMemOpenIpcHandle", self._handle, device.handle, h, 0, ctypes.byref(ptr))
-        try:
-            return IpcMapping(self, device, _raw.address(ptr), nbytes)
-        except BaseException:
-            _raw.call("zeMemCloseIpcHandle", self._handle, ptr)
-            raise
+        return IpcMapping(self, device, _raw.address(ptr), nbytes)
 
     def immediate_command_list(
         self, device: Device, *, ordinal: int | None = None

@@ -6,12 +6,9 @@ import ctypes
 import threading
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Self
-
-from l0mem._ze import api, check
-from l0mem._ze.enums import ZE_RESULT_NOT_READY
 from l0mem.core import _raw
-from l0mem.core._lifetime import finalize_child
+from l0mem.core._lifetime import OwnedHandle
+from l0mem.core.memory import release_stages
 
 if TYPE_CHECKING:
     from l0mem.core.context import Context
@@ -19,10 +16,10 @@ if TYPE_CHECKING:
 POOL_HOST_VISIBLE = 1 << 0
 POOL_KERNEL_TIMESTAMP = 1 << 2
 SCOPE_HOST = 1 << 2
-WAIT_FOREVER = 2**64 - 1
+WAIT_FOREVER = _raw.WAIT_FOREVER
 
 
-class EventPool:
+class EventPool(OwnedHandle):
     """A pool of ``count`` events in one context."""
 
     def __init__(
@@ -41,42 +38,17 @@ class EventPool:
         devs = _raw.handles("ze_device_handle_t", len(context.devices))
         for i, d in enumerate(context.devices):
             devs[i] = d.handle
-        h = ctypes.c_void_p()
-        _raw.call(
-            "zeEventPoolCreate",
-            context.handle,
-            ctypes.byref(desc),
-            len(context.devices),
-            devs,
-            ctypes.byref(h),
+        h = _raw.create(
+            "zeEventPoolCreate", context.handle, ctypes.byref(desc), len(context.devices), devs
         )
-        self._handle = _raw.address(h)
-        self._tracker = context._tracker
-        try:
-            self._key = self._tracker.add(
-                _raw.fn("zeEventPoolDestroy"), (self._handle,), "zeEventPoolDestroy"
-            )
-        except BaseException:
-            _raw.call("zeEventPoolDestroy", self._handle)
-            raise
-        self._close = finalize_child(self, self._tracker, self._key)
+        self._own_handle(context._tracker, h, "zeEventPoolDestroy")
         self._events: dict[int, Event] = {}
         self._lock = threading.Lock()
-
-    @property
-    def handle(self) -> int:
-        """Return the raw ``ze_event_pool_handle_t``."""
-        return self._handle
 
     @property
     def context(self) -> Context:
         """Return the context of the pool."""
         return self._context
-
-    @property
-    def closed(self) -> bool:
-        """Return True once the pool has been destroyed."""
-        return not self._tracker.owns(self._key)
 
     def event(self, index: int) -> Event:
         """Return the event at ``index`` (created on first use, then the same object)."""
@@ -89,20 +61,8 @@ class EventPool:
                 self._events[index] = ev
             return ev
 
-    def close(self) -> None:
-        """Destroy the pool and its events (a no-op when already closed)."""
-        self._close()
 
-    def __enter__(self) -> Self:
-        """Return self for use in a with block."""
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Close on leaving the with block."""
-        self.close()
-
-
-class Event:
+class Event(OwnedHandle):
     """One event of a pool: signalled by the device or the host, waited on by either."""
 
     def __init__(self, pool: EventPool, index: int) -> None:
@@ -110,54 +70,31 @@ class Event:
         self._pool = pool
         self.index = index
         desc = _raw.struct("ze_event_desc_t", index=index, signal=SCOPE_HOST, wait=SCOPE_HOST)
-        h = ctypes.c_void_p()
-        _raw.call("zeEventCreate", pool.handle, ctypes.byref(desc), ctypes.byref(h))
-        self._handle = _raw.address(h)
-        self._tracker = pool._tracker
-        try:
-            self._key = self._tracker.add(
-                _raw.fn("zeEventDestroy"), (self._handle,), "zeEventDestroy", parent=pool._key
-            )
-        except BaseException:
-            _raw.call("zeEventDestroy", self._handle)
-            raise
-        self._close = finalize_child(self, self._tracker, self._key)
+        h = _raw.create("zeEventCreate", pool.handle, ctypes.byref(desc))
+        self._own_handle(pool._tracker, h, "zeEventDestroy", parent=pool._key)
         # Host buffers an asynchronous copy reads or writes stay referenced until the wait.
         self._keep: list[Any] = []
-
-    @property
-    def handle(self) -> int:
-        """Return the raw ``ze_event_handle_t``."""
-        return self._handle
 
     @property
     def pool(self) -> EventPool:
         """Return the pool the event belongs to."""
         return self._pool
 
-    @property
-    def closed(self) -> bool:
-        """Return True once the event has been destroyed."""
-        return not self._tracker.owns(self._key)
-
     def wait(self, timeout_ns: int | None = None) -> bool:
         """Block until signalled or ``timeout_ns`` passes; return whether it was signalled."""
-        timeout = WAIT_FOREVER if timeout_ns is None else max(0, int(timeout_ns))
-        rc = api().zeEventHostSynchronize(self._handle, ctypes.c_uint64(timeout))
-        if rc == ZE_RESULT_NOT_READY:
-            return False
-        check(rc, "zeEventHostSynchronize")
-        self._release_keep()
-        return True
+        return self._signalled(
+            _raw.ready("zeEventHostSynchronize", self._handle, _raw.timeout(timeout_ns))
+        )
 
     def query(self) -> bool:
         """Return True when the event is signalled (without blocking)."""
-        rc = api().zeEventQueryStatus(self._handle)
-        if rc == ZE_RESULT_NOT_READY:
-            return False
-        check(rc, "zeEventQueryStatus")
-        self._release_keep()
-        return True
+        return self._signalled(_raw.ready("zeEventQueryStatus", self._handle))
+
+    def _signalled(self, done: bool) -> bool:
+        """Drop the host buffers kept for the signalling work once it is done; return ``done``."""
+        if done:
+            release_stages(self._keep)
+        return done
 
     def signal(self) -> None:
         """Signal the event from the host."""
@@ -166,7 +103,7 @@ class Event:
     def reset(self) -> None:
         """Return the event to the unsignalled state from the host."""
         _raw.call("zeEventHostReset", self._handle)
-        self._release_keep()
+        release_stages(self._keep)
 
     def kernel_timestamp(self) -> tuple[int, int]:
         """Return (start, end) device ticks of the operation that signalled the event."""
@@ -189,17 +126,6 @@ class Event:
     def elapsed_ns(self) -> int | None:
         """Return the duration in ns when the pool records timestamps, else None."""
         return self.duration_ns() if self._pool.timestamps else None
-
-    def _release_keep(self) -> None:
-        for item in self._keep:
-            release = getattr(item, "release", None)
-            if release is not None:
-                release()
-        self._keep.clear()
-
-    def close(self) -> None:
-        """Destroy the event (a no-op when already closed)."""
-        self._close()
 
     def __repr__(self) -> str:
         """Return a short description for debugging."""

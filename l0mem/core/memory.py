@@ -7,10 +7,10 @@ import ctypes
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Buffer, Self
+from typing_extensions import Buffer
 
 from l0mem.core import _raw
-from l0mem.core._lifetime import finalize_child
+from l0mem.core._lifetime import Owned
 
 if TYPE_CHECKING:
     from l0mem.core.context import Context
@@ -30,33 +30,36 @@ class AllocationProperties:
     device_handle: int
 
 
-class Allocation:
+class _Memory(Owned):
+    """Memory at an address of a context, released by a C routine taking (context, address)."""
+
+    def __init__(self, context: Context, ptr: int, nbytes: int, release: str) -> None:
+        """Take ownership of ``ptr``, calling ``release`` at once if that fails."""
+        self._context = context
+        self._address = ptr
+        self._nbytes = nbytes
+        self._own(context._tracker, release, (context.handle, ptr))
+
+    @property
+    def address(self) -> int:
+        """Return the virtual address of the memory in this process."""
+        return self._address
+
+    @property
+    def nbytes(self) -> int:
+        """Return the size in bytes (requested, or given when opening a mapping: 0 if unknown)."""
+        return self._nbytes
+
+
+class Allocation(_Memory):
     """Memory allocated in a context; freed by close(), the context, or garbage collection."""
 
     kind = "unknown"
 
     def __init__(self, context: Context, device: Device | None, ptr: int, nbytes: int) -> None:
-        """Take ownership of ``ptr`` (use the Context.allocate_* methods)."""
-        self._context = context
+        """Take ownership of ``ptr``, freeing it if that fails (use the Context.allocate_* methods)."""
         self._device = device
-        self._address = ptr
-        self._nbytes = nbytes
-        tracker = context._tracker
-        self._key = tracker.add(
-            _raw.fn("zeMemFree"), (context.handle, ptr), "zeMemFree", parent=None
-        )
-        self._tracker = tracker
-        self._close = finalize_child(self, tracker, self._key)
-
-    @property
-    def address(self) -> int:
-        """Return the virtual address of the allocation."""
-        return self._address
-
-    @property
-    def nbytes(self) -> int:
-        """Return the requested size in bytes."""
-        return self._nbytes
+        super().__init__(context, ptr, nbytes, "zeMemFree")
 
     @property
     def device(self) -> Device | None:
@@ -67,11 +70,6 @@ class Allocation:
     def context(self) -> Context:
         """Return the context the allocation belongs to."""
         return self._context
-
-    @property
-    def closed(self) -> bool:
-        """Return True once the allocation has been freed."""
-        return not self._tracker.owns(self._key)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -138,18 +136,6 @@ class Allocation:
         _raw.call("zeMemGetIpcHandle", self._context.handle, self._address, ctypes.byref(h))
         return ctypes.string_at(ctypes.addressof(h), ctypes.sizeof(h))
 
-    def close(self) -> None:
-        """Free the allocation (a no-op when already freed)."""
-        self._close()
-
-    def __enter__(self) -> Self:
-        """Return self for use in a with block."""
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Close on leaving the with block."""
-        self.close()
-
     def __repr__(self) -> str:
         """Return a short description for debugging."""
         state = "closed" if self.closed else f"0x{self._address:x}"
@@ -182,52 +168,18 @@ class SharedAllocation(HostAllocation):
     kind = "shared"
 
 
-class IpcMapping:
+class IpcMapping(_Memory):
     """A peer process's allocation opened through its IPC handle."""
 
     def __init__(self, context: Context, device: Device, ptr: int, nbytes: int) -> None:
-        """Take ownership of a mapping (use Context.open_ipc_handle)."""
-        self._context = context
+        """Take ownership of a mapping, closing it if that fails (use Context.open_ipc_handle)."""
         self._device = device
-        self._address = ptr
-        self._nbytes = nbytes
-        self._tracker = context._tracker
-        self._key = self._tracker.add(
-            _raw.fn("zeMemCloseIpcHandle"), (context.handle, ptr), "zeMemCloseIpcHandle"
-        )
-        self._close = finalize_child(self, self._tracker, self._key)
-
-    @property
-    def address(self) -> int:
-        """Return the address the allocation is mapped at in this process."""
-        return self._address
-
-    @property
-    def nbytes(self) -> int:
-        """Return the size given when opening (0 when unknown)."""
-        return self._nbytes
+        super().__init__(context, ptr, nbytes, "zeMemCloseIpcHandle")
 
     @property
     def device(self) -> Device:
         """Return the device the mapping was opened on."""
         return self._device
-
-    @property
-    def closed(self) -> bool:
-        """Return True once the mapping has been closed."""
-        return not self._tracker.owns(self._key)
-
-    def close(self) -> None:
-        """Close the mapping (a no-op when already closed)."""
-        self._close()
-
-    def __enter__(self) -> Self:
-        """Return self for use in a with block."""
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Close on leaving the with block."""
-        self.close()
 
 
 class HostStage:
@@ -262,3 +214,12 @@ class HostStage:
         # A view still exported elsewhere is simply dropped with this object.
         with contextlib.suppress(BufferError):
             self._view.release()
+
+
+def release_stages(kept: list[Any]) -> None:
+    """Release every :class:`HostStage` in ``kept`` (other objects need nothing) and empty it."""
+    for item in kept:
+        release = getattr(item, "release", None)
+        if release is not None:
+            release()
+    kept.clear()

@@ -6,11 +6,9 @@ import ctypes
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Self
-
 from l0mem._ze.errors import ZeError
 from l0mem.core import _raw
-from l0mem.core._lifetime import finalize_child
+from l0mem.core._lifetime import OwnedHandle
 from l0mem.core.memory import Allocation, IpcMapping
 
 if TYPE_CHECKING:
@@ -45,7 +43,7 @@ class KernelProperties:
     spill_mem_size: int
 
 
-class Module:
+class Module(OwnedHandle):
     """A SPIR-V module built for one device."""
 
     def __init__(
@@ -82,31 +80,12 @@ class Module:
         self.build_log = _take_log(log)
         self._context = context
         self._device = device
-        self._handle = _raw.address(h)
-        self._tracker = context._tracker
-        try:
-            self._key = self._tracker.add(
-                _raw.fn("zeModuleDestroy"), (self._handle,), "zeModuleDestroy"
-            )
-        except BaseException:
-            _raw.call("zeModuleDestroy", self._handle)
-            raise
-        self._close = finalize_child(self, self._tracker, self._key)
-
-    @property
-    def handle(self) -> int:
-        """Return the raw ``ze_module_handle_t``."""
-        return self._handle
+        self._own_handle(context._tracker, _raw.address(h), "zeModuleDestroy")
 
     @property
     def device(self) -> Device:
         """Return the device the module was built for."""
         return self._device
-
-    @property
-    def closed(self) -> bool:
-        """Return True once the module has been destroyed."""
-        return not self._tracker.owns(self._key)
 
     def kernel_names(self) -> list[str]:
         """Return the names of the module's kernels."""
@@ -120,45 +99,18 @@ class Module:
         """Return a new kernel object for the kernel ``name``."""
         return Kernel(self, name)
 
-    def close(self) -> None:
-        """Destroy the module and its kernels (a no-op when already destroyed)."""
-        self._close()
 
-    def __enter__(self) -> Self:
-        """Return self for use in a with block."""
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Close on leaving the with block."""
-        self.close()
-
-
-class Kernel:
+class Kernel(OwnedHandle):
     """One kernel of a module, with its group size and arguments."""
 
     def __init__(self, module: Module, name: str) -> None:
         """Create kernel ``name`` of ``module`` (use Module.kernel)."""
         desc = _raw.struct("ze_kernel_desc_t", pKernelName=name.encode())
-        h = ctypes.c_void_p()
-        _raw.call("zeKernelCreate", module.handle, ctypes.byref(desc), ctypes.byref(h))
+        h = _raw.create("zeKernelCreate", module.handle, ctypes.byref(desc))
         self._module = module
         self._name = name
-        self._handle = _raw.address(h)
-        self._tracker = module._tracker
-        try:
-            self._key = self._tracker.add(
-                _raw.fn("zeKernelDestroy"), (self._handle,), "zeKernelDestroy", parent=module._key
-            )
-        except BaseException:
-            _raw.call("zeKernelDestroy", self._handle)
-            raise
-        self._close = finalize_child(self, self._tracker, self._key)
+        self._own_handle(module._tracker, h, "zeKernelDestroy", parent=module._key)
         self.group_size: tuple[int, int, int] | None = None
-
-    @property
-    def handle(self) -> int:
-        """Return the raw ``ze_kernel_handle_t``."""
-        return self._handle
 
     @property
     def name(self) -> str:
@@ -169,11 +121,6 @@ class Kernel:
     def module(self) -> Module:
         """Return the module the kernel comes from."""
         return self._module
-
-    @property
-    def closed(self) -> bool:
-        """Return True once the kernel has been destroyed."""
-        return not self._tracker.owns(self._key)
 
     @property
     def properties(self) -> KernelProperties:
@@ -240,10 +187,6 @@ class Kernel:
         _raw.call(
             "zeKernelSetArgumentValue", self._handle, index, ctypes.sizeof(arg), ctypes.byref(arg)
         )
-
-    def close(self) -> None:
-        """Destroy the kernel (a no-op when already destroyed)."""
-        self._close()
 
 
 def _take_log(log: ctypes.c_void_p) -> str:

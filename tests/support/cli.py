@@ -1,0 +1,69 @@
+"""Run ``python -m l0mem COMMAND`` in a subprocess for end-to-end command tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_l0mem(
+    command: str, args: Sequence[str], env: Mapping[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Return the finished ``l0mem COMMAND ARGS`` run (160 columns); fail the test if it hangs."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "l0mem", command, *args],
+            env={**env, "COLUMNS": "160"},
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"l0mem {command} {' '.join(args)} hung (killed after {timeout} s)")
+
+
+def no_driver_env() -> dict[str, str]:
+    """Return os.environ with the loader pointed at a Level Zero driver that does not exist."""
+    return {**os.environ, "ZE_ENABLE_ALT_DRIVERS": "/nonexistent/libze_none.so"}
+
+
+def skip_if_too_few_compute_units(proc: subprocess.CompletedProcess[str]) -> None:
+    """Skip the test when ``--sub-devices`` could not partition this machine's SYCL CPU device."""
+    if proc.returncode == 3 and "compute units" in proc.stderr:
+        pytest.skip(proc.stderr.strip())
+
+
+def _json_of(proc: subprocess.CompletedProcess[str], json_path: Path) -> dict[str, Any]:
+    """Return the JSON a run wrote to ``json_path``, after checking that it exited 0."""
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(json_path.read_text()))
+
+
+def run_json(
+    command: str, args: Sequence[str], env: Mapping[str, str], json_path: Path
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Run ``l0mem COMMAND ARGS --json JSON_PATH``, which must exit 0; return it and its JSON."""
+    proc = run_l0mem(command, [*args, "--json", str(json_path)], env)
+    return proc, _json_of(proc, json_path)
+
+
+def run_json_on_sycl_cpu_pair(command: str, args: Sequence[str], json_path: Path) -> dict[str, Any]:
+    """Return the JSON of ``run_json`` over two SYCL sub-devices of one device (the CPU here)."""
+    proc = run_l0mem(
+        command,
+        ["--backend", "sycl", "--sub-devices", "2", *args, "--json", str(json_path)],
+        dict(os.environ),
+    )
+    skip_if_too_few_compute_units(proc)
+    return _json_of(proc, json_path)
