@@ -42,17 +42,29 @@ buffer. The call does not wait for the devices, except when the scratch grows
 (the old scratch may still be in use) and where a backend must (events of
 another context are waited on the host). Bytes are counted per
 copy as it is enqueued (:attr:`AllReduceStats.bytes_crossed`).
+
+Events: every dependency between queues is passed explicitly as ``wait_for``
+when the waiting operation is enqueued; no operation relies on the order of
+another queue through an event the all-reduce no longer holds. Between calls
+the all-reduce keeps each device's last event (the guard the next call's
+writes into that device wait for, and :attr:`AllReduceStats.done`), updated
+per device so a device without work in a call keeps its older guard. Keeping
+an event that a pending operation waits for alive until that operation has
+run is the backend's part of the contract (:mod:`l0mem.core.backend`,
+:mod:`l0mem.sycl`). tests/test_allreduce_sycl_queues.py runs back-to-back
+calls on concurrently running SYCL queues and checks every result.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from l0mem.backend import Backend, DeviceBuffer, Event
 from l0mem.kernels import add_f32, compress_bf16, decompress_add_bf16
-from l0mem.p2p import copy_route, staged_copy
+from l0mem.p2p import cleanup, copy_route, staged_copy
 
 DEFAULT_THRESHOLD = 32768
 BF16_UNIT = 2.0**-8
@@ -207,6 +219,34 @@ def _chunks(nelem: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
+def _layout(n: int, nelem: int, path: PathName) -> dict[str, tuple[int, int]]:
+    """Return region name -> (offset, bytes) of one device's scratch for a call over ``n`` devices."""
+    if n == 2:
+        if path == "f32":
+            return {"in": (0, 4 * nelem)}
+        return {"out": (0, 2 * nelem), "in": (_align(2 * nelem), 2 * nelem)}
+    c = -(-nelem // n)
+    if path == "f32":
+        # The inbox overlaps the gather area: all-gather writes wait for the reduce-scatter.
+        return {"in": (0, 4 * c), "gather": (0, 4 * nelem)}
+    out_at, in_at = 0, _align(2 * c)
+    gather_at = _align(in_at + 2 * c)
+    return {"out": (out_at, 2 * c), "in": (in_at, 2 * c), "gather": (gather_at, 2 * nelem)}
+
+
+def scratch_bytes(n_devices: int, nelem: int, path: PathName | None = None) -> int:
+    """Return the scratch bytes per device an all-reduce of ``nelem`` over ``n_devices`` needs.
+
+    ``path=None`` gives the larger of the two paths; 0 when nothing crosses.
+    """
+    if n_devices < 2 or nelem <= 0:
+        return 0
+    paths: tuple[PathName, ...] = ("f32", "bf16") if path is None else (path,)
+    return max(
+        max(4 * nelem, *(o + b for o, b in _layout(n_devices, nelem, p).values())) for p in paths
+    )
+
+
 class AllReduce:
     """A reusable all-reduce over ``devices`` of ``backend`` with persistent per-device scratch."""
 
@@ -257,20 +297,9 @@ class AllReduce:
         """Return the path a call with ``nelem`` elements takes: "f32" below the threshold, else "bf16"."""
         return "f32" if nelem < self.threshold else "bf16"
 
-    def _layout(self, nelem: int, path: PathName) -> dict[str, tuple[int, int]]:
-        """Return region name -> (offset, bytes) of one device's scratch for this call."""
-        n = len(self.devices)
-        if n == 2:
-            if path == "f32":
-                return {"in": (0, 4 * nelem)}
-            return {"out": (0, 2 * nelem), "in": (_align(2 * nelem), 2 * nelem)}
-        c = -(-nelem // n)
-        if path == "f32":
-            # The inbox overlaps the gather area: all-gather writes wait for the reduce-scatter.
-            return {"in": (0, 4 * c), "gather": (0, 4 * nelem)}
-        out_at, in_at = 0, _align(2 * c)
-        gather_at = _align(in_at + 2 * c)
-        return {"out": (out_at, 2 * c), "in": (in_at, 2 * c), "gather": (gather_at, 2 * nelem)}
+    def scratch_bytes_for(self, nelem: int, path: PathName | None = None) -> int:
+        """Return the scratch bytes per device a call of ``nelem`` elements needs (default: worst path)."""
+        return scratch_bytes(len(self.devices), nelem, path)
 
     def _ensure_scratch(self, need: int) -> None:
         need = max(need, 1)
@@ -321,8 +350,8 @@ class AllReduce:
         )
         call = _Call(self.backend, self.routes)
         if n > 1 and nelem > 0:
-            layout = self._layout(nelem, chosen)
-            self._ensure_scratch(max(4 * nelem, *(o + b for o, b in layout.values())))
+            layout = _layout(n, nelem, chosen)
+            self._ensure_scratch(self.scratch_bytes_for(nelem, chosen))
             regions = {
                 d: {name: self._scratch[d].view(o, b) for name, (o, b) in layout.items()}
                 for d in self.devices
@@ -332,7 +361,8 @@ class AllReduce:
                 self._pair(call, bufs, regions, nelem, chosen)
             else:
                 self._ring(call, bufs, regions, nelem, chosen)
-            self._guard = dict(call.last)
+            self._guard.update(call.last)
+        done = tuple(self._guard[d] for d in self.devices if d in self._guard) if call.last else ()
         return AllReduceStats(
             path=chosen,
             algorithm=algorithm,
@@ -344,7 +374,7 @@ class AllReduce:
             staged_copies=call.staged,
             kernel_launches=call.launches,
             fills=call.fills,
-            done=tuple(call.last[d] for d in self.devices if d in call.last),
+            done=done,
         )
 
     def _waits(self, *events: Event | None) -> list[Event]:
@@ -477,23 +507,24 @@ class AllReduce:
 
     def close(self) -> None:
         """Wait for outstanding work on the devices and free the scratch buffers."""
+        self._close(strict=True)
+
+    def _close(self, *, strict: bool) -> None:
         if self._closed:
             return
         self._closed = True
-        try:
-            for d in self._scratch:
-                self.backend.synchronize(d)
-        finally:
-            for buf in self._scratch.values():
-                buf.close()
-            self._scratch.clear()
-            self._guard.clear()
+        scratch = list(self._scratch.items())
+        self._scratch.clear()
+        self._guard.clear()
+        waits = [functools.partial(self.backend.synchronize, d) for d, _ in scratch]
+        cleanup([*waits, *(buf.close for _, buf in scratch)], strict=strict)
 
     def __enter__(self) -> AllReduce:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        # After a failure in the block, a teardown error must not replace it.
+        self._close(strict=exc_type is None)
 
 
 def allreduce(
@@ -523,4 +554,5 @@ __all__ = [
     "allreduce",
     "error_bound",
     "roundings",
+    "scratch_bytes",
 ]

@@ -9,11 +9,15 @@ source device's queue) or ``staged`` (device to host, then host to device).
 :func:`measure_copies` times the same-device copy (the reference), the direct
 copy and the host-staged copy for every ordered pair over a size sweep.
 
-Timing uses the backend's device events when they carry timestamps
-(``Event.elapsed_ns()`` is not None) and the host clock around enqueue plus
-wait otherwise; a staged copy is timed as the sum of its two legs. Every
-measurement has warm-up rounds and repetitions and keeps all samples, so the
-spread is reported along with the median.
+Timing: the same-device and the direct copy are one operation each, timed with
+the backend's device events when they carry timestamps (``Event.elapsed_ns()``
+is not None) and with the host clock around enqueue plus wait otherwise. A
+host-staged copy is always timed with the host clock from its first enqueue to
+the completion of its last leg, so the host's wait between the download and
+the upload counts (the sum of the two legs' device times would leave it out
+and overstate the bandwidth). Every measurement has warm-up rounds and
+repetitions and keeps all samples, so the spread is reported along with the
+median.
 
 SYCL CPU sub-devices (what ``l0mem ... --sub-devices N`` makes on a machine
 without a GPU), measured with the pinned 2025.3 OpenCL CPU runtime:
@@ -22,7 +26,8 @@ without a GPU), measured with the pinned 2025.3 OpenCL CPU runtime:
   (also the same sub-device twice). A direct ``memcpy`` between device USM of
   two such contexts completed and copied correctly in every try, but USM of one
   context used on a queue of another is outside the SYCL specification, and
-  :class:`l0mem.sycl.SyclBackend` refuses it; l0mem stages these copies.
+  :class:`l0mem.sycl.SyclBackend` refuses it; l0mem stages these copies
+  (route reason "separate contexts").
 - One context over both sub-devices (``dpctl.SyclContext([s0, s1])``): a
   device-to-device ``memcpy``/``memcpy_async`` of device or shared USM hangs
   in most runs (4 to 6 of 6, any size from 64 bytes up), on in-order and
@@ -33,18 +38,20 @@ without a GPU), measured with the pinned 2025.3 OpenCL CPU runtime:
   (``SyclQueueCreationError``); two queues on the root device copy fine.
 - dpctl exposes ``memcpy`` only (no ``queue.copy``).
 
-So :func:`copy_route` never picks a direct copy between CPU sub-devices
-(:func:`sycl_direct_copy_hazard`), and the tests keep a shared-context copy
-behind a subprocess timeout.
+:class:`l0mem.sycl.SyclBackend` never puts two sub-devices in one context, so
+with it the route is "separate contexts". :func:`sycl_direct_copy_hazard`
+guards the other case: a backend whose devices share a context (one built over
+a user-made ``dpctl.SyclContext``) reports CPU sub-devices to
+:func:`copy_route`, which then stages the copies. tests/test_p2p_sycl_shared.py
+runs that set-up, and the raw hanging copy, in subprocesses with a timeout.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -57,6 +64,8 @@ CopyKind = Literal["same_device", "direct", "staged"]
 Timing = Literal["device", "host"]
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+# The name every device of l0mem's simulated Level Zero driver reports (tests/simdriver).
+_SIMULATOR_NAME = re.compile(r"^l0mem simulated GPU \d+\b")
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMG]?)(?:I?B)?\s*$", re.IGNORECASE)
 
 
@@ -174,6 +183,43 @@ def _can_access(backend: Backend, src: int, dst: int) -> tuple[bool | None, bool
         except Exception:
             return None, None
     return None, None
+
+
+def device_memory(backend: Backend, index: int) -> tuple[int | None, int | None]:
+    """Return (total bytes, largest single allocation) of device ``index``; None where unknown."""
+    core = _core_devices(backend)
+    if core is not None:
+        dev = core[index]
+        total = int(dev.total_memory) or None
+        largest = int(dev.properties.max_mem_alloc_size) or None
+        return total, largest
+    dev = _sycl_device(backend, index)
+    if dev is not None:
+        return int(dev.global_mem_size) or None, int(dev.max_mem_alloc_size) or None
+    return None, None
+
+
+def device_memory_is_host(backend: Backend, index: int) -> bool:
+    """Return True when allocations on device ``index`` take host RAM (a CPU device, the simulator)."""
+    return _is_cpu(backend, index) or bool(
+        _SIMULATOR_NAME.match(backend.device_name(index))
+    )
+
+
+def cleanup(steps: Iterable[Callable[[], object]], *, strict: bool) -> None:
+    """Run every step; raise the first error if ``strict``, else (after a failure) swallow them.
+
+    Teardown after a failure must not replace the original exception with a
+    release error of its own (a lost device fails every later call).
+    """
+    first: Exception | None = None
+    for step in steps:
+        try:
+            step()
+        except Exception as err:
+            first = first or err
+    if strict and first is not None:
+        raise first
 
 
 def copy_route(backend: Backend, src: int, dst: int) -> tuple[Literal["direct", "staged"], str]:
@@ -360,6 +406,7 @@ def measure_copies(
     srcs: dict[int, DeviceBuffer] = {}
     dsts: dict[int, DeviceBuffer] = {}
     results: list[CopyTiming | None] = []
+    ok = False
     try:
         for i in idx:
             srcs[i] = backend.allocate(i, biggest)
@@ -376,12 +423,10 @@ def measure_copies(
                         results.append(
                             _measure_one(backend, kind, s, d, src, dst, n, reps, warmup, mode)
                         )
+        ok = True
     finally:
-        try:
-            backend.synchronize()
-        finally:
-            for buf in (*srcs.values(), *dsts.values()):
-                buf.close()
+        buffers = (*srcs.values(), *dsts.values())
+        cleanup([backend.synchronize, *(b.close for b in buffers)], strict=ok)
     return [r for r in results if r is not None]
 
 
@@ -399,22 +444,23 @@ def _measure_one(
 ) -> CopyTiming | None:
     if (kind == "same_device") != (s == d):
         return None
-    op: Op
     if kind == "staged":
 
-        def op() -> Sequence[Event]:
+        def staged() -> Sequence[Event]:
             return staged_copy(backend, dst, src, n)
 
-    else:
-        if kind == "direct":
-            route, why = copy_route(backend, s, d)
-            if route != "direct":
-                return CopyTiming(kind, s, d, n, skipped=why)
+        # Device time of the two legs would leave out the host wait between them.
+        samples, used = _measure(staged, reps, warmup, "host")
+        return CopyTiming(kind, s, d, n, samples, used)
+    if kind == "direct":
+        route, why = copy_route(backend, s, d)
+        if route != "direct":
+            return CopyTiming(kind, s, d, n, skipped=why)
 
-        def op() -> Sequence[Event]:
-            return (backend.copy(dst, src, n),)
+    def one_copy() -> Sequence[Event]:
+        return (backend.copy(dst, src, n),)
 
-    samples, used = _measure(op, reps, warmup, mode)
+    samples, used = _measure(one_copy, reps, warmup, mode)
     return CopyTiming(kind, s, d, n, samples, used)
 
 
@@ -427,10 +473,11 @@ def _is_cpu(backend: Backend, index: int) -> bool:
 
 
 def is_simulated(backend: Backend) -> bool:
-    """Return True when the devices are l0mem's simulated Level Zero driver (numbers are not hardware)."""
-    if backend.name == "l0" and os.environ.get("ZE_ENABLE_ALT_DRIVERS", "").strip():
-        return True
-    return any("simulated" in backend.device_name(i).lower() for i in range(backend.device_count()))
+    """Return True when a device is l0mem's simulated driver ("l0mem simulated GPU <i>"): not hardware."""
+    # ZE_ENABLE_ALT_DRIVERS may name a real driver too: the device names decide.
+    return any(
+        _SIMULATOR_NAME.match(backend.device_name(i)) for i in range(backend.device_count())
+    )
 
 
 @dataclass(frozen=True)
@@ -490,7 +537,11 @@ def run_p2p(
         notes.append("simulated driver: these are a simulator's numbers, not hardware results")
     if any(_is_cpu(backend, i) for i in range(n)):
         notes.append("SYCL CPU devices: every copy moves host memory; no GPU link is measured")
-    if any(c.timing == "host" for c in copies):
+    if any(c.kind == "staged" and not c.skipped for c in copies):
+        notes.append(
+            "host-staged copies are timed with the host clock, first enqueue to last completion"
+        )
+    if any(c.timing == "host" for c in copies if c.kind != "staged"):
         notes.append("host timing: some operations carry no device timestamps")
     return P2PResult(
         backend=backend.name,
@@ -511,7 +562,10 @@ __all__ = [
     "CopyTiming",
     "P2PResult",
     "PeerInfo",
+    "cleanup",
     "copy_route",
+    "device_memory",
+    "device_memory_is_host",
     "is_simulated",
     "measure_copies",
     "parse_size",

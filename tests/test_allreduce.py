@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import l0mem.core as core
-from l0mem.allreduce import AllReduce, allreduce, error_bound, roundings
+from l0mem.allreduce import AllReduce, allreduce, error_bound, roundings, scratch_bytes
 from l0mem.core.backend import LevelZeroBackend
 from tests.support import ze_session
 
@@ -241,3 +241,47 @@ def test_bound_counts_the_roundings():
     assert error_bound("bf16", 3) < error_bound("bf16", 4)
     with pytest.raises(ValueError):
         roundings("fp16", 2)  # type: ignore[arg-type]
+
+
+def test_a_failure_in_the_block_is_not_replaced_by_teardown(backend, monkeypatch):
+    bufs = _load(backend, _inputs(2, 64, seed=4))
+    ar = AllReduce(backend, [0, 1], threshold=0)
+
+    def lost(device=None):
+        raise RuntimeError("device lost while synchronizing")
+
+    with pytest.raises(ValueError, match="boom"), ar:
+        ar(bufs, 64)
+        monkeypatch.setattr(backend, "synchronize", lost)
+        raise ValueError("boom")
+    monkeypatch.undo()
+    # Teardown went on past the failing wait: the scratch is freed and the object closed.
+    assert ar.scratch_bytes == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        ar(bufs, 1)
+    # Without a failure in the block, a teardown error is the error.
+    ar2 = AllReduce(backend, [0, 1], threshold=0)
+    ar2(bufs, 64)
+    monkeypatch.setattr(backend, "synchronize", lost)
+    with pytest.raises(RuntimeError, match="device lost"), ar2:
+        pass
+    monkeypatch.undo()
+    backend.synchronize()
+    for b in bufs:
+        b.close()
+
+
+@pytest.mark.parametrize("n_dev", [2, 3, 4])
+def test_scratch_bytes_for_is_what_a_call_allocates(backend, n_dev):
+    bufs = _load(backend, _inputs(n_dev, 1001, seed=n_dev))
+    for path in ("f32", "bf16"):
+        with AllReduce(backend, range(n_dev)) as ar:
+            need = ar.scratch_bytes_for(1001, path)
+            assert need == scratch_bytes(n_dev, 1001, path)
+            ar(bufs, 1001, path=path).wait()
+            assert ar.scratch_bytes == need >= 4 * 1001
+            assert ar.scratch_bytes_for(1001) >= need
+    with AllReduce(backend, [0]) as single:
+        assert single.scratch_bytes_for(1001) == 0
+    for b in bufs:
+        b.close()

@@ -1,8 +1,11 @@
 """l0mem.allreduce over SYCL CPU sub-devices (dpctl), run in a subprocess with a hard timeout.
 
-Direct device-to-device copies between CPU sub-devices in one context hang
-with the pinned runtime (see l0mem.p2p); the all-reduce must route around
-that, and a regression must fail here instead of stalling the test run.
+SyclBackend gives every sub-device a context of its own, so every copy
+between them is host-staged ("separate contexts"); a regression that made
+them direct could hang (see l0mem.p2p) and must fail here instead of stalling
+the test run. tests/test_p2p_sycl_shared.py covers sub-devices sharing one
+context, and tests/test_allreduce_sycl_queues.py direct copies between
+concurrently running queues.
 """
 
 from __future__ import annotations

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import re
+
 import pytest
 
+from l0mem.cli._common import write_json
+from l0mem.cli.allreduce import _check
 from tests.support import sim
-from tests.support.cli import no_driver_env, run_json, run_json_on_sycl_cpu_pair, run_l0mem
+from tests.support.cli import (
+    no_driver_env,
+    one_line,
+    run_json,
+    run_json_on_sycl_cpu_pair,
+    run_l0mem,
+)
 
 
 def _cli(args, env):
@@ -103,3 +116,83 @@ def test_no_driver_is_exit_3():
     proc = _cli(["--sizes", "8"], no_driver_env())
     assert proc.returncode == 3
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("lost_at", [40, 120, 400])
+def test_lost_device_is_one_line_naming_the_failure(lost_at):
+    proc = _cli(
+        ["--sizes", "100,1000", "--threshold", "500", "--reps", "2"],
+        sim.sim_env(devices=3, device_lost_at=lost_at),
+    )
+    assert proc.returncode == 6, proc.stderr
+    line = one_line(proc, "allreduce")
+    assert "DEVICE_LOST" in line and "ReleaseWarning" not in proc.stderr
+    routine = re.search(r"\b(ze[A-Za-z0-9]+): ZE_RESULT", line)
+    assert routine is not None, line
+    assert not re.search(r"Destroy|MemFree", routine.group(1)), line
+
+
+def test_table_keeps_full_numbers_at_80_columns(tmp_path):
+    out = tmp_path / "ar.json"
+    proc = run_l0mem(
+        "allreduce",
+        ["--sizes", "999,1048577", "--reps", "1", "--json", str(out)],
+        sim.sim_env(devices=2),
+        columns=80,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout and "..." not in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    rows = json.loads(out.read_text())["results"]
+    lines = proc.stdout.splitlines()
+    for r in rows:
+        cells = [
+            f"{r['nelem']:,}",
+            f"{r['busbw_gbps']:.2f}",
+            f"{r['max_abs_error']:.2g}",
+            f"{r['max_error_to_bound']:.3f}",
+        ]
+        # Every number of a result sits whole on one table line.
+        assert any(all(c in line for c in cells) for line in lines), cells
+
+
+@pytest.mark.parametrize(
+    ("size", "config", "code", "needle"),
+    [
+        ("99999G", {}, 3, "which has 8.0 GiB of memory"),
+        ("1G", {"device_memory": "64T"}, 2, "of host memory"),
+    ],
+)
+def test_sizes_beyond_memory(size, config, code, needle):
+    proc = _cli(["--sizes", size, "--reps", "1"], sim.sim_env(devices=2, **config))
+    assert proc.returncode == code, proc.stderr
+    line = one_line(proc, "allreduce")
+    assert needle in line and "out of device memory" not in line
+
+
+def test_non_finite_numbers_are_written_as_null(tmp_path):
+    np = pytest.importorskip("numpy")
+    # A zero bound with a non-zero error makes the error/bound ratio infinite.
+    xs = [np.zeros(4, np.float32), np.zeros(4, np.float32)]
+    outs = [np.array([0, 1, np.nan, 0], np.float32)] * 2
+    check = _check(np, xs, outs, "f32")
+    assert math.isinf(check["max_error_to_bound"]) and math.isnan(check["max_abs_error"])
+    path = tmp_path / "ar.json"
+    write_json(path, {"check": check, "list": [float("nan"), 1.5, float("-inf")]})
+    text = path.read_text()
+    assert "Infinity" not in text and "NaN" not in text
+
+    def reject(name):
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    data = json.loads(text, parse_constant=reject)
+    assert data["list"] == [None, 1.5, None]
+    assert data["check"]["max_error_to_bound"] is None and data["check"]["max_abs_error"] is None
+    assert data["check"]["within_bound"] is False
+
+
+@pytest.mark.sycl
+def test_too_many_sub_devices_is_exit_3():
+    proc = run_l0mem("allreduce", ["--backend", "sycl", "--sub-devices", "4096"], dict(os.environ))
+    assert proc.returncode == 3, proc.stderr
+    assert "compute units" in one_line(proc, "allreduce")

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import io
+import json
+import os
+import re
+
 import pytest
+from rich.console import Console
 
 from tests.support import sim
-from tests.support.cli import no_driver_env, run_json, run_json_on_sycl_cpu_pair, run_l0mem
+from tests.support.cli import (
+    no_driver_env,
+    one_line,
+    run_json,
+    run_json_on_sycl_cpu_pair,
+    run_l0mem,
+)
 
 
 def _cli(args, env):
@@ -87,3 +99,99 @@ def test_unwritable_json_is_exit_4(tmp_path):
     proc = _cli(["--sizes", "4K", "--reps", "1", "--json", str(target)], sim.sim_env(devices=2))
     assert proc.returncode == 4 and "cannot write" in proc.stderr
     assert not target.exists()
+
+
+@pytest.mark.parametrize("lost_at", [30, 60, 120])
+def test_lost_device_is_one_line_naming_the_failure(lost_at):
+    proc = _cli(
+        ["--sizes", "4K,64K", "--reps", "2"], sim.sim_env(devices=2, device_lost_at=lost_at)
+    )
+    assert proc.returncode == 6, proc.stderr
+    line = one_line(proc, "p2p")
+    assert "DEVICE_LOST" in line and "ReleaseWarning" not in proc.stderr
+    # The first failing call, not a release made while cleaning up after it.
+    routine = re.search(r"\b(ze[A-Za-z0-9]+): ZE_RESULT", line)
+    assert routine is not None, line
+    assert not re.search(r"Destroy|MemFree", routine.group(1)), line
+
+
+@pytest.mark.sycl
+def test_too_many_sub_devices_is_exit_3():
+    proc = run_l0mem("p2p", ["--backend", "sycl", "--sub-devices", "4096"], dict(os.environ))
+    assert proc.returncode == 3, proc.stderr
+    assert "compute units" in one_line(proc, "p2p")
+
+
+def test_table_keeps_full_numbers_at_80_columns(tmp_path):
+    out = tmp_path / "p2p.json"
+    proc = run_l0mem(
+        "p2p",
+        ["--sizes", "4K,1M", "--reps", "2", "--json", str(out)],
+        sim.sim_env(devices=3, peers="0>1,1>0"),
+        columns=80,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout and "..." not in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    copies = json.loads(out.read_text())["copies"]
+    measured = [c for c in copies if not c["skipped"]]
+    assert len(measured) == 2 * (3 + 6 + 6) - 2 * 4
+    for c in measured:
+        text = f"{c['gbps']:.2f}"
+        assert text in proc.stdout, text
+        assert f"({c['gbps_min']:.2f}-{c['gbps_max']:.2f})" in proc.stdout
+
+
+def test_staged_copies_are_host_timed(tmp_path):
+    out = tmp_path / "p2p.json"
+    _, data = run_json(
+        "p2p", ["--sizes", "4K", "--reps", "2", "--warmup", "0"], sim.sim_env(devices=2), out
+    )
+    timing = {c["kind"]: c["timing"] for c in data["copies"]}
+    assert timing == {"same_device": "device", "direct": "device", "staged": "host"}
+    assert any("host clock" in n for n in data["notes"])
+
+
+@pytest.mark.parametrize(
+    ("config", "code", "needle"),
+    [
+        ({}, 3, "which has 8.0 GiB of memory"),
+        ({"device_memory": "64T"}, 2, "of host memory"),
+    ],
+)
+def test_sizes_beyond_memory(config, code, needle):
+    size = "99999G" if code == 3 else "4000G"
+    proc = _cli(["--sizes", size, "--reps", "1"], sim.sim_env(devices=2, **config))
+    assert proc.returncode == code, proc.stderr
+    line = one_line(proc, "p2p")
+    assert needle in line and "out of device memory" not in line
+
+
+def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
+    from l0mem.cli.p2p import render
+    from l0mem.p2p import CopyTiming, P2PResult, PeerInfo
+
+    n = 1 << 20
+    fast = (7000, 8000, 9500)  # 149.80, 131.07 and 110.38 GB/s
+    copies = [
+        CopyTiming("same_device", 0, 0, n, fast, "device"),
+        CopyTiming("direct", 0, 1, n, fast, "device"),
+        CopyTiming("staged", 0, 1, n, (70000, 80000, 95000), "host"),
+        CopyTiming("direct", 1, 0, n, skipped="no peer access"),
+    ]
+    result = P2PResult(
+        backend="l0",
+        devices=("a GPU with a rather long marketing name [level_zero:gpu:0]", "another GPU"),
+        simulated=False,
+        sizes=(n,),
+        reps=3,
+        warmup=0,
+        peers=(PeerInfo(0, 1, True, True, 12345, "bytes/ns", 1000, "ns", "direct", "x"),),
+        copies=tuple(copies),
+    )
+    out = io.StringIO()
+    render(result, Console(file=out, width=80))
+    text = out.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    for c in copies[:3]:
+        assert f"{c.gbps:.2f}" in text and f"({c.gbps_min:.2f}-{c.gbps_max:.2f})" in text

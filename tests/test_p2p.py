@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 import l0mem.core as core
@@ -105,7 +107,8 @@ def test_measure_copies_covers_every_pair_and_kind(backend, clean):
         if t.kind == "direct" and {t.src, t.dst} != {0, 1}:
             assert t.skipped == "no peer access" and t.samples_ns == () and t.gbps is None
             continue
-        assert t.skipped is None and len(t.samples_ns) == 3 and t.timing == "device"
+        assert t.skipped is None and len(t.samples_ns) == 3
+        assert t.timing == ("host" if t.kind == "staged" else "device")
         assert t.gbps_min is not None and t.gbps_max is not None and t.gbps is not None
         assert t.gbps_min <= t.gbps <= t.gbps_max
         assert t.spread is not None and t.spread >= 0
@@ -139,3 +142,145 @@ def test_bad_arguments(backend):
         measure_copies(backend, sizes=[16], reps=0)
     with pytest.raises(ValueError):
         measure_copies(backend, sizes=[16], kinds=["sideways"])  # type: ignore[list-item]
+
+
+def test_staged_copy_time_includes_the_host_wait(monkeypatch):
+    # Device time of each leg is 7 ns; every host wait advances the clock by 1000 ns.
+    clock = FakeClock()
+    monkeypatch.setattr("l0mem.p2p.time.perf_counter_ns", clock.now)
+    backend = FakeCopyBackend(clock, leg_ns=7, wait_ns=1000)
+    timings = measure_copies(backend, sizes=[64], reps=2, warmup=0)
+    by_kind = {(t.kind, t.src, t.dst): t for t in timings}
+    staged = by_kind[("staged", 0, 1)]
+    assert staged.timing == "host"
+    # The upload waits for the download on the host, then the upload is waited for.
+    assert staged.samples_ns == (2000, 2000)
+    direct = by_kind[("direct", 0, 1)]
+    assert direct.timing == "device" and direct.samples_ns == (7, 7)
+    assert by_kind[("same_device", 1, 1)].samples_ns == (7, 7)
+
+
+def test_teardown_error_does_not_replace_the_failure(monkeypatch):
+    clock = FakeClock()
+    backend = FakeCopyBackend(clock, leg_ns=7, wait_ns=1, fail_copy="copy failed")
+    with pytest.raises(RuntimeError, match="copy failed"):
+        measure_copies(backend, sizes=[64], reps=1, warmup=0)
+    # Teardown still ran every step although each of them failed.
+    assert backend.close_calls == 4 and backend.failed_syncs == 1
+
+
+class FakeClock:
+    """A host clock that moves only when a fake event is waited for."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def now(self) -> int:
+        return self.ns
+
+
+class FakeEvent:
+    def __init__(self, clock: FakeClock, leg_ns: int, wait_ns: int) -> None:
+        self.clock, self.leg_ns, self.wait_ns, self.done = clock, leg_ns, wait_ns, False
+
+    def wait(self) -> None:
+        if not self.done:
+            self.clock.ns += self.wait_ns
+            self.done = True
+
+    def elapsed_ns(self) -> int:
+        self.wait()
+        return self.leg_ns
+
+
+class FakeBuffer:
+    def __init__(self, owner: FakeCopyBackend, device: int, nbytes: int) -> None:
+        self.owner, self.device, self.nbytes, self.address = owner, device, nbytes, 0
+
+    def view(self, offset: int, nbytes: int) -> FakeBuffer:
+        return FakeBuffer(self.owner, self.device, nbytes)
+
+    def close(self) -> None:
+        self.owner.close_calls += 1
+        if self.owner.broken:
+            raise RuntimeError("device lost (close)")
+
+
+class FakeCopyBackend:
+    """Two devices in one context; every operation is an event timed by the fake clock."""
+
+    name = "fake"
+
+    def __init__(
+        self, clock: FakeClock, *, leg_ns: int, wait_ns: int, fail_copy: str | None = None
+    ) -> None:
+        self.clock, self.leg_ns, self.wait_ns, self.fail_copy = clock, leg_ns, wait_ns, fail_copy
+        self.broken = False
+        self.close_calls = self.failed_syncs = 0
+
+    def same_context(self, a: int, b: int) -> bool:
+        return True
+
+    def device_count(self) -> int:
+        return 2
+
+    def device_name(self, index: int) -> str:
+        return f"fake {index}"
+
+    def _event(self, wait_for=()) -> FakeEvent:
+        for ev in wait_for:
+            ev.wait()  # as a backend does for events it cannot wait on in-queue
+        return FakeEvent(self.clock, self.leg_ns, self.wait_ns)
+
+    def allocate(self, device: int, nbytes: int) -> FakeBuffer:
+        return FakeBuffer(self, device, nbytes)
+
+    def fill(self, dst, pattern, nbytes=None, *, wait_for=()) -> FakeEvent:
+        return self._event(wait_for)
+
+    def upload(self, dst, data, *, wait_for=()) -> FakeEvent:
+        return self._event(wait_for)
+
+    def download(self, src, out, *, wait_for=()) -> FakeEvent:
+        return self._event(wait_for)
+
+    def copy(self, dst, src, nbytes=None, *, queue_device=None, wait_for=()) -> FakeEvent:
+        if self.fail_copy:
+            self.broken = True
+            raise RuntimeError(self.fail_copy)
+        return self._event(wait_for)
+
+    def launch(self, kernel, device, args, global_size, *, wait_for=()) -> FakeEvent:
+        raise NotImplementedError("copies only")
+
+    def synchronize(self, device: int | None = None) -> None:
+        if self.broken:
+            self.failed_syncs += 1
+            raise RuntimeError("device lost (synchronize)")
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class _Named:
+    name: str
+    names: tuple[str, ...]
+
+    def device_count(self) -> int:
+        return len(self.names)
+
+    def device_name(self, index: int) -> str:
+        return self.names[index]
+
+
+def test_is_simulated_reads_the_device_names(monkeypatch):
+    # A real driver named through ZE_ENABLE_ALT_DRIVERS is still hardware.
+    monkeypatch.setenv("ZE_ENABLE_ALT_DRIVERS", "/opt/intel/libze_intel_gpu.so.1")
+    real = _Named("l0", ("Intel(R) Arc(TM) Pro B70", "Intel(R) Arc(TM) Pro B70"))
+    assert not is_simulated(real)  # type: ignore[arg-type]
+    sim = _Named("l0", ("l0mem simulated GPU 0", "l0mem simulated GPU 1"))
+    assert is_simulated(sim)  # type: ignore[arg-type]
+    monkeypatch.delenv("ZE_ENABLE_ALT_DRIVERS")
+    assert is_simulated(sim)  # type: ignore[arg-type]
+    assert not is_simulated(_Named("sycl", ("simulated annealing accelerator",)))  # type: ignore[arg-type]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -31,6 +33,10 @@ class Unavailable(Exception):
     """The requested backend or devices cannot be used here."""
 
 
+class HostTooSmall(Exception):
+    """The request needs more host memory than is available (a usage error, exit 2)."""
+
+
 def notice(command: str, message: str) -> None:
     """Print the one line ``l0mem COMMAND: MESSAGE`` on stderr."""
     click.echo(f"l0mem {command}: {message}", err=True)
@@ -42,19 +48,63 @@ def fail(command: str, code: ExitCode, message: str) -> NoReturn:
     raise SystemExit(int(code))
 
 
+def _release_warning() -> type[Warning]:
+    from l0mem.core import ReleaseWarning
+
+    return ReleaseWarning
+
+
+def _replay(caught: Sequence[warnings.WarningMessage], *, skip_release: bool) -> None:
+    """Show the held warnings again, leaving out ReleaseWarnings when ``skip_release``."""
+    release = _release_warning() if caught else Warning
+    for w in caught:
+        if skip_release and issubclass(w.category, release):
+            continue
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+
+
+def _memory_message(err: MemoryError) -> str:
+    # NumPy and bytearray fail on the host (the former with its own subclass,
+    # the latter with no message); the backends name the device they failed on.
+    text = str(err).splitlines()[0] if str(err) else ""
+    if not text or type(err).__module__.startswith("numpy"):
+        return f"out of host memory{': ' + text if text else ''}"
+    return f"out of device memory: {text}"
+
+
 @contextlib.contextmanager
 def measuring(command: str) -> Iterator[None]:
-    """Turn a failure while ``command`` measures into its one-line error and exit code."""
+    """Turn a failure while ``command`` measures into its one-line error and exit code.
+
+    Handles that fail to release during the teardown after a failure (every
+    call fails once a device is lost) would each print a ReleaseWarning; they
+    are dropped then, so the one line names the original failure.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            yield
+        except BaseException as err:
+            failure: BaseException | None = err
+        else:
+            failure = None
+    if failure is None:
+        _replay(caught, skip_release=False)
+        return
+    _replay(caught, skip_release=True)
+    # Objects the traceback still holds are freed at exit: keep that quiet too.
+    warnings.simplefilter("ignore", _release_warning())
     try:
-        yield
+        raise failure
     except Unavailable as err:
         fail(command, ExitCode.NO_DEVICE, str(err))
+    except HostTooSmall as err:
+        fail(command, ExitCode.USAGE, str(err))
     except KeyboardInterrupt:
         fail(command, ExitCode.INTERRUPTED, "interrupted; device memory was freed")
     except click.ClickException:
         raise
     except MemoryError as err:
-        fail(command, ExitCode.DRIVER_ERROR, f"out of device memory: {err}")
+        fail(command, ExitCode.DRIVER_ERROR, _memory_message(err))
     except Exception as err:
         fail(command, ExitCode.DRIVER_ERROR, f"{type(err).__name__}: {err}".splitlines()[0])
 
@@ -161,9 +211,9 @@ def _sycl_devices(specs: Sequence[str], sub_devices: int | None) -> list[Any]:
     units = int(root.max_compute_units)
     per = units // sub_devices
     if per < 1:
-        raise click.BadParameter(
-            f"{root.name.strip()} has {units} compute units, too few for {sub_devices} sub-devices",
-            param_hint="--sub-devices",
+        # The options are fine; this machine's device cannot serve them.
+        raise Unavailable(
+            f"{root.name.strip()} has {units} compute units, too few for {sub_devices} sub-devices"
         )
     try:
         return list(root.create_sub_devices(partition=[per] * sub_devices))
@@ -178,10 +228,13 @@ def open_backend(
     """Yield an open backend ("l0" or "sycl") over the selected devices; close it afterwards."""
     backend: Any
     if kind == "sycl":
-        from l0mem.sycl import SyclBackend
+        from l0mem.sycl import SyclBackend, SyclNoDeviceError
 
         devs = _sycl_devices(specs, sub_devices)
-        backend = SyclBackend(devs, profiling=True)
+        try:
+            backend = SyclBackend(devs, profiling=True)
+        except SyclNoDeviceError as err:
+            raise Unavailable(str(err)) from None
     else:
         if sub_devices is not None:
             raise click.UsageError("--sub-devices applies to --backend sycl only")
@@ -190,15 +243,83 @@ def open_backend(
         backend = LevelZeroBackend(_l0_devices(specs), context="multi")
     try:
         yield backend
-    finally:
-        backend.close()
+    except BaseException:
+        close_quietly(backend)
+        raise
+    backend.close()
+
+
+def close_quietly(backend: Any) -> None:
+    """Close ``backend`` after a failure: its own errors and ReleaseWarnings are dropped.
+
+    With a lost device every release fails too; the caller reports the
+    failure that came first.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _release_warning())
+        with contextlib.suppress(Exception):
+            backend.close()
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / (1 << 30):.1f} GiB"
+
+
+def check_memory(
+    backend: Any,
+    devices: Sequence[int],
+    *,
+    per_device: int,
+    largest: int,
+    host: int,
+    what: str,
+) -> None:
+    """Raise Unavailable when a device cannot hold ``per_device`` bytes (or one ``largest``
+    allocation), HostTooSmall when the host lacks ``host`` bytes plus host-backed device memory."""
+    import psutil
+
+    from l0mem.p2p import device_memory, device_memory_is_host
+
+    host_need = host
+    for d in devices:
+        total, max_alloc = device_memory(backend, d)
+        name = backend.device_name(d)
+        if total is not None and per_device > total:
+            raise Unavailable(
+                f"{what} need {_gib(per_device)} on device {d} ({name}), "
+                f"which has {_gib(total)} of memory"
+            )
+        if max_alloc is not None and largest > max_alloc:
+            raise Unavailable(
+                f"{what} need one allocation of {_gib(largest)} on device {d} ({name}), "
+                f"larger than its limit of {_gib(max_alloc)}"
+            )
+        if device_memory_is_host(backend, d):
+            host_need += per_device
+    available = int(psutil.virtual_memory().available)
+    if host_need > available:
+        raise HostTooSmall(
+            f"{what} need about {_gib(host_need)} of host memory, {_gib(available)} available"
+        )
+
+
+def finite(data: Any) -> Any:
+    """Return ``data`` with every non-finite float (inf, nan) replaced by None, for strict JSON."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    return data
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (raises OSError on failure)."""
+    """Write ``data`` as strict JSON (non-finite numbers as null) to ``path`` atomically (raises OSError)."""
     from l0mem.audit.report import atomic_write_bytes
 
-    atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
+    text = json.dumps(finite(data), indent=2, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode())
 
 
 def save_json(command: str, path: Path, data: dict[str, Any]) -> None:

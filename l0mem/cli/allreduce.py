@@ -17,16 +17,21 @@ inputs and reports:
   whether every device holds the same bits.
 
 ``--json PATH`` writes the run atomically (schema ``l0mem.allreduce/1``,
-documented in docs/allreduce-json.md).
+documented in docs/allreduce-json.md; non-finite numbers are written as null).
+Before any input is made, the largest size is checked against every device's
+memory and the host's available memory.
 
 Exit codes: 0 on success, 1 when a result is outside its error bound or the
-devices disagree, 2 on bad options, 3 when the backend or fewer than two
-devices are available (or NumPy/dpctl is missing), 4 when the JSON file
+devices disagree, 2 on bad options (including sizes whose inputs and checks
+do not fit in host memory), 3 when the backend or fewer than two devices are
+available, a device is too small for the sizes, or a CPU has too few compute
+units for ``--sub-devices`` (or NumPy/dpctl is missing), 4 when the JSON file
 cannot be written, 6 when the driver or runtime fails, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Sequence
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import click
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -43,6 +49,7 @@ from l0mem.cli._common import (
     ExitCode,
     Unavailable,
     backend_option,
+    check_memory,
     device_option,
     fail,
     json_option,
@@ -77,6 +84,29 @@ def _check(np: Any, xs: list[Any], outs: list[Any], path: Literal["f32", "bf16"]
     }
 
 
+def host_bytes(n_devices: int, nelem: int) -> int:
+    """Return about how much host memory ``measure`` needs for one size (inputs, outputs, checks)."""
+    # Per device: FP32 input and output, FP64 copy and |x| in the check;
+    # shared: float64 draws and the check's sum, bound, error and ratio arrays.
+    return (24 * n_devices + 48) * nelem
+
+
+def check_sizes(backend: Any, devices: Sequence[int], sizes: Sequence[int]) -> None:
+    """Raise Unavailable (a device too small) or HostTooSmall before inputs are generated."""
+    from l0mem.allreduce import scratch_bytes
+
+    nelem = max(sizes)
+    scratch = scratch_bytes(len(devices), nelem)
+    check_memory(
+        backend,
+        devices,
+        per_device=4 * nelem + scratch,
+        largest=max(4 * nelem, scratch),
+        host=host_bytes(len(devices), nelem),
+        what=f"--sizes {nelem:,} elements",
+    )
+
+
 def measure(
     backend: Any,
     devices: Sequence[int],
@@ -94,22 +124,23 @@ def measure(
     except ImportError:
         raise Unavailable("l0mem allreduce needs NumPy: pip install numpy") from None
     from l0mem.allreduce import AllReduce
-    from l0mem.p2p import is_simulated
+    from l0mem.p2p import cleanup, is_simulated
 
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
     with AllReduce(backend, devices, threshold=threshold, transport=transport) as ar:
         for nelem in sizes:
             xs = [rng.standard_normal(nelem).astype(np.float32) for _ in devices]
-            bufs = [backend.allocate(d, 4 * nelem) for d in devices]
+            bufs: list[Any] = []
+            ok = False
             try:
+                bufs.extend(backend.allocate(d, 4 * nelem) for d in devices)
                 for path in ("f32", "bf16"):
                     rows.append(_one(np, backend, ar, devices, bufs, xs, nelem, path, reps, warmup))
+                ok = True
             finally:
-                for d in devices:
-                    backend.synchronize(d)
-                for b in bufs:
-                    b.close()
+                waits = [functools.partial(backend.synchronize, d) for d in devices]
+                cleanup([*waits, *(b.close for b in bufs)], strict=ok)
     return {
         "schema": SCHEMA,
         "l0mem_version": __version__,
@@ -186,7 +217,8 @@ def _one(
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f}"
+    ms = ns / 1e6
+    return f"{ms:,.0f}" if ms >= 1000 else f"{ms:.4g}"
 
 
 def _bytes(n: int) -> str:
@@ -196,46 +228,63 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
+def _num(value: float | None, spec: str) -> str:
+    # NaN (a device result holding NaN) is not equal to itself.
+    return "-" if value is None or value != value else format(value, spec)
+
+
+# Short headers on two lines keep the table within 80 columns.
+_COLUMNS = (
+    "elements",
+    "path",
+    "time\nms",
+    "spread",
+    "crossed",
+    "bus\nGB/s",
+    "max\nerror",
+    "err/\nbound",
+    "same\nbits",
+)
+
+
 def render(report: dict[str, Any], console: Console) -> None:
-    """Print an all-reduce report as a rich table."""
+    """Print an all-reduce report as a rich table (fits 80 columns without cutting numbers)."""
     names = ", ".join(f"{d['index']}: {d['name']}" for d in report["devices"])
     console.print(
         escape(f"All-reduce over {len(report['devices'])} devices ({report['backend']}): {names}")
     )
     routes = sorted(set(report["routes"].values()))
     table = Table(
-        title=f"threshold {report['threshold']:,} elements; copies {'/'.join(routes) or '-'}"
+        title=f"threshold {report['threshold']:,} elements; copies {'/'.join(routes) or '-'}",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
     )
-    for col in (
-        "elements",
-        "path",
-        "time ms (range)",
-        "bytes crossed",
-        "bus GB/s",
-        "wire GB/s",
-        "max error",
-        "error/bound",
-        "same bits",
-    ):
-        table.add_column(col, justify="right")
+    for col in _COLUMNS:
+        # Never wrap inside a cell; if the terminal is too narrow even so, fold
+        # onto the next line rather than cut a number short with an ellipsis.
+        table.add_column(col, justify="right", no_wrap=True, overflow="fold")
     for r in report["results"]:
         t = r["time_ns"]
         good = r["within_bound"]
+        spread = (t["max"] - t["min"]) / max(t["median"], 1.0)
         table.add_row(
             f"{r['nelem']:,}",
             f"{r['path']}{' *' if r['auto'] else ''}",
-            f"{_ms(t['median'])} ({_ms(t['min'])}-{_ms(t['max'])})",
+            _ms(t["median"]),
+            f"{spread:.0%}",
             _bytes(r["total_bytes_crossed"]),
-            f"{r['busbw_gbps']:.2f}",
-            f"{r['wire_gbps']:.2f}",
-            f"{r['max_abs_error']:.3g}",
-            f"[{'green' if good else 'red'}]{r['max_error_to_bound']:.3f}[/]",
+            _num(r["busbw_gbps"], ".2f"),
+            _num(r["max_abs_error"], ".2g"),
+            f"[{'green' if good else 'red'}]{_num(r['max_error_to_bound'], '.3f')}[/]",
             "yes" if r["identical"] else "[red]no[/]",
         )
     console.print(table)
     console.print(
-        "* = the path the threshold picks. error/bound <= 1 means within the bound the path's "
-        "BF16/FP32 roundings allow (vs. an FP64 sum)."
+        "ms: median time, spread: (slowest - fastest) / median; crossed: bytes between devices "
+        "per call; bus GB/s: 4 elements / time x 2(N-1)/N. * = the path the threshold picks. "
+        "err/bound <= 1 means within the bound the path's BF16/FP32 roundings allow (vs. an "
+        "FP64 sum). --json has every sample and the wire rate."
     )
     if report["simulated"]:
         console.print(
@@ -300,6 +349,7 @@ def allreduce(
                 f"all-reduce needs {max(want, 2)} devices, {available} available"
                 + (" (SYCL: try --sub-devices 2)" if backend == "sycl" else "")
             )
+        check_sizes(b, list(range(want)), size_list)
         report = measure(
             b,
             list(range(want)),
@@ -321,4 +371,4 @@ def allreduce(
         )
 
 
-__all__ = ["SCHEMA", "allreduce", "measure", "render"]
+__all__ = ["SCHEMA", "allreduce", "check_sizes", "host_bytes", "measure", "render"]

@@ -8,22 +8,29 @@ each size of the sweep, the same-device copy (the reference), the direct
 device-to-device copy and the host-staged copy (device to host to device) for
 every ordered pair: median GB/s with the slowest-fastest range and the spread.
 Device event timestamps are used where the backend has them, the host clock
-otherwise. ``--json PATH`` writes the run atomically (schema ``l0mem.p2p/1``,
-documented in docs/p2p-json.md). Numbers from l0mem's simulated driver are
-labelled as a simulator's.
+otherwise; host-staged copies always with the host clock, from the first
+enqueue to the last completion. ``--json PATH`` writes the run atomically
+(schema ``l0mem.p2p/1``, documented in docs/p2p-json.md; non-finite numbers
+are written as null). Numbers from l0mem's simulated driver are labelled as a
+simulator's. The largest size is checked against device and host memory
+before anything is allocated.
 
-Exit codes: 0 on success, 2 on bad options, 3 when the backend or the
-requested devices are unavailable (including a missing dpctl for
-``--backend sycl``), 4 when the JSON file cannot be written, 6 when the driver
-or runtime fails while measuring, 130 on Ctrl-C.
+Exit codes: 0 on success, 2 on bad options (including sizes that do not fit
+in host memory), 3 when the backend or the requested devices are unavailable
+(including a missing dpctl for ``--backend sycl``, a device too small for the
+sizes, and a CPU with too few compute units for ``--sub-devices``), 4 when the
+JSON file cannot be written, 6 when the driver or runtime fails while
+measuring, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -31,6 +38,7 @@ from rich.table import Table
 from l0mem.cli._common import (
     Unavailable,
     backend_option,
+    check_memory,
     device_option,
     fail,
     json_option,
@@ -52,7 +60,8 @@ def _cell(c: Any) -> str:
         return ""
     if c.skipped:
         return "n/a"
-    return f"{_gbps(c.gbps)} ({_gbps(c.gbps_min)}-{_gbps(c.gbps_max)})"
+    # The range goes on its own line: a cell never has to be cut to fit.
+    return f"{_gbps(c.gbps)}\n({_gbps(c.gbps_min)}-{_gbps(c.gbps_max)})"
 
 
 def _size(nbytes: int) -> str:
@@ -62,18 +71,25 @@ def _size(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
+def _table(title: str, columns: Sequence[str], justify: str = "left") -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in columns:
+        # Too narrow a terminal folds a cell onto more lines instead of cutting it.
+        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    return table
+
+
 def render(result: Any, console: Console) -> None:
-    """Print a :class:`l0mem.p2p.P2PResult` as rich tables."""
-    devices = Table(title=f"Devices ({result.backend})")
-    devices.add_column("#", justify="right")
-    devices.add_column("name")
+    """Print a :class:`l0mem.p2p.P2PResult` as rich tables (numbers are never cut short)."""
+    devices = _table(f"Devices ({result.backend})", ("#", "name"))
     for i, name in enumerate(result.devices):
         devices.add_row(str(i), escape(name))
     console.print(devices)
     if result.peers:
-        peers = Table(title="Peer access (src can access dst)")
-        for col in ("src", "dst", "access", "atomics", "P2P bandwidth", "latency", "l0mem copies"):
-            peers.add_column(col)
+        peers = _table(
+            "Peer access (src can access dst)",
+            ("src", "dst", "access", "atomics", "P2P bandwidth", "latency", "l0mem copies"),
+        )
         for p in result.peers:
             peers.add_row(
                 str(p.src),
@@ -85,21 +101,29 @@ def render(result: Any, console: Console) -> None:
                 p.route if p.route == "direct" else f"{p.route}: {p.route_reason}",
             )
         console.print(peers)
-    table = Table(title="Copy bandwidth, GB/s (1e9 bytes/s): median (slowest-fastest)")
-    for col in ("size", "src>dst", "same device", "direct", "host-staged", "timing"):
-        table.add_column(col, justify="right")
+    table = _table(
+        "Copy bandwidth, GB/s (1e9 bytes/s): median (slowest-fastest)",
+        ("size", "src>dst", "same device", "direct", "host-staged", "clock"),
+        justify="right",
+    )
     rows: dict[tuple[int, int, int], dict[str, Any]] = {}
     for c in result.copies:
         rows.setdefault((c.nbytes, c.src, c.dst), {})[c.kind] = c
     for (nbytes, src, dst), kinds in rows.items():
-        timings = sorted({c.timing for c in kinds.values() if not c.skipped})
+        clocks = sorted(
+            {c.timing for k, c in kinds.items() if not c.skipped and k != "staged"}
+        )
         table.add_row(
             _size(nbytes),
             f"{src}>{dst}",
             *(_cell(kinds.get(k)) for k in ("same_device", "direct", "staged")),
-            "/".join(timings) or "-",
+            "/".join(clocks) or "-",
         )
     console.print(table)
+    console.print(
+        "clock: how the same-device and direct copies were timed (device timestamps, or the "
+        "host clock where events carry none)."
+    )
     skipped = sorted({f"{c.src}>{c.dst}: {c.skipped}" for c in result.copies if c.skipped})
     if skipped:
         console.print("Not measured (direct): " + "; ".join(skipped))
@@ -138,6 +162,16 @@ def p2p(
 
     size_list = sizes_option(sizes, "--sizes")
     with measuring("p2p"), open_backend(backend, device_specs, sub_devices) as b:
+        biggest = max(size_list)
+        # A source and a destination buffer per device; the staged copy's host buffer.
+        check_memory(
+            b,
+            range(b.device_count()),
+            per_device=2 * biggest,
+            largest=biggest,
+            host=2 * biggest,
+            what=f"--sizes {biggest:,} bytes",
+        )
         result = run_p2p(b, sizes=size_list, reps=reps, warmup=warmup)
     render(result, Console())
     if json_path is not None:

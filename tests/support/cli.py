@@ -16,13 +16,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_l0mem(
-    command: str, args: Sequence[str], env: Mapping[str, str], timeout: float = 120
+    command: str,
+    args: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float = 120,
+    columns: int = 160,
 ) -> subprocess.CompletedProcess[str]:
-    """Return the finished ``l0mem COMMAND ARGS`` run (160 columns); fail the test if it hangs."""
+    """Return the finished ``l0mem COMMAND ARGS`` run (``columns`` wide); fail the test if it hangs."""
     try:
         return subprocess.run(
             [sys.executable, "-m", "l0mem", command, *args],
-            env={**env, "COLUMNS": "160"},
+            env={**env, "COLUMNS": str(columns)},
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
@@ -39,9 +43,21 @@ def no_driver_env() -> dict[str, str]:
 
 
 def skip_if_too_few_compute_units(proc: subprocess.CompletedProcess[str]) -> None:
-    """Skip the test when ``--sub-devices`` could not partition this machine's SYCL CPU device."""
+    """Skip the test when ``--sub-devices`` could not partition this machine's SYCL CPU device.
+
+    The commands exit 3 ("no usable device for the request") with a line naming
+    the compute units; tests/test_cli_p2p.py checks that they do.
+    """
     if proc.returncode == 3 and "compute units" in proc.stderr:
         pytest.skip(proc.stderr.strip())
+
+
+def one_line(proc: subprocess.CompletedProcess[str], command: str) -> str:
+    """Return the single stderr line of a failed ``l0mem COMMAND`` run (fail the test otherwise)."""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"l0mem {command}: "), lines[0]
+    return lines[0]
 
 
 def _json_of(proc: subprocess.CompletedProcess[str], json_path: Path) -> dict[str, Any]:
