@@ -6,7 +6,8 @@
 
 Each work-group size is one :func:`l0mem.kernel_bench.run_kernel_bench` run
 (the copy is re-measured in every run, so each ratio compares like with like).
-``l0mem bench kernels`` is the single-run command-line form.
+``l0mem bench kernels`` is the single-run command-line form. Options and the
+``--json`` path are checked before anything is measured.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from l0mem.kernel_bench import KernelBenchResult, run_kernel_bench
+from l0mem.kernel_bench import KernelBenchResult, check_writable, run_kernel_bench
 from l0mem.kernels import KERNELS
-from l0mem.sycl import SyclBackend, SyclUnavailableError
+from l0mem.sycl import SyclBackend, SyclNoDeviceError, SyclUnavailableError, parse_filter
 
 SCHEMA = "l0mem.bench.kernels-sweep/1"
 
@@ -43,10 +44,17 @@ def sweep(
     out: list[tuple[int, KernelBenchResult]] = []
     for size in sizes:
         with SyclBackend([device], profiling=True, work_group_size=size) as b:
-            used = b.work_group_size(0, "l0mem_f32_add")
+            used = b.work_group_size(0, "l0mem_f32_add", elements)
             result = run_kernel_bench(b, elements=elements, repetitions=repetitions, warmup=warmup)
         out.append((used, result))
     return out
+
+
+def check_sizes(device: str, sizes: list[int | None]) -> None:
+    """Raise ValueError unless every work-group size fits the kernels on ``device``."""
+    with SyclBackend([device]) as b:
+        for size in sizes:
+            b.set_work_group_size(size)
 
 
 def to_json(runs: list[tuple[int, KernelBenchResult]]) -> dict[str, Any]:
@@ -88,39 +96,111 @@ def render(runs: list[tuple[int, KernelBenchResult]], console: Console) -> None:
     console.print(table)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _sizes(text: str) -> list[int | None]:
+    sizes: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip()
+        if part == "default":
+            sizes.append(None)
+            continue
+        try:
+            sizes.append(_positive(part))
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"work-group sizes must be positive integers or 'default', got {text!r}"
+            ) from None
+    return sizes
+
+
+def _error(message: str) -> None:
+    print(f"bench_kernels.py: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the sweep from the command line; return the exit status."""
+    """Run the sweep from the command line; return the exit status.
+
+    0 on success, 2 on bad options, 3 when the device is unavailable, 4 when
+    the JSON file cannot be written, 6 when the runtime fails while measuring.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="opencl:cpu", help="SYCL filter string")
     parser.add_argument(
         "--sizes",
+        type=_sizes,
         default="default,64,128,256,512,1024",
         help="comma-separated work-group sizes ('default' = the backend's choice)",
     )
-    parser.add_argument("--elements", type=int, default=1 << 24)
-    parser.add_argument("--repetitions", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--elements", type=_positive, default=1 << 24)
+    parser.add_argument("--repetitions", type=_positive, default=20)
+    parser.add_argument("--warmup", type=_non_negative, default=3)
     parser.add_argument("--json", type=Path, help="write the sweep as JSON to this path")
-    args = parser.parse_args(argv)
     try:
-        sizes = [None if s.strip() == "default" else int(s) for s in args.sizes.split(",")]
-    except ValueError:
-        print(f"error: --sizes must be integers or 'default', got {args.sizes!r}", file=sys.stderr)
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    try:
+        parse_filter(args.device)
+    except ValueError as err:
+        _error(f"--device: {err}")
+        return 2
+    if args.json is not None:
+        try:
+            check_writable(args.json)
+        except OSError as err:
+            _error(f"cannot write {args.json}: {err.strerror or err}")
+            return 4
+    try:
+        check_sizes(args.device, args.sizes)
+    except (SyclUnavailableError, SyclNoDeviceError) as err:
+        _error(str(err))
+        return 3
+    except ValueError as err:
+        _error(f"--sizes: {err}")
         return 2
     try:
         runs = sweep(
             args.device,
-            sizes,
+            args.sizes,
             elements=args.elements,
             repetitions=args.repetitions,
             warmup=args.warmup,
         )
-    except (SyclUnavailableError, LookupError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (SyclUnavailableError, SyclNoDeviceError) as err:
+        _error(str(err))
         return 3
+    except KeyboardInterrupt:
+        _error("interrupted; device memory was freed")
+        return 130
+    except Exception as err:
+        _error(f"{type(err).__name__}: {err}".splitlines()[0])
+        return 6
     render(runs, Console())
     if args.json is not None:
-        _write_atomic(args.json, to_json(runs))
+        try:
+            _write_atomic(args.json, to_json(runs))
+        except OSError as err:
+            _error(f"cannot write {args.json}: {err.strerror or err}")
+            return 4
     return 0
 
 

@@ -11,6 +11,7 @@ otherwise. Nothing is printed here: the functions return results.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import statistics
@@ -221,6 +222,27 @@ def run_kernel_bench(
     )
 
 
+def check_writable(path: Path) -> None:
+    """Raise OSError (with a one-line message) unless ``write_json`` could create ``path``.
+
+    Run before measuring, so that a bad path does not throw a long run away.
+    """
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    if not folder.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such directory", str(folder))
+    if not folder.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(folder))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as err:
+        # Name the file asked for, not the probe.
+        raise OSError(err.errno, err.strerror, str(path)) from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def write_json(path: Path, result: KernelBenchResult) -> None:
     """Write ``result`` to ``path`` as JSON atomically (temporary file, then rename)."""
     folder = path.parent if str(path.parent) else Path(".")
@@ -242,6 +264,7 @@ __all__ = [
     "SCHEMA",
     "KernelBenchResult",
     "Measurement",
+    "check_writable",
     "run_kernel_bench",
     "write_json",
 ]

@@ -8,7 +8,9 @@ work-item per element over ``n`` elements:
 - ``l0mem_f32_add(src f32*, acc f32*, n)``: ``acc[i] += src[i]``.
 
 The launchers below take buffers of any :class:`l0mem.backend.Backend`, check
-sizes and devices, and call ``backend.launch``. NumPy is not needed here.
+sizes and devices, and call ``backend.launch``; :func:`check_launch_args` is
+the argument check every backend's ``launch`` applies as well, so a bad call
+fails the same way on either. NumPy is not needed here.
 """
 
 from __future__ import annotations
@@ -90,11 +92,68 @@ class _NoWorkEvent:
         return 0
 
 
+class KernelArgumentError(ValueError, TypeError):
+    """Arguments that do not fit a kernel's layout in ``KERNELS``.
+
+    A ValueError, and also a TypeError for callers that catch a wrong type as one.
+    """
+
+
+_U64_MAX = (1 << 64) - 1
+
+
+def _is_int(value: object) -> bool:
+    # bool is an int subclass, but True as an element count is a bug.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_count(n: int) -> None:
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"element count must be an int, got {type(n).__name__}")
+    if not _is_int(n):
+        raise KernelArgumentError(f"element count must be an int, got {type(n).__name__}")
     if n < 0:
-        raise ValueError(f"element count must be >= 0, got {n}")
+        raise KernelArgumentError(f"element count must be >= 0, got {n}")
+
+
+def _owner(buf: object) -> object:
+    try:
+        return getattr(buf, "backend", None)
+    except ValueError:
+        # A closed buffer may refuse every attribute; its owner is still unknown here.
+        return None
+
+
+def check_launch_args(
+    kernel: str, args: Sequence[object], backend: object | None = None
+) -> KernelInfo:
+    """Return ``kernel``'s KernelInfo after checking ``args`` against its layout; KernelArgumentError if not.
+
+    Buffers must not be ints and must carry ``nbytes`` and ``device``; a buffer
+    that names its backend (a ``backend`` attribute) must name ``backend`` when
+    one is given. Scalars must be ints (not bools) in the u64 range.
+    """
+    info = KERNELS.get(kernel)
+    if info is None:
+        raise KernelArgumentError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
+    if len(args) != len(info.args):
+        raise KernelArgumentError(f"{kernel} takes {len(info.args)} arguments, got {len(args)}")
+    for spec, value in zip(info.args, args, strict=True):
+        where = f"{kernel} argument '{spec.name}'"
+        if spec.kind == "buffer":
+            if isinstance(value, int) or not all(
+                hasattr(value, attr) for attr in ("nbytes", "device")
+            ):
+                raise KernelArgumentError(
+                    f"{where} must be a device buffer, got {type(value).__name__}"
+                )
+            owner = _owner(value)
+            if backend is not None and owner is not None and owner is not backend:
+                raise KernelArgumentError(f"{where} belongs to another backend")
+        else:
+            if not _is_int(value):
+                raise KernelArgumentError(f"{where} must be an int, got {type(value).__name__}")
+            if not 0 <= value <= _U64_MAX:  # type: ignore[operator]
+                raise KernelArgumentError(f"{where} must be in 0..2**64-1, got {value}")
+    return info
 
 
 def launch_elementwise(
@@ -108,21 +167,22 @@ def launch_elementwise(
     """Validate ``buffers`` against ``kernel``'s layout and run it over ``n`` elements; return its event."""
     info = KERNELS.get(kernel)
     if info is None:
-        raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
+        raise KernelArgumentError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
     _check_count(n)
     buffer_args = [a for a in info.args if a.kind == "buffer"]
     if len(buffers) != len(buffer_args):
-        raise ValueError(f"{kernel} takes {len(buffer_args)} buffers, got {len(buffers)}")
+        raise KernelArgumentError(f"{kernel} takes {len(buffer_args)} buffers, got {len(buffers)}")
+    check_launch_args(kernel, [*buffers, n], backend)
     for arg, buf in zip(buffer_args, buffers, strict=True):
         need = n * arg.elem_size
         if buf.nbytes < need:
-            raise ValueError(
+            raise KernelArgumentError(
                 f"{kernel}: buffer '{arg.name}' holds {buf.nbytes} bytes, "
                 f"{n} elements need {need}"
             )
     devices = {buf.device for buf in buffers}
     if len(devices) != 1:
-        raise ValueError(
+        raise KernelArgumentError(
             f"{kernel}: buffers are on different devices ({', '.join(map(str, sorted(devices)))})"
         )
     if n == 0:
@@ -169,8 +229,10 @@ def add_f32(
 __all__ = [
     "KERNELS",
     "KernelArg",
+    "KernelArgumentError",
     "KernelInfo",
     "add_f32",
+    "check_launch_args",
     "compress_bf16",
     "decompress_add_bf16",
     "launch_elementwise",

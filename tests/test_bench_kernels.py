@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,9 +14,19 @@ from types import ModuleType
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
+import l0mem.kernel_bench
 from l0mem.cli import cli
-from l0mem.kernel_bench import SCHEMA, Measurement, run_kernel_bench, write_json
+from l0mem.cli.bench import render
+from l0mem.kernel_bench import (
+    SCHEMA,
+    KernelBenchResult,
+    Measurement,
+    check_writable,
+    run_kernel_bench,
+    write_json,
+)
 from l0mem.kernels import KERNELS
 from l0mem.sycl import SyclBackend, SyclBuffer
 from tests.support import sim
@@ -128,7 +140,7 @@ def test_cli_single_context_and_work_group_size() -> None:
     [
         (["--device", "vulkan:gpu"], 2, "unknown backend 'vulkan'"),
         (["--device", "hip:accelerator"], 3, "no SYCL device matches 'hip:accelerator'"),
-        (["--work-group-size", "100000"], 6, "exceeds"),
+        (["--work-group-size", "100000"], 2, "exceeds"),
         (["--backend", "l0", "--work-group-size", "64"], 2, "--backend sycl only"),
     ],
 )
@@ -195,3 +207,170 @@ def test_sweep_script(sweep_script: ModuleType, tmp_path: Path, capsys: pytest.C
     assert all(len(run["kernels"]) == 3 for run in data["runs"])
     assert "f32_to_bf16" in capsys.readouterr().out
     assert sweep_script.main(["--sizes", "big"]) == 2
+
+
+def _no_measuring(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    calls: list[object] = []
+
+    def spy(*args: object, **kwargs: object) -> KernelBenchResult:
+        calls.append(args)
+        raise AssertionError("measured although the options were bad")
+
+    monkeypatch.setattr(l0mem.kernel_bench, "run_kernel_bench", spy)
+    return calls
+
+
+def test_cli_bad_work_group_size_is_a_usage_error_found_before_measuring(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _no_measuring(monkeypatch)
+    res = CliRunner().invoke(cli, ["bench", "kernels", *SMALL, "--work-group-size", "8193"])
+    assert res.exit_code == 2, res.output
+    assert "--work-group-size" in res.output and "exceeds the kernels' limit 8192" in res.output
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("where", "why"), [("missing/k.json", "no such directory"), ("plain/k.json", "not a directory")]
+)
+def test_cli_unwritable_json_fails_before_measuring(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str, why: str
+) -> None:
+    calls = _no_measuring(monkeypatch)
+    (tmp_path / "plain").write_text("a file, not a directory")
+    target = tmp_path / where
+    res = CliRunner().invoke(cli, ["bench", "kernels", *SMALL, "--json", str(target)])
+    assert res.exit_code == 4, res.output
+    assert res.output == f"l0mem bench kernels: cannot write {target}: {why}\n"
+    assert calls == []
+    assert [p.name for p in tmp_path.iterdir()] == ["plain"], "the probe must not leave files"
+
+
+def test_check_writable(tmp_path: Path) -> None:
+    check_writable(tmp_path / "fine.json")
+    (tmp_path / "old.json").write_text("{}")
+    check_writable(tmp_path / "old.json")
+    with pytest.raises(FileNotFoundError, match="no such directory"):
+        check_writable(tmp_path / "nope" / "x.json")
+    with pytest.raises(IsADirectoryError):
+        check_writable(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["old.json"]
+
+
+def test_cli_without_a_sycl_device_exits_3_with_one_line() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ZE_ENABLE_ALT_DRIVERS"}
+    env["OCL_ICD_FILENAMES"] = "/nonexistent.so"
+    for extra in ([], ["--device", "opencl:cpu"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "l0mem", "bench", "kernels", *SMALL, *extra],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+        )
+        assert proc.returncode == 3, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert lines[0].startswith("l0mem bench kernels: no")
+        assert "SYCL device" in lines[0]
+
+
+def _big_result() -> KernelBenchResult:
+    n = 1 << 28  # 1 GiB per FP32 buffer: the widest numbers a real run prints
+    def m(name: str, per: int, ns: tuple[int, ...]) -> Measurement:
+        return Measurement(name, per * n, ns)
+    return KernelBenchResult(
+        backend="sycl",
+        device="Intel(R) Data Center GPU Max 1550 [level_zero:gpu:0]",
+        elements=n,
+        repetitions=3,
+        warmup=1,
+        timing="device",
+        copy=m("copy", 8, (2_000_000, 2_100_000, 1_900_000)),
+        kernels=(
+            m("l0mem_f32_to_bf16", 6, (1_700_000, 1_600_000, 1_650_000)),
+            m("l0mem_bf16_add_to_f32", 10, (2_500_000, 2_600_000, 2_400_000)),
+            m("l0mem_f32_add", 12, (3_000_000, 3_100_000, 2_900_000)),
+        ),
+    )
+
+
+def test_table_numbers_are_not_cut_at_80_columns() -> None:
+    result = _big_result()
+    out = io.StringIO()
+    render(result, Console(file=out, width=80, color_system=None))
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text
+    for m in (result.copy, *result.kernels):
+        slow, fast = m.gbps_range
+        row = next(line for line in text.splitlines() if line.startswith(f"│ {m.name} "))
+        assert f"{m.bytes_moved / (1 << 20):,.1f}" in row
+        assert f"{m.gbps:.2f}" in row and f"{slow:.1f}-{fast:.1f}" in row
+    assert "2,048.0" in text  # the copy moves 2 GiB
+
+
+def test_cli_table_fits_80_columns() -> None:
+    res = CliRunner().invoke(cli, ["bench", "kernels", *SMALL], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "…" not in res.output
+    assert max(len(line) for line in res.output.splitlines()) <= 80
+    for name in ("copy", *KERNELS):
+        assert any(line.startswith(f"│ {name} ") for line in res.output.splitlines()), name
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--elements", "0"], "--elements: must be >= 1"),
+        (["--repetitions", "-1"], "--repetitions: must be >= 1"),
+        (["--warmup", "x"], "--warmup: expected an integer"),
+        (["--sizes", "64,0"], "--sizes: work-group sizes must be positive"),
+    ],
+)
+def test_sweep_script_rejects_bad_numbers_as_usage(
+    sweep_script: ModuleType, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert sweep_script.main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_sweep_script_checks_everything_before_measuring(
+    sweep_script: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def no_sweep(*args: object, **kwargs: object) -> None:
+        raise AssertionError("measured although the options were bad")
+
+    monkeypatch.setattr(sweep_script, "sweep", no_sweep)
+    missing = tmp_path / "missing" / "s.json"
+    assert sweep_script.main(["--json", str(missing)]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot write {missing}: no such directory" in err
+    assert sweep_script.main(["--sizes", "64,100000"]) == 2
+    assert "exceeds the kernels' limit" in capsys.readouterr().err
+    assert sweep_script.main(["--device", "hip:gpu"]) == 3
+    assert "no SYCL device matches 'hip:gpu'" in capsys.readouterr().err
+
+
+def test_sweep_script_reports_failures_in_one_line(
+    sweep_script: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    small = ["--sizes", "64", "--elements", "100", "--repetitions", "1", "--warmup", "0"]
+    out = tmp_path / "s.json"
+
+    def broken_write(path: Path, payload: object) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(sweep_script, "_write_atomic", broken_write)
+    assert sweep_script.main([*small, "--json", str(out)]) == 4
+    assert capsys.readouterr().err == f"bench_kernels.py: cannot write {out}: Permission denied\n"
+
+    def failing_sweep(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("device lost\nsecond line")
+
+    monkeypatch.setattr(sweep_script, "sweep", failing_sweep)
+    assert sweep_script.main(small) == 6
+    assert capsys.readouterr().err == "bench_kernels.py: RuntimeError: device lost\n"

@@ -133,3 +133,59 @@ def test_spirv_bytes_is_a_spirv_module() -> None:
     assert len(data) % 4 == 0
     for name in kernels.KERNELS:
         assert name.encode() in data
+
+
+@dataclass
+class _OwnedBuf(_Buf):
+    """A buffer that names the backend it belongs to, as SyclBuffer does."""
+
+    backend: object = None
+
+
+def test_launch_arguments_are_checked_against_the_kernel_table() -> None:
+    rec = _Recorder()
+    a, b = _Buf(40), _Buf(40)
+    bad: list[tuple[list[object], str]] = [
+        ([a, b], "takes 3 arguments, got 2"),
+        ([a, b, 10, 10], "takes 3 arguments, got 4"),
+        ([a, b, True], "'n' must be an int, got bool"),
+        ([a, b, 10.0], "'n' must be an int, got float"),
+        ([a, b, -1], "'n' must be in 0..2\\*\\*64-1"),
+        ([a, b, 1 << 64], "'n' must be in 0..2\\*\\*64-1"),
+        ([a, 7, 10], "'acc' must be a device buffer, got int"),
+        ([False, b, 10], "'src' must be a device buffer, got bool"),
+        ([a, "acc", 10], "'acc' must be a device buffer, got str"),
+        ([_OwnedBuf(40, backend=object()), b, 10], "'src' belongs to another backend"),
+    ]
+    for args, message in bad:
+        with pytest.raises(kernels.KernelArgumentError, match=message):
+            kernels.check_launch_args("l0mem_f32_add", args, rec)
+    info = kernels.check_launch_args("l0mem_f32_add", [a, _OwnedBuf(40, backend=rec), (1 << 64) - 1], rec)
+    assert info is kernels.KERNELS["l0mem_f32_add"]
+    with pytest.raises(kernels.KernelArgumentError, match="unknown kernel"):
+        kernels.check_launch_args("l0mem_mul", [a, b, 1], rec)
+
+
+def test_argument_errors_are_value_errors_and_type_errors() -> None:
+    # ValueError is the documented type; TypeError keeps older callers' handlers working.
+    assert issubclass(kernels.KernelArgumentError, ValueError)
+    assert issubclass(kernels.KernelArgumentError, TypeError)
+
+
+def test_launchers_check_owner_and_scalar_before_launching() -> None:
+    rec, other = _Recorder(), _Recorder()
+    mine = _OwnedBuf(40, backend=rec)
+    theirs = _OwnedBuf(40, backend=other)
+    with pytest.raises(ValueError, match="'acc' belongs to another backend"):
+        kernels.add_f32(rec, mine, theirs, 10)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'src' belongs to another backend"):
+        kernels.compress_bf16(other, mine, _Buf(20), 10)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="element count must be an int, got bool"):
+        kernels.add_f32(rec, mine, mine, False)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"'n' must be in 0\.\.2"):
+        kernels.add_f32(rec, _Buf(1 << 70), _Buf(1 << 70), 1 << 64)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'src' must be a device buffer"):
+        kernels.add_f32(rec, 5, mine, 1)  # type: ignore[arg-type]
+    assert rec.launches == [] and other.launches == []
+    kernels.add_f32(rec, mine, _OwnedBuf(40, backend=rec), 10)  # type: ignore[arg-type]
+    assert len(rec.launches) == 1

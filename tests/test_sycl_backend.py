@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import weakref
 from collections.abc import Iterator
 from typing import Any, cast
@@ -11,8 +14,10 @@ import numpy as np
 import pytest
 from typing_extensions import Buffer
 
-from l0mem.backend import Backend, DeviceBuffer, Event
+from l0mem.backend import Backend, DeviceBuffer, Event, check_fill
+from l0mem.kernels import KERNELS, add_f32
 from l0mem.sycl import SyclBackend, load_dpctl
+from l0mem.sycl.backend import CPU_GROUPS_PER_UNIT, CPU_MAX_WORK_GROUP_SIZE
 
 pytestmark = pytest.mark.sycl
 
@@ -191,7 +196,9 @@ def test_sub_devices_in_single_contexts(dpctl: Any) -> None:
         assert _read(b, y) == data
 
 
-@pytest.mark.parametrize("pattern", [b"\x7f", b"\x01\x02", b"abc", b"\0\0\x80\x3f", bytes(range(16))])
+@pytest.mark.parametrize(
+    "pattern", [b"\x7f", b"\x01\x02", b"\0\0\x80\x3f", bytes(range(16)), bytes(range(128))]
+)
 def test_fill_patterns(backend: SyclBackend, pattern: bytes) -> None:
     n = len(pattern) * 70_001  # larger than the seed block, not a power of two
     buf = backend.allocate(0, n + 10)
@@ -209,6 +216,36 @@ def test_fill_view(backend: SyclBackend) -> None:
     got = _read(backend, buf)
     assert got[10:30] == b"\x55\x66" * 10
     assert got[:10] == bytes(10) and got[30:] == bytes(1024 - 30)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "nbytes"),
+    [(b"abc", 99), (bytes(256), 256), (b"\1" * 6, 96), (b"abcd", 98), (b"ab", 33)],
+)
+def test_fill_refuses_what_level_zero_refuses(
+    backend: SyclBackend, pattern: bytes, nbytes: int
+) -> None:
+    buf = backend.allocate(0, 256)
+    backend.fill(buf, b"\x11").wait()
+    with pytest.raises(ValueError) as refused:
+        check_fill(pattern, nbytes)
+    with pytest.raises(ValueError) as err:
+        backend.fill(buf, pattern, nbytes)
+    assert str(err.value) == str(refused.value)
+    assert _read(backend, buf) == b"\x11" * 256, "a refused fill must not write"
+
+
+@pytest.mark.parametrize(("pattern", "nbytes"), [(b"\5", 7), (b"\1\2", 6), (bytes(range(128)), 256)])
+def test_fill_accepts_what_level_zero_accepts(
+    backend: SyclBackend, pattern: bytes, nbytes: int
+) -> None:
+    check_fill(pattern, nbytes)
+    buf = backend.allocate(0, 256)
+    backend.fill(buf, b"\0").wait()
+    backend.fill(buf, pattern, nbytes).wait()
+    got = _read(backend, buf)
+    assert got[:nbytes] == pattern * (nbytes // len(pattern))
+    assert got[nbytes:] == bytes(256 - nbytes)
 
 
 def test_views_address_and_bounds(backend: SyclBackend) -> None:
@@ -236,7 +273,7 @@ def test_size_errors(backend: SyclBackend) -> None:
     with pytest.raises(ValueError, match="does not fit"):
         backend.copy(small, big)
     with pytest.raises(ValueError, match="multiple"):
-        backend.fill(big, b"abc", 100)
+        backend.fill(big, b"abcd", 98)
     with pytest.raises(ValueError, match="empty"):
         backend.fill(big, b"")
     with pytest.raises(ValueError, match="writable"):
@@ -285,6 +322,103 @@ def test_launch_errors(backend: SyclBackend) -> None:
         a, b = two.allocate(0, 64), two.allocate(1, 64)
         with pytest.raises(ValueError, match="on device 1"):
             two.launch("l0mem_f32_add", 0, [a, b, 1], 1)
+
+
+class _ForeignBuffer:
+    """A buffer of some other backend: it has the protocol's attributes but is no SyclBuffer."""
+
+    nbytes = 64
+    device = 0
+    address = 0x1000
+
+    def view(self, offset: int, nbytes: int) -> _ForeignBuffer:
+        return self
+
+    def close(self) -> None:
+        pass
+
+
+def _bad_launches(backend: SyclBackend, other: SyclBackend) -> list[tuple[list[Any], str]]:
+    buf, theirs = backend.allocate(0, 64), other.allocate(0, 64)
+    return [
+        ([buf, buf, True], "'n' must be an int, got bool"),
+        ([buf, buf, 1.0], "'n' must be an int, got float"),
+        ([buf, buf, -1], "'n' must be in 0..2\\*\\*64-1"),
+        ([buf, buf, 1 << 64], "'n' must be in 0..2\\*\\*64-1"),
+        ([buf, 5, 1], "'acc' must be a device buffer, got int"),
+        ([b"bytes", buf, 1], "'src' must be a device buffer, got bytes"),
+        ([theirs, buf, 1], "'src' belongs to another backend"),
+        ([buf, _ForeignBuffer(), 1], "'acc' belongs to another backend"),
+        ([buf, buf, 1, 1], "takes 3 arguments, got 4"),
+    ]
+
+
+def test_launch_checks_arguments_against_the_kernel_table(backend: SyclBackend) -> None:
+    with SyclBackend(["opencl:cpu"]) as other:
+        for args, message in _bad_launches(backend, other):
+            with pytest.raises(ValueError, match=message):
+                backend.launch("l0mem_f32_add", 0, args, 1)
+    with pytest.raises(ValueError, match="global size"):
+        backend.launch("l0mem_f32_add", 0, [backend.allocate(0, 64)] * 2 + [1], True)
+
+
+def test_launchers_reject_other_backends_buffers(backend: SyclBackend) -> None:
+    with SyclBackend(["opencl:cpu"]) as other:
+        mine, theirs = backend.allocate(0, 64), other.allocate(0, 64)
+        with pytest.raises(ValueError, match="'acc' belongs to another backend"):
+            add_f32(backend, mine, theirs, 4)
+        with pytest.raises(ValueError, match="'src' belongs to another backend"):
+            add_f32(other, mine, theirs, 4)
+        with pytest.raises(ValueError, match="'src' belongs to another backend"):
+            add_f32(backend, _ForeignBuffer(), mine, 4)
+    with pytest.raises(ValueError, match="element count must be an int, got bool"):
+        add_f32(backend, mine, mine, True)
+
+
+def test_work_group_size_is_checked_before_any_launch() -> None:
+    with SyclBackend(["opencl:cpu"]) as b:
+        default = b.work_group_size(0, "l0mem_f32_add")
+        limit = b.work_group_limit(0)
+        assert limit == min(int(b._kernel(0, name).work_group_size) for name in KERNELS)
+        assert limit != default, "the test needs a limit other than the default size"
+        b.set_work_group_size(limit)
+        assert all(b.work_group_size(0, name) == limit for name in KERNELS)
+        with pytest.raises(ValueError, match=f"exceeds the kernels' limit {limit}"):
+            b.set_work_group_size(limit + 1)
+        assert b.work_group_size(0, "l0mem_f32_add") == limit, "a refused size is not kept"
+        b.set_work_group_size(None)
+        assert b.work_group_size(0, "l0mem_f32_add") == default
+        with pytest.raises(TypeError, match="int"):
+            b.set_work_group_size(True)
+    with pytest.raises(ValueError, match="exceeds the kernels' limit"):
+        SyclBackend(["opencl:cpu"], work_group_size=limit + 1)
+    with pytest.raises(ValueError, match="positive"):
+        SyclBackend(["opencl:cpu"], work_group_size=0)
+
+
+_NO_DEVICE = """
+import l0mem.sycl as s
+for devices in (None, ["opencl:cpu"]):
+    try:
+        s.SyclBackend(devices)
+    except s.SyclNoDeviceError as err:
+        print(type(err).__name__, isinstance(err, LookupError), err)
+    else:
+        print("created")
+"""
+
+
+def test_no_sycl_device_is_l0mem_s_no_device_error() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ZE_ENABLE_ALT_DRIVERS"}
+    env["OCL_ICD_FILENAMES"] = "/nonexistent.so"
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_DEVICE], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, proc.stdout
+    assert lines[0].startswith("SyclNoDeviceError True no usable SYCL device:")
+    assert lines[1] == "SyclNoDeviceError True no SYCL device matches 'opencl:cpu'"
 
 
 def test_events_time_only_with_profiling(backend: SyclBackend) -> None:
@@ -352,3 +486,21 @@ def test_kernels_are_built_once_per_context(mode: str, programs: int) -> None:
             for name in ("l0mem_f32_add", "l0mem_f32_to_bf16"):
                 assert b.work_group_size(dev, name) >= 1
         assert len(b._programs) == programs
+
+
+@pytest.mark.parametrize("n", [1, 3000, 32_768, 1_000_003, 1 << 24])
+def test_cpu_work_groups_grow_with_the_launch_but_keep_every_unit_busy(
+    backend: SyclBackend, n: int
+) -> None:
+    base = backend.work_group_size(0, "l0mem_f32_to_bf16")
+    size = backend.work_group_size(0, "l0mem_f32_to_bf16", n)
+    units = int(backend.device_of(0).max_compute_units)
+    enough = CPU_GROUPS_PER_UNIT * units
+    cap = min(backend.work_group_limit(0), CPU_MAX_WORK_GROUP_SIZE)
+    assert size % base == 0 and (size // base) & (size // base - 1) == 0, "a power-of-two multiple"
+    assert size <= cap
+    if size > base:
+        assert n >= size * enough, "grown groups must leave several per compute unit"
+    assert size * 2 > cap or n < size * 2 * enough, "the largest size the rule allows"
+    if n == 1 << 24 and cap > base:
+        assert size > base and n % size == 0, "a large power-of-two launch needs no padding"

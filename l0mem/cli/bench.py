@@ -4,11 +4,13 @@
 size on one device (round-robin, after warm-up) and prints each kernel's
 effective bandwidth (bytes read + written per second) and its ratio to the copy
 bandwidth. ``--json PATH`` writes the run atomically (schema
-``l0mem.bench.kernels/1``, see :meth:`l0mem.kernel_bench.KernelBenchResult.to_dict`).
+``l0mem.bench.kernels/1``, see :meth:`l0mem.kernel_bench.KernelBenchResult.to_dict`);
+the path is checked before measuring, so a bad one does not cost the run.
 
-Exit codes: 0 on success, 2 on bad options, 3 when the backend or device is
-unavailable (including a missing dpctl for ``--backend sycl``), 6 when the
-runtime fails while measuring, 130 on Ctrl-C.
+Exit codes: 0 on success, 2 on bad options (including a work-group size above
+the kernels' limit on the device), 3 when the backend or device is unavailable
+(including a missing dpctl for ``--backend sycl``), 4 when the ``--json`` path
+cannot be written, 6 when the runtime fails while measuring, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rich.table import Table
 from l0mem.cli._common import ExitCode
 
 GOAL_RATIO = 0.9
+MIB = 1 << 20
 
 
 class _Unavailable(Exception):
@@ -44,20 +47,21 @@ def _open_backend(
 ) -> Iterator[tuple[Any, int, bool]]:
     """Yield (backend object, device index, simulated) for the options given."""
     if backend == "sycl":
-        from l0mem.sycl import SyclBackend, SyclUnavailableError
+        from l0mem.sycl import SyclBackend, SyclNoDeviceError, SyclUnavailableError
 
         try:
             sb = SyclBackend(
                 None if device is None else [device],
                 context="single" if context == "single" else "default",
                 profiling=True,
-                work_group_size=work_group_size,
             )
-        except SyclUnavailableError as err:
-            raise _Unavailable(str(err)) from None
-        except LookupError as err:
+        except (SyclUnavailableError, SyclNoDeviceError) as err:
             raise _Unavailable(str(err)) from None
         try:
+            try:
+                sb.set_work_group_size(work_group_size)
+            except ValueError as err:
+                raise click.BadParameter(str(err), param_hint="--work-group-size") from None
             yield sb, 0, False
         finally:
             sb.close()
@@ -97,14 +101,15 @@ def render(result: Any, console: Console) -> None:
     )
     table = Table(title=title)
     table.add_column("operation", no_wrap=True)
-    for col in ("bytes moved", "median GB/s", "range GB/s", "spread", "x copy"):
-        table.add_column(col, justify="right")
+    # Numbers must never be cut, even at 80 columns; two-line headers keep it narrow.
+    for col in ("MiB\nmoved", "median\nGB/s", "range\nGB/s", "spread", "x copy"):
+        table.add_column(col, justify="right", no_wrap=True)
 
     def row(m: Any, ratio: str) -> None:
         slow, fast = m.gbps_range
         table.add_row(
             m.name,
-            f"{m.bytes_moved:,}",
+            f"{m.bytes_moved / MIB:,.1f}",
             f"{m.gbps:.2f}",
             f"{slow:.1f}-{fast:.1f}",
             f"{m.spread:.0%}",
@@ -183,7 +188,7 @@ def kernels(
     json_path: Path | None,
 ) -> None:
     """Measure each kernel's bandwidth against the same device's copy bandwidth."""
-    from l0mem.kernel_bench import run_kernel_bench, write_json
+    from l0mem.kernel_bench import check_writable, run_kernel_bench, write_json
 
     if backend == "sycl" and device is not None:
         from l0mem.sycl import parse_filter
@@ -192,6 +197,11 @@ def kernels(
             parse_filter(device)
         except ValueError as err:
             raise click.BadParameter(str(err), param_hint="--device") from None
+    if json_path is not None:
+        try:
+            check_writable(json_path)
+        except OSError as err:
+            _fail(ExitCode.BAD_INPUT, f"cannot write {json_path}: {err.strerror or err}")
     try:
         with _open_backend(backend, device, context, work_group_size) as (b, index, simulated):
             result = run_kernel_bench(

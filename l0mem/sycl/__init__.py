@@ -2,13 +2,14 @@
 
 Importing this package needs nothing beyond l0mem itself; the first call that
 needs the SYCL runtime imports dpctl and raises :class:`SyclUnavailableError`
-(with the ``pip install 'l0mem[sycl]'`` hint) when it is missing. When
+(with the ``pip install 'l0mem[sycl]'`` hint) when it is missing; a request no
+SYCL device can serve raises :class:`SyclNoDeviceError` (a LookupError). When
 ``OCL_ICD_FILENAMES`` is unset and the environment ships the OpenCL CPU runtime
 (``<sys.prefix>/lib/libintelocl.so``), it is pointed there first so that the CPU
 device appears when running from a virtual environment.
 """
 
-from l0mem.sycl._runtime import INSTALL_HINT, SyclUnavailableError, load_dpctl
+from l0mem.sycl._runtime import INSTALL_HINT, SyclNoDeviceError, SyclUnavailableError, load_dpctl
 from l0mem.sycl.backend import SyclBackend, SyclBuffer, SyclEvent
 from l0mem.sycl.devices import (
     DeviceFilter,
@@ -27,6 +28,7 @@ __all__ = [
     "SyclBuffer",
     "SyclDeviceInfo",
     "SyclEvent",
+    "SyclNoDeviceError",
     "SyclUnavailableError",
     "describe",
     "devices",

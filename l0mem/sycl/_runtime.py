@@ -14,6 +14,10 @@ class SyclUnavailableError(RuntimeError):
     """dpctl (and with it the SYCL runtime) cannot be imported."""
 
 
+class SyclNoDeviceError(LookupError):
+    """No SYCL device is available for the request: l0mem's "no device" error on the SYCL side."""
+
+
 def _point_icd_loader_at_venv_cpu_runtime() -> None:
     # The intel-opencl-rt wheel installs the OpenCL CPU runtime into the
     # environment, where the system ICD loader does not look; without this the

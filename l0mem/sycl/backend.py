@@ -22,16 +22,20 @@ from typing import Any, Literal
 
 from typing_extensions import Self
 
-from l0mem.backend import DeviceBuffer, Event, HostBuffer
-from l0mem.kernels import KERNELS, spirv_bytes
-from l0mem.sycl._runtime import load_dpctl
+from l0mem.backend import DeviceBuffer, Event, HostBuffer, check_fill
+from l0mem.kernels import KERNELS, KernelArgumentError, check_launch_args, spirv_bytes
+from l0mem.sycl._runtime import SyclNoDeviceError, load_dpctl
 from l0mem.sycl.devices import resolve_device
 
 # Work-group sizes from benchmarks/bench_kernels.py: on the OpenCL CPU device
 # groups of 1024 or more beat 256 by about 10 % for every kernel (fewer,
-# larger tasks); 256 is the usual choice for Intel GPUs. Both are capped by
-# the kernel's own limit.
+# larger tasks), and large launches gain a few percent more from groups of up
+# to 8192 (compress most: see native_kernels/README.md) as long as every
+# compute unit still gets several groups; 256 is the usual choice for Intel
+# GPUs. All are capped by the kernel's own limit.
 CPU_WORK_GROUP_SIZE = 1024
+CPU_MAX_WORK_GROUP_SIZE = 8192
+CPU_GROUPS_PER_UNIT = 4
 GPU_WORK_GROUP_SIZE = 256
 _FILL_SEED_BYTES = 1 << 16
 
@@ -215,6 +219,15 @@ class SyclBuffer:
         return f"<SyclBuffer device={self._device} offset={self._offset} {state}>"
 
 
+def _check_group_size_type(size: object) -> None:
+    if size is None:
+        return
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(f"work-group size must be an int, got {type(size).__name__}")
+    if size < 1:
+        raise ValueError(f"work-group size must be positive, got {size}")
+
+
 def _default_context(dpctl: Any, device: Any) -> Any:
     """Return the context a plain ``sycl::queue(device)`` would use."""
     platform_ctx = device.sycl_platform.default_context
@@ -240,31 +253,42 @@ class SyclBackend:
         dpctl = load_dpctl()
         if context not in ("default", "single"):
             raise ValueError(f"context must be 'default' or 'single', got {context!r}")
-        if work_group_size is not None and work_group_size < 1:
-            raise ValueError(f"work-group size must be positive, got {work_group_size}")
-        if devices is None:
-            gpus = dpctl.get_devices(backend="level_zero", device_type="gpu")
-            devices = gpus or [dpctl.select_default_device()]
-        self._devices = [resolve_device(d) for d in devices]
-        if not self._devices:
-            raise ValueError("the backend needs at least one device")
-        self.context_mode = context
-        self.profiling = profiling
-        self._work_group_size = work_group_size
-        props = ["in_order", "enable_profiling"] if profiling else ["in_order"]
-        self._contexts: list[Any] = []
-        self._queues: list[Any] = []
-        for dev in self._devices:
-            # A list argument makes dpctl build a new context instead of
-            # returning its cached per-device (platform default) one.
-            ctx = _default_context(dpctl, dev) if context == "default" else dpctl.SyclContext([dev])
-            self._contexts.append(ctx)
-            self._queues.append(dpctl.SyclQueue(ctx, dev, property=props))
+        _check_group_size_type(work_group_size)
+        # dpctl reports a missing device or runtime as its own creation errors;
+        # every l0mem caller knows them as SyclNoDeviceError.
+        creation_errors = (
+            dpctl.SyclDeviceCreationError,
+            dpctl.SyclContextCreationError,
+            dpctl.SyclQueueCreationError,
+        )
+        self._closed = False
+        self._work_group_size: int | None = None
         self._programs: list[tuple[Any, Any]] = []
         self._kernels: dict[tuple[int, str], Any] = {}
+        self._contexts: list[Any] = []
+        self._queues: list[Any] = []
+        try:
+            if devices is None:
+                gpus = dpctl.get_devices(backend="level_zero", device_type="gpu")
+                devices = gpus or [dpctl.select_default_device()]
+            self._devices = [resolve_device(d) for d in devices]
+            if not self._devices:
+                raise ValueError("the backend needs at least one device")
+            props = ["in_order", "enable_profiling"] if profiling else ["in_order"]
+            for dev in self._devices:
+                # A list argument makes dpctl build a new context instead of
+                # returning its cached per-device (platform default) one.
+                ctx = _default_context(dpctl, dev) if context == "default" else dpctl.SyclContext([dev])
+                self._contexts.append(ctx)
+                self._queues.append(dpctl.SyclQueue(ctx, dev, property=props))
+        except creation_errors as err:
+            raise SyclNoDeviceError(f"no usable SYCL device: {err}") from None
+        self.context_mode = context
+        self.profiling = profiling
         self._pending: list[list[tuple[Any, tuple[object, ...]]]] = [[] for _ in self._devices]
         self._buffers: weakref.WeakSet[SyclBuffer] = weakref.WeakSet()
-        self._closed = False
+        if work_group_size is not None:
+            self.set_work_group_size(work_group_size)
 
     # -- introspection -----------------------------------------------------
 
@@ -305,8 +329,25 @@ class SyclBackend:
         """Return the in-order ``dpctl.SyclQueue`` of device ``index``."""
         return self._queues[self._index(index)]
 
-    def work_group_size(self, device: int, kernel: str) -> int:
-        """Return the work-group size launches of ``kernel`` on ``device`` use."""
+    def work_group_limit(self, device: int) -> int:
+        """Return the largest work-group size every l0mem kernel accepts on ``device``."""
+        return min(int(self._kernel(device, name).work_group_size) for name in KERNELS)
+
+    def set_work_group_size(self, size: int | None) -> None:
+        """Use ``size`` for every launch (None: the per-device default); ValueError if a kernel cannot."""
+        _check_group_size_type(size)
+        if size is not None:
+            for i in range(len(self._devices)):
+                limit = self.work_group_limit(i)
+                if size > limit:
+                    raise ValueError(
+                        f"work-group size {size} exceeds the kernels' limit {limit} "
+                        f"on {self.device_name(i)}"
+                    )
+        self._work_group_size = size
+
+    def work_group_size(self, device: int, kernel: str, global_size: int | None = None) -> int:
+        """Return the work-group size a launch of ``kernel`` over ``global_size`` items on ``device`` uses."""
         k = self._kernel(device, kernel)
         limit = int(k.work_group_size)
         if self._work_group_size is not None:
@@ -316,8 +357,17 @@ class SyclBackend:
                 )
             return self._work_group_size
         preferred = int(k.preferred_work_group_size_multiple)
-        size = CPU_WORK_GROUP_SIZE if self._devices[device].is_cpu else GPU_WORK_GROUP_SIZE
-        return max(1, min(limit, max(size, preferred)))
+        dev = self._devices[device]
+        size = CPU_WORK_GROUP_SIZE if dev.is_cpu else GPU_WORK_GROUP_SIZE
+        size = max(1, min(limit, max(size, preferred)))
+        if dev.is_cpu and global_size is not None:
+            # Grow by powers of two (so a power-of-two count still needs no
+            # padding) while every compute unit keeps several groups.
+            enough = CPU_GROUPS_PER_UNIT * int(dev.max_compute_units)
+            cap = min(limit, CPU_MAX_WORK_GROUP_SIZE)
+            while size * 2 <= cap and global_size >= size * 2 * enough:
+                size *= 2
+        return size
 
     # -- bookkeeping -------------------------------------------------------
 
@@ -497,8 +547,8 @@ class SyclBackend:
         n = d.nbytes if nbytes is None else nbytes
         if n < 0 or n > d.nbytes:
             raise ValueError(f"fill of {n} bytes does not fit the buffer of {d.nbytes} bytes")
-        if n % len(pattern):
-            raise ValueError(f"fill size {n} is not a multiple of the {len(pattern)}-byte pattern")
+        # The Level Zero rule, so that code tested here also runs there.
+        check_fill(pattern, n)
         if n == 0:
             return self._marker(d.device, wait_for)
         # dpctl's memset is blocking and byte-only: upload one seed block,
@@ -546,31 +596,29 @@ class SyclBackend:
     ) -> SyclEvent:
         """Run one of l0mem's kernels over ``global_size`` work-items; return its event."""
         i = self._index(device)
-        info = KERNELS.get(kernel)
-        if info is None:
-            raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
-        if len(args) != len(info.args):
-            raise ValueError(f"{kernel} takes {len(info.args)} arguments, got {len(args)}")
+        info = check_launch_args(kernel, args, self)
         if isinstance(global_size, bool) or not isinstance(global_size, int) or global_size < 0:
-            raise ValueError(f"global size must be an int >= 0, got {global_size!r}")
+            raise KernelArgumentError(f"global size must be an int >= 0, got {global_size!r}")
         kargs: list[object] = []
         for spec, value in zip(info.args, args, strict=True):
+            where = f"{kernel} argument '{spec.name}'"
             if spec.kind == "buffer":
-                buf = self._buffer(value, f"{kernel} argument '{spec.name}'")
+                if not isinstance(value, SyclBuffer):
+                    raise KernelArgumentError(
+                        f"{where} belongs to another backend ({type(value).__name__})"
+                    )
+                buf = self._buffer(value, where)
                 if buf.device != i:
-                    raise ValueError(
-                        f"{kernel} argument '{spec.name}' is on device {buf.device}, "
-                        f"the launch on device {i}"
+                    raise KernelArgumentError(
+                        f"{where} is on device {buf.device}, the launch on device {i}"
                     )
                 kargs.append(buf.memory())
             else:
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise TypeError(f"{kernel} argument '{spec.name}' must be an int")
-                kargs.append(ctypes.c_uint64(value))
+                kargs.append(ctypes.c_uint64(value))  # type: ignore[arg-type]
         if global_size == 0:
             return self._marker(i, wait_for)
         k = self._kernel(i, kernel)
-        group = self.work_group_size(i, kernel)
+        group = self.work_group_size(i, kernel, global_size)
         padded = -(-global_size // group) * group
         ev = self._queues[i].submit_async(k, kargs, [padded], [group], self._deps(i, wait_for))
         self._keep(i, ev, tuple(kargs))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from l0mem.sycl._runtime import load_dpctl
+from l0mem.sycl._runtime import SyclNoDeviceError, load_dpctl
 
 BACKENDS = ("level_zero", "opencl", "cuda", "hip")
 DEVICE_TYPES = ("gpu", "cpu", "accelerator")
@@ -90,7 +90,10 @@ def find_devices(filter_text: str | None = None) -> list[Any]:
 
 
 def resolve_device(spec: Any) -> Any:
-    """Return the one dpctl device named by a filter string, or ``spec`` itself if it is a device."""
+    """Return the one dpctl device named by a filter string, or ``spec`` itself if it is a device.
+
+    Raises SyclNoDeviceError when no device matches.
+    """
     dpctl = load_dpctl()
     if isinstance(spec, dpctl.SyclDevice):
         return spec
@@ -98,7 +101,7 @@ def resolve_device(spec: Any) -> Any:
         raise TypeError(f"expected a filter string or dpctl.SyclDevice, got {type(spec).__name__}")
     found = find_devices(spec)
     if not found:
-        raise LookupError(f"no SYCL device matches {spec!r}")
+        raise SyclNoDeviceError(f"no SYCL device matches {spec!r}")
     return found[0]
 
 
