@@ -127,3 +127,48 @@ def test_driver_failure_exits_6_with_one_line():
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "DEVICE_LOST" in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_80_columns_show_whole_identifiers(sim_env, tmp_path):
+    path = tmp_path / "info.json"
+    env = dict(sim_env, COLUMNS="80")
+    proc = run_info(["--json", str(path)], env)
+    assert proc.returncode == 0, proc.stderr
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    (drv,) = json.loads(path.read_text())["drivers"]
+    for dev in drv["devices"]:
+        assert dev["pci_address"] in proc.stdout
+        assert dev["uuid"] in proc.stdout
+        assert f"{dev['vendor_id']}:{dev['device_id']}" in proc.stdout
+        assert dev["name"] in proc.stdout
+
+
+def test_json_report_is_shareable_and_synced(sim_env, tmp_path, monkeypatch):
+    import stat
+
+    from l0mem.cli import info as info_mod
+
+    path = tmp_path / "info.json"
+    proc = run_info(["--json", str(path)], sim_env)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    synced = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    info_mod.write_json(tmp_path / "direct.json", {"x": 1})
+    assert synced  # flushed to disk before the rename
+    assert json.loads((tmp_path / "direct.json").read_text()) == {"x": 1}
+
+
+def test_help_names_path_and_lists_exit_codes():
+    proc = run_info(["--help"], base_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "--json PATH" in proc.stdout and "FILE" not in proc.stdout
+    assert "Exit codes:" in proc.stdout
+    for code in ("0", "2", "3", "4", "6"):
+        assert any(line.split()[:1] == [code] for line in proc.stdout.splitlines()), code

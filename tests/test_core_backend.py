@@ -158,3 +158,131 @@ def test_default_devices_and_bad_mode(clean):
         assert b.device_count() == ze_session.DEFAULT_CONFIG["devices"]
     with pytest.raises(ValueError, match="single"):
         LevelZeroBackend(context="both")  # type: ignore[arg-type]
+
+
+def _record_launches(monkeypatch):
+    """Record (group size, group count) of every kernel launch on an immediate list."""
+    from l0mem.core.commands import ImmediateCommandList
+
+    launches = []
+    real = ImmediateCommandList.launch
+
+    def launch(self, kernel, group_count, **kwargs):
+        launches.append((kernel.group_size[0], group_count))
+        return real(self, kernel, group_count, **kwargs)
+
+    monkeypatch.setattr(ImmediateCommandList, "launch", launch)
+    return launches
+
+
+@pytest.mark.parametrize("n", [4099, 1_000_003])  # a prime and an odd count
+def test_launch_uses_full_groups_and_covers_every_element(backend, monkeypatch, n):
+    launches = _record_launches(monkeypatch)
+    x = np.arange(n, dtype=np.float32)
+    src = backend.allocate(1, 4 * n)
+    acc = backend.allocate(1, 4 * n)
+    backend.upload(src, x).wait()
+    backend.fill(acc, np.float32(0.5).tobytes()).wait()
+    add_f32(backend, src, acc, n).wait()
+    ((group, groups),) = launches
+    assert group > 1
+    assert groups * group >= n > (groups - 1) * group  # ceil, not floor
+    out = np.empty(n, dtype=np.float32)
+    backend.download(acc, out).wait()
+    np.testing.assert_array_equal(out, x + np.float32(0.5))  # the tail was computed too
+
+
+def test_launch_checks_arguments_against_the_kernel_layout(backend, clean):
+    n = 64
+    src, acc = backend.allocate(0, 4 * n), backend.allocate(0, 4 * n)
+    other_dev = backend.allocate(1, 4 * n)
+    short = backend.allocate(0, 4 * n - 4)
+    launch = backend.launch
+    with pytest.raises(ValueError, match="unknown kernel"):
+        launch("l0mem_nope", 0, [src, acc, n], n)
+    with pytest.raises(ValueError, match="takes 3 arguments, got 2"):
+        launch("l0mem_f32_add", 0, [src, acc], n)
+    with pytest.raises(ValueError, match="'n' must be an int, got bool"):
+        launch("l0mem_f32_add", 0, [src, acc, True], n)
+    with pytest.raises(ValueError, match="'n' must be an int, got L0Buffer"):
+        launch("l0mem_f32_add", 0, [src, acc, acc], n)
+    with pytest.raises(ValueError, match="'src' must be a buffer"):
+        launch("l0mem_f32_add", 0, [n, acc, n], n)
+    with pytest.raises(ValueError, match="2\\*\\*64"):
+        launch("l0mem_f32_add", 0, [src, acc, -1], n)
+    with pytest.raises(ValueError, match="on device 1, the launch on device 0"):
+        launch("l0mem_f32_add", 0, [other_dev, acc, n], n)
+    with pytest.raises(ValueError, match="'acc' holds 252 bytes, 64 elements need 256"):
+        launch("l0mem_f32_add", 0, [src, short, n], n)
+    with pytest.raises(ValueError, match="uint32"):
+        launch("l0mem_f32_add", 0, [src, acc, n], 2**32)
+    with pytest.raises(ValueError, match="global size"):
+        launch("l0mem_f32_add", 0, [src, acc, n], True)
+    with LevelZeroBackend(backend.devices) as foreign:
+        theirs = foreign.allocate(0, 4 * n)
+        with pytest.raises(ValueError, match="another Level Zero backend"):
+            launch("l0mem_f32_add", 0, [theirs, acc, n], n)
+        with pytest.raises(ValueError, match="another Level Zero backend"):
+            backend.fill(theirs, b"\0")
+    clean.reset_counters()
+    launch("l0mem_f32_add", 0, [src, acc, n], 0).wait()  # no work-items: just an event
+    assert clean.kernel_launches() == 0
+
+
+def test_fill_follows_the_shared_pattern_rule(backend):
+    from l0mem.backend import MAX_FILL_PATTERN
+
+    buf = backend.allocate(0, 1024)
+    with pytest.raises(ValueError, match="power of two"):
+        backend.fill(buf, b"abc")
+    with pytest.raises(ValueError, match="power of two"):
+        backend.fill(buf, bytes(2 * MAX_FILL_PATTERN))  # Level Zero itself would take it here
+    with pytest.raises(ValueError, match="multiple"):
+        backend.fill(buf, b"ab", 33)
+    backend.fill(buf, bytes(range(MAX_FILL_PATTERN))).wait()
+    out = bytearray(1024)
+    backend.download(buf, out).wait()
+    assert out == bytes(range(MAX_FILL_PATTERN)) * (1024 // MAX_FILL_PATTERN)
+
+
+def test_a_slot_waited_on_by_a_pending_command_is_not_reused(clean, monkeypatch):
+    import l0mem.core.backend as backend_mod
+
+    monkeypatch.setattr(backend_mod, "_POOL_SIZE", 2)
+    devs = core.drivers()[0].devices()[:2]
+    with LevelZeroBackend(devs, context="multi") as b:
+        src, dst = b.allocate(0, 64), b.allocate(1, 64)
+        recycler = b._recyclers[id(b.context_of(0))]
+        for _ in range(3):  # back to back, each copy on device 1 waiting on device 0's fill
+            first = b.fill(src, b"\x07")
+            waited = first.core
+            dependent = b.copy(dst, src, queue_device=1, wait_for=[first])
+            pending = dependent.core
+            with pytest.MonkeyPatch.context() as running:
+                # The simulator runs at once; pretend the copy still runs on device 1.
+                running.setattr(pending, "query", lambda: False)
+                del first, dependent  # nothing in Python refers to either event any more
+                gc.collect()
+                assert recycler.referenced(waited)
+                handed = [b.fill(src, b"\x01") for _ in range(6)]
+                assert all(ev.core is not waited for ev in handed)
+                assert all(ev.core is not pending for ev in handed)
+                del handed
+            # The copy has finished; the backend observes it.
+            gc.collect()
+            b.synchronize()
+            assert not recycler.referenced(waited)
+            reused = [b.fill(src, b"\x01") for _ in range(8)]
+            assert any(ev.core is waited for ev in reused)  # the slot is free again
+            del reused
+            gc.collect()
+
+
+def test_wait_releases_the_waits_of_a_command(backend):
+    a = backend.allocate(0, 64)
+    e0 = backend.fill(a, b"\x02")
+    e1 = backend.fill(a, b"\x03", wait_for=[e0])
+    recycler = e1._recycler
+    assert recycler.referenced(e0.core)
+    e1.wait()
+    assert not recycler.referenced(e0.core)

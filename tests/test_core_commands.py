@@ -242,15 +242,17 @@ def test_bf16_kernels_results(ctx, dev):
 
 def test_dropped_lists_and_modules_are_released(clean, driver, dev):
     c = driver.create_context()
-    c.immediate_command_list(dev)
-    c.command_list(dev)
-    c.command_queue(dev).fence()
-    c.create_module(dev, spirv_bytes()).kernel("l0mem_f32_add")
+    kept = [c.immediate_command_list(dev), c.command_list(dev), c.command_queue(dev).fence()]
+    kept.append(c.create_module(dev, spirv_bytes()).kernel("l0mem_f32_add"))
+    # immediate list and its sync pool; list; queue and fence; module and kernel
+    assert len(c._tracker) == 7
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        del kept
         gc.collect()
+        assert len(c._tracker) == 0  # dropping the objects released every handle
         c.close()
 
 
@@ -346,3 +348,180 @@ def test_closed_wait_event_is_reported_before_a_closed_allocation(ctx, dev):
         cl.copy(a, b, wait_for=[ev])
     with pytest.raises(ValueError, match="DeviceAllocation is closed"):
         cl.copy(a, b)
+
+
+def _record_driver_calls(monkeypatch):
+    """Record every raw call the object layer makes from now on."""
+    from l0mem.core import _raw
+
+    calls = []
+    for name in ("call", "ready", "create"):
+        real = getattr(_raw, name)
+
+        def wrapper(routine, *args, _real=real):
+            calls.append(routine)
+            return _real(routine, *args)
+
+        monkeypatch.setattr(_raw, name, wrapper)
+    return calls
+
+
+def _closed_uses(ctx, dev):
+    """Return (object, [(label, call)]) pairs: each object closed, each call using its handle."""
+    a = ctx.allocate_device(dev, 64)
+    pool = ctx.event_pool(2)
+    ev = pool.event(0)
+    m = ctx.create_module(dev, spirv_bytes())
+    k = m.kernel("l0mem_f32_add")
+    k.set_group_size(1)
+
+    def appends(cl):
+        return [
+            ("copy", lambda: cl.copy(a, a, 8)),
+            ("copy_from_host", lambda: cl.copy_from_host(a, b"x")),
+            ("copy_to_host", lambda: cl.copy_to_host(a, bytearray(1))),
+            ("fill", lambda: cl.fill(a, b"\0")),
+            ("launch", lambda: cl.launch(k, 1)),
+            ("barrier", lambda: cl.barrier()),
+            ("signal_event", lambda: cl.signal_event(ev)),
+            ("wait_events", lambda: cl.wait_events([ev])),
+            ("reset_event", lambda: cl.reset_event(ev)),
+        ]
+
+    imm = ctx.immediate_command_list(dev)
+    reg = ctx.command_list(dev)
+    q = ctx.command_queue(dev)
+    fence = q.fence()
+    ev2 = ctx.event_pool(1).event(0)
+    m2 = ctx.create_module(dev, spirv_bytes())
+    k2 = m2.kernel("l0mem_f32_add")
+    pool2 = ctx.event_pool(1)
+    return [
+        (imm, [*appends(imm), ("synchronize", lambda: imm.synchronize())]),
+        (reg, [*appends(reg), ("end", reg.end), ("reset", reg.reset)]),
+        (pool2, [("event", lambda: pool2.event(0))]),
+        (
+            ev2,
+            [
+                ("wait", lambda: ev2.wait(0)),
+                ("signal", ev2.signal),
+                ("query", ev2.query),
+                ("reset", ev2.reset),
+                ("kernel_timestamp", ev2.kernel_timestamp),
+            ],
+        ),
+        (m2, [("kernel_names", m2.kernel_names), ("kernel", lambda: m2.kernel("l0mem_f32_add"))]),
+        (
+            k2,
+            [
+                ("properties", lambda: k2.properties),
+                ("set_group_size", lambda: k2.set_group_size(1)),
+                ("suggest_group_size", lambda: k2.suggest_group_size(64)),
+                ("set_arg", lambda: k2.set_arg(0, a)),
+            ],
+        ),
+        (
+            q,
+            [
+                ("fence", q.fence),
+                ("execute", lambda: q.execute([reg])),
+                ("synchronize", lambda: q.synchronize(0)),
+            ],
+        ),
+        (fence, [("wait", lambda: fence.wait(0)), ("query", fence.query), ("reset", fence.reset)]),
+    ]
+
+
+def test_closed_objects_never_reach_the_driver(ctx, dev, monkeypatch):
+    uses = _closed_uses(ctx, dev)
+    for obj, _ in uses:
+        obj.close()
+    calls = _record_driver_calls(monkeypatch)
+    checked = 0
+    for obj, methods in uses:
+        for label, use in methods:
+            with pytest.raises(ValueError, match=f"{type(obj).__name__} is closed"):
+                use()
+            assert calls == [], f"{type(obj).__name__}.{label} called {calls}"
+            checked += 1
+    assert checked == 39  # every method listed above ran
+
+
+def test_closed_arguments_never_reach_the_driver(ctx, dev, monkeypatch):
+    cl = ctx.immediate_command_list(dev)
+    reg = ctx.command_list(dev)
+    reg.end()
+    q = ctx.command_queue(dev)
+    fence = q.fence()
+    ev = ctx.event_pool(1).event(0)
+    k = ctx.create_module(dev, spirv_bytes()).kernel("l0mem_f32_add")
+    for obj in (fence, ev, k):
+        obj.close()
+    calls = _record_driver_calls(monkeypatch)
+    with pytest.raises(ValueError, match="Kernel is closed"):
+        cl.launch(k, 1)
+    with pytest.raises(ValueError, match="Event is closed"):
+        cl.signal_event(ev)
+    with pytest.raises(ValueError, match="Event is closed"):
+        cl.reset_event(ev)
+    with pytest.raises(ValueError, match="Event is closed"):
+        cl.barrier(signal=ev)
+    with pytest.raises(ValueError, match="Fence is closed"):
+        q.execute([reg], fence)
+    assert calls == []
+
+
+@pytest.mark.parametrize("bad", [2**32, -1, True, 1.0])
+def test_uint32_arguments_are_checked_before_the_driver(ctx, dev, monkeypatch, bad):
+    k = ctx.create_module(dev, spirv_bytes()).kernel("l0mem_f32_add")
+    cl = ctx.immediate_command_list(dev)
+    calls = _record_driver_calls(monkeypatch)
+    with pytest.raises(ValueError, match="uint32"):
+        k.set_group_size(bad)
+    with pytest.raises(ValueError, match="uint32"):
+        k.set_group_size(1, 1, bad)
+    with pytest.raises(ValueError, match="uint32"):
+        k.suggest_group_size(bad)
+    with pytest.raises(ValueError, match="uint32"):
+        k.suggest_group_size((64, bad))
+    with pytest.raises(ValueError, match="uint32"):
+        cl.launch(k, bad)
+    with pytest.raises(ValueError, match="uint32"):
+        cl.launch(k, (1, bad))
+    assert calls == []
+    assert k.suggest_group_size(2**32 - 1)[0] >= 1  # the largest uint32 still goes through
+
+
+def test_build_error_is_a_ze_error_and_pickles(ctx, dev):
+    import pickle
+
+    from l0mem._ze import T
+    from l0mem._ze.errors import ZeError
+
+    with pytest.raises(ZeError) as info:
+        ctx.create_module(dev, b"\x00" * 64)
+    err = info.value
+    assert isinstance(err, core.ModuleBuildError)
+    assert err.code == T.ZE_RESULT_ERROR_MODULE_BUILD_FAILURE == err.error.code
+    assert err.routine == "zeModuleCreate"
+    assert "module build failed" in str(err) and "\n" not in str(err)
+    again = pickle.loads(pickle.dumps(err))
+    assert isinstance(again, core.ModuleBuildError)
+    assert again.build_log == err.build_log and str(again) == str(err)
+
+
+def test_owner_accessors(ctx, driver, dev):
+    assert ctx.driver is driver
+    cl = ctx.immediate_command_list(dev)
+    reg = ctx.command_list(dev)
+    for lst in (cl, reg):
+        assert lst.device is dev and lst.context is ctx
+    q = ctx.command_queue(dev)
+    assert q.device is dev
+    m = ctx.create_module(dev, spirv_bytes())
+    assert m.device is dev
+    k = m.kernel("l0mem_f32_add")
+    k.close()
+    assert k.closed and not m.closed
+    k.close()  # idempotent
+    assert m.kernel("l0mem_f32_add").name == "l0mem_f32_add"  # the module still serves kernels

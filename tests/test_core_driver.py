@@ -7,6 +7,7 @@ import os
 import pytest
 
 import l0mem.core as core
+from l0mem._ze.errors import MissingFunctionError, UnsupportedFeatureError
 from tests.support import ze_session
 
 
@@ -219,3 +220,72 @@ def test_optional_queries_do_not_hide_a_lost_device(clean, driver):
         _ = d.pci_address
     clean.set("device_lost_at", "0")
     assert d.pci_address is not None
+
+
+def test_sysman_is_enabled_for_library_users(sim):
+    from tests.support.sim import run_python_env, sim_env
+
+    code = (
+        "import os\n"
+        "import l0mem.core as c\n"
+        "d = c.drivers()[0].devices()[0]\n"
+        "state = d.sysman_memory()\n"
+        "print('ENV', os.environ.get('ZES_ENABLE_SYSMAN'))\n"
+        "print('STATE', state is not None and len(state) > 0, d.sysman_unavailable)\n"
+    )
+    env = sim_env(devices=1)
+    del env["ZES_ENABLE_SYSMAN"]  # a library user who never heard of it
+    proc = run_python_env(code, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "ENV 1" in proc.stdout
+    assert "STATE True None" in proc.stdout
+    env["ZES_ENABLE_SYSMAN"] = "0"  # an explicit choice is kept, and the reason is given
+    proc = run_python_env(code, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "ENV 0" in proc.stdout
+    assert "STATE False" in proc.stdout and "ZES_ENABLE_SYSMAN was '0'" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        lambda name: UnsupportedFeatureError(None, name),  # a driver without the extension
+        lambda name: MissingFunctionError(f"{name} is not exported"),  # an old loader
+    ],
+)
+def test_pci_address_falls_back_to_sysman(driver, monkeypatch, failure):
+    from l0mem.core import _raw
+
+    d = driver.devices()[2]
+    expected = d.pci_address
+    assert expected is not None
+    real_call = _raw.call
+    asked = []
+
+    def without_extension(name, *args):
+        asked.append(name)
+        if name == "zeDevicePciGetPropertiesExt":
+            raise failure(name)
+        return real_call(name, *args)
+
+    monkeypatch.setattr(_raw, "call", without_extension)
+    assert d.pci_address == expected
+    assert asked == ["zeDevicePciGetPropertiesExt", "zesDevicePciGetProperties"]
+
+
+def test_pci_address_is_none_without_extension_and_sysman(driver, monkeypatch):
+    from l0mem._ze import errors
+    from l0mem.core import _raw
+
+    def nothing(name, *args):
+        raise errors.UninitializedError(None, name)
+
+    monkeypatch.setattr(_raw, "call", nothing)
+    assert driver.devices()[0].pci_address is None
+
+
+def test_device_properties_integrated_flag(driver):
+    for d in driver.devices():
+        assert d.properties.integrated is False  # the simulated GPUs are discrete
+    flags = core.DeviceProperties(**{**vars(driver.devices()[0].properties), "flags": 1})
+    assert flags.integrated is True

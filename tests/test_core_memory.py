@@ -146,12 +146,86 @@ def test_residency_on_peer_creates_simulated_mirror(ctx, clean, driver):
     assert clean.mirror_bytes() == 0
 
 
+def _is_open(fd):
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 def test_dmabuf_export_gives_a_file_descriptor(ctx, clean, driver):
     d = driver.devices()[0]
     a = ctx.allocate_device(d, 1 << 16, export_dmabuf=True)
     fd = a.dmabuf_fd()
     assert fd >= 0
     os.fstat(fd)  # a real descriptor of this process
+    a.close()
+    assert not _is_open(fd)  # owned by the allocation, closed with it
+
+
+def test_dmabuf_fd_is_cached_and_closed_exactly_once(ctx, clean, driver):
+    d = driver.devices()[0]
+    a = ctx.allocate_device(d, 4096, export_dmabuf=True)
+    fd = a.dmabuf_fd()
+    assert a.dmabuf_fd() == fd  # the driver would hand out a new descriptor per query
+    assert _is_open(fd)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second close() of the fd would warn at collection
+        a.close()
+        assert not _is_open(fd)
+        with pytest.raises(ValueError, match="closed"):
+            a.dmabuf_fd()
+        del a
+        gc.collect()
+
+
+def test_dmabuf_fd_is_closed_with_the_context_and_by_collection(clean, driver):
+    d = driver.devices()[0]
+    c = driver.create_context([d])
+    fd = c.allocate_device(d, 4096, export_dmabuf=True).dmabuf_fd()
+    gc.collect()
+    assert not _is_open(fd)  # the allocation object was dropped: fd closed, memory freed
+    a = c.allocate_device(d, 4096, export_dmabuf=True)
+    fd = a.dmabuf_fd()
+    c.close()
+    assert not _is_open(fd) and a.closed
+    assert clean.device_used(0) == 0
+
+
+def test_dmabuf_export_mirror_goes_with_the_allocation(ctx, clean, driver):
+    d = driver.devices()[0]
+    clean.set("mirror", "dmabuf")
+    a = ctx.allocate_device(d, 1 << 20, export_dmabuf=True)
+    a.dmabuf_fd()
+    assert clean.mirror_bytes() == 1 << 20
+    a.close()
+    assert clean.mirror_bytes() == 0
+
+
+def test_ipc_mapping_of_unknown_size_needs_an_explicit_count(ctx, clean, driver):
+    d0, d1 = driver.devices()[:2]
+    a = ctx.allocate_device(d0, 256)
+    b = ctx.allocate_device(d1, 256)
+    cl = ctx.immediate_command_list(d0)
+    cl.copy_from_host(a, bytes(range(256)))
+    with ctx.open_ipc_handle(d1, a.ipc_handle()) as m:
+        assert m.nbytes == 0 and m.device is d1
+        with pytest.raises(ValueError, match="size is unknown"):
+            cl.copy(b, m)
+        with pytest.raises(ValueError, match="size is unknown"):
+            cl.copy(m, b)
+        with pytest.raises(ValueError, match="size is unknown"):
+            cl.fill(m, b"\0")
+        clean.reset_counters()
+        cl.copy(b, m, 100)
+        assert clean.bytes_moved(0, 1) == 100
+        out = bytearray(100)
+        cl.copy_to_host(m, out)  # the host buffer gives the count
+        assert out == bytes(range(100))
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="nbytes"):
+            ctx.open_ipc_handle(d1, a.ipc_handle(), bad)
 
 
 def test_ipc_handle_round_trip(ctx, driver):
@@ -168,6 +242,84 @@ def test_ipc_handle_round_trip(ctx, driver):
     assert m.closed
     with pytest.raises(ValueError, match="64 bytes"):
         ctx.open_ipc_handle(d1, b"short")
+
+
+def test_memoryview_keeps_host_memory_until_released(ctx, driver):
+    h = ctx.allocate_host(64)
+    mv = h.memoryview()
+    part = mv[8:16]
+    arr = np.frombuffer(h.memoryview(), dtype=np.uint8)
+    with pytest.raises(BufferError, match="memoryview"):
+        h.close()
+    assert not h.closed
+    with pytest.raises(BufferError):
+        ctx.close()
+    assert not ctx.closed and not h.closed
+    del mv
+    with pytest.raises(BufferError):
+        h.close()  # the slice still exports the memory
+    part[:] = b"\x01" * 8  # still valid memory
+    part.release()
+    with pytest.raises(BufferError):
+        h.close()  # and so does the NumPy array
+    assert arr[8] == 1
+    del arr
+    h.close()
+    assert h.closed
+    with pytest.raises(ValueError, match="closed"):
+        h.memoryview()
+
+
+def test_memoryview_outlives_a_dropped_allocation(clean, driver):
+    c = driver.create_context([driver.devices()[0]])
+    view = c.allocate_shared(None, 32).memoryview()
+    gc.collect()
+    assert len(c._tracker) == 1  # the view keeps the allocation
+    view[:] = bytes(range(32))
+    assert bytes(view) == bytes(range(32))
+    del view
+    gc.collect()
+    assert len(c._tracker) == 0
+    c.close()
+
+
+def test_residency_rejects_closed_and_foreign_allocations(ctx, clean, driver):
+    d0, d1 = driver.devices()[:2]
+    a = ctx.allocate_device(d0, 4096)
+    with pytest.raises(ValueError, match="nbytes"):
+        ctx.make_resident(d1, a, 8192)
+    a.close()
+    with pytest.raises(ValueError, match="closed"):
+        ctx.make_resident(d1, a)
+    with pytest.raises(ValueError, match="closed"):
+        ctx.evict(d1, a)
+    with driver.create_context() as other:
+        b = other.allocate_device(d0, 4096)
+        with pytest.raises(ValueError, match="another context"):
+            ctx.make_resident(d1, b)
+
+
+def test_failed_cleanup_keeps_the_original_error(ctx, clean, driver, monkeypatch):
+    from l0mem.core import _raw
+
+    real_call = _raw.call
+
+    def free_then_fail(name, *args):
+        real_call(name, *args)  # really free, so the ground truth below stays exact
+        if name == "zeMemFree":
+            raise errors.DeviceLostError(None, name)
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("tracker refused")
+
+    monkeypatch.setattr(_raw, "call", free_then_fail)
+    monkeypatch.setattr(ctx._tracker, "add", refuse)
+    with (
+        pytest.warns(core.ReleaseWarning, match="zeMemFree"),
+        pytest.raises(RuntimeError, match="tracker refused"),
+    ):
+        ctx.allocate_device(driver.devices()[0], 4096)
+    assert clean.device_used(0) == 0
 
 
 def test_context_close_frees_what_it_owns(clean, driver):

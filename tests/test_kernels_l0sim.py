@@ -21,7 +21,27 @@ import numpy as np
 import l0mem.core as core
 from l0mem.bf16 import bf16_to_f32, f32_to_bf16
 from l0mem.core.backend import LevelZeroBackend
+from l0mem.core.commands import ImmediateCommandList
 from l0mem.kernels import add_f32, compress_bf16, decompress_add_bf16
+
+# Every launch as [global size, group size, group count], to check the rounding.
+LAUNCHES = []
+_backend_launch = LevelZeroBackend.launch
+_list_launch = ImmediateCommandList.launch
+
+
+def backend_launch(self, kernel, device, args, global_size, **kw):
+    LAUNCHES.append([global_size])
+    return _backend_launch(self, kernel, device, args, global_size, **kw)
+
+
+def list_launch(self, kernel, group_count, **kw):
+    LAUNCHES[-1] += [kernel.group_size[0], group_count]
+    return _list_launch(self, kernel, group_count, **kw)
+
+
+LevelZeroBackend.launch = backend_launch
+ImmediateCommandList.launch = list_launch
 
 SPECIAL = np.array([
     0x00000000, 0x80000000, 0x3F800000, 0x3F808000, 0x3F818000, 0x3F808001, 0x3FFF8000,
@@ -55,6 +75,7 @@ def read(b, buf, dtype, count):
 
 
 def run(mode):
+    LAUNCHES.clear()
     devs = core.drivers()[0].devices()[:2]
     b = LevelZeroBackend(devs, context=mode)
     res = {}
@@ -101,6 +122,7 @@ def run(mode):
     except ValueError as exc:
         res["cross_device_error"] = str(exc)
     b.close()
+    res["launches"] = list(LAUNCHES)
     return res
 
 
@@ -132,3 +154,13 @@ def test_event_chain_across_devices(results, mode: str) -> None:
 @pytest.mark.parametrize("mode", ["multi", "single"])
 def test_buffers_on_two_devices_are_rejected(results, mode: str) -> None:
     assert "different devices" in str(results[mode]["cross_device_error"])
+
+
+@pytest.mark.parametrize("mode", ["multi", "single"])
+@pytest.mark.parametrize("n", [4099, 1_000_003])  # a prime and an odd count
+def test_launch_groups_are_full_and_cover_every_element(results, mode: str, n: int) -> None:
+    launches = [entry for entry in results[mode]["launches"] if entry[0] == n]
+    assert launches, f"no launch over {n} work-items"
+    for _, group, groups in launches:
+        assert group > 1
+        assert groups * group >= n > (groups - 1) * group  # ceil(n / group) groups

@@ -31,6 +31,7 @@ from l0mem._ze import (
     load,
     loader_path,
     loader_versions,
+    missing_functions,
 )
 from l0mem._ze import loader as loader_mod
 from l0mem._ze.errors import UninitializedError
@@ -71,6 +72,7 @@ uint32_t zeInitDrivers(uint32_t* n, H* out, init_desc_t* d) {
 }
 #endif
 
+#ifndef NO_LOADER_VERSIONS
 uint32_t zelLoaderGetVersions(size_t* n, comp_t* v) {
     if (!v) { *n = 2; return 0; }
     const char* names[2] = {"loader", "stub_driver"};
@@ -82,9 +84,12 @@ uint32_t zelLoaderGetVersions(size_t* n, comp_t* v) {
     }
     return 0;
 }
+#endif
 """
 
 HAND_WRITTEN = {"zeInit", "zeDriverGet", "zeInitDrivers", "zelLoaderGetVersions"}
+# Required functions left out of the "hollow" stub: far too many to name on one line.
+HOLLOW = [name for name, _, _, required in FUNCTIONS if required and name not in HAND_WRITTEN][:30]
 
 
 def _stub_source(drop: set[str]) -> str:
@@ -119,6 +124,8 @@ def stubs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "old": _build_stub(d, "libstub_old.so", [], set()),
         "new": _build_stub(d, "libstub_new.so", ["-DWITH_INIT_DRIVERS"], set()),
         "broken": _build_stub(d, "libstub_broken.so", [], {"zeMemAllocDevice", "zeEventCreate"}),
+        "noversions": _build_stub(d, "libstub_noversions.so", ["-DNO_LOADER_VERSIONS"], set()),
+        "hollow": _build_stub(d, "libstub_hollow.so", [], set(HOLLOW)),
     }
 
 
@@ -342,3 +349,37 @@ def test_init_on_real_loader_uses_fallback_without_drivers() -> None:
     routine, has_new = result.stdout.split()
     assert routine == ("zeInitDrivers" if has_new == "True" else "zeInit")
     assert UninitializedError.code == T.ZE_RESULT_ERROR_UNINITIALIZED
+
+
+def test_loader_versions_is_empty_without_the_function(
+    fresh_state: None, stubs: dict[str, Path]
+) -> None:
+    """A loader without zelLoaderGetVersions gives [] and lists the function as missing."""
+    load(stubs["noversions"])
+    assert not has_function("zelLoaderGetVersions")
+    assert "zelLoaderGetVersions" in missing_functions()
+    assert loader_versions() == []
+
+
+def test_missing_functions_lists_the_absent_optional_ones(
+    fresh_state: None, stubs: dict[str, Path]
+) -> None:
+    """missing_functions() is exactly the table functions the library does not export."""
+    cdll = load(stubs["old"])
+    missing = missing_functions()
+    assert "zeInitDrivers" in missing and "zelLoaderGetVersions" not in missing
+    assert missing == {name for name, *_ in FUNCTIONS if not hasattr(cdll, name)}
+    assert not any(required and name in missing for name, _, _, required in FUNCTIONS)
+
+
+def test_a_long_list_of_missing_functions_stays_short(
+    fresh_state: None, stubs: dict[str, Path]
+) -> None:
+    """The error names how many functions are missing and only the first few."""
+    with pytest.raises(LoaderTooOldError) as info:
+        load(stubs["hollow"])
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"lacks {len(HOLLOW)} required functions ({', '.join(HOLLOW[:5])}, ...)" in message
+    assert HOLLOW[5] not in message
+    assert len(message) < 400

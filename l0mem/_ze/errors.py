@@ -16,7 +16,9 @@ class ZeError(Exception):
     code: int = -1
     explanation: str = "the driver returned a result code this binding does not know"
 
-    def __init__(self, code: int | None = None, routine: str = "", detail: str | None = None):
+    def __init__(
+        self, code: int | None = None, routine: str = "", detail: str | None = None
+    ) -> None:
         """Record ``code`` (default: the class's own), the failed ``routine`` and extra ``detail``."""
         if code is None:
             code = type(self).code

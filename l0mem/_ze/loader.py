@@ -112,6 +112,16 @@ def _resolve_path(cdll: ctypes.CDLL, requested: str) -> str | None:
     return os.path.realpath(path) if path else None
 
 
+SHOWN_NAMES = 5
+
+
+def _name_list(names: list[str]) -> str:
+    """Return ``names`` for a one-line message: all of a few, else the count and the first few."""
+    if len(names) <= SHOWN_NAMES:
+        return ", ".join(names)
+    return f"{len(names)} required functions ({', '.join(names[:SHOWN_NAMES])}, ...)"
+
+
 def _bind(cdll: ctypes.CDLL, where: str) -> tuple[Api, frozenset[str], frozenset[str]]:
     """Set restype/argtypes of every table function; return (api, present, missing)."""
     functions: dict[str, Callable[..., int]] = {}
@@ -131,7 +141,8 @@ def _bind(cdll: ctypes.CDLL, where: str) -> tuple[Api, frozenset[str], frozenset
         present.add(name)
     if missing_required:
         raise LoaderTooOldError(
-            f"{where} is not a usable Level Zero loader: it lacks {', '.join(missing_required)} "
+            f"{where} is not a usable Level Zero loader: it lacks "
+            f"{_name_list(missing_required)} "
             "(install libze1 >= 1.8 or point L0MEM_ZE_LOADER at a newer libze_loader.so.1)"
         )
     missing = frozenset(name for name, *_ in FUNCTIONS) - present

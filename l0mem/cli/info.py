@@ -1,7 +1,9 @@
 """``l0mem info``: the Level Zero loader, drivers, devices and peer access.
 
-Text goes to the terminal as rich tables. ``--json PATH`` writes the same
-report atomically as JSON with these keys:
+Text goes to the terminal: the loader, then one block per device (so that
+PCI addresses and UUIDs stay whole on an 80-column terminal), then the peer
+matrix. ``--json PATH`` writes the same report atomically (temporary file,
+fsync, rename; mode 0644) as JSON with these keys:
 
 - ``l0mem_version``: version of l0mem that wrote the report.
 - ``loader``: ``path`` (real path of libze_loader, or null) and ``components``,
@@ -28,10 +30,8 @@ Exit codes: 0 on success, 3 when there is no loader, no driver or no device,
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,15 @@ from rich.table import Table
 
 from l0mem import __version__
 from l0mem.cli._common import ExitCode
+
+_EPILOG = f"""\b
+Exit codes:
+  {ExitCode.OK:<3d} the report was shown (and written)
+  {ExitCode.USAGE:<3d} bad command-line usage
+  {ExitCode.NO_DEVICE:<3d} no Level Zero loader, no driver or no device
+  {ExitCode.BAD_INPUT:<3d} the JSON file could not be written
+  {ExitCode.DRIVER_ERROR:<3d} a driver call failed
+"""
 
 
 class _NoDevice(Exception):
@@ -121,6 +130,8 @@ def _gib(nbytes: int) -> str:
 def render(report: dict[str, Any], console: Console) -> None:
     """Print the report as rich tables."""
     loader = Table(title="Level Zero loader", show_header=False)
+    loader.add_column("field", no_wrap=True)
+    loader.add_column("value", overflow="fold")
     loader.add_row("path", str(report["loader"]["path"] or "unknown"))
     for comp in report["loader"]["components"]:
         loader.add_row(comp["name"], comp["version"])
@@ -133,22 +144,27 @@ def render(report: dict[str, Any], console: Console) -> None:
             "(for example l0mem's simulator), not the installed runtime"
         )
     for drv in report["drivers"]:
-        title = f"Driver {drv['index']}: version {drv['version']} (raw {drv['driver_version']:#010x}), API {drv['api_version']}"
-        table = Table(title=title)
-        for col in ("#", "name", "type", "vendor:device", "PCI", "kernel driver", "memory", "UUID"):
-            table.add_column(col)
+        console.print(
+            f"Driver {drv['index']}: version {drv['version']} "
+            f"(raw {drv['driver_version']:#010x}), API {drv['api_version']}"
+        )
         for dev in drv["devices"]:
-            table.add_row(
-                str(dev["index"]),
-                dev["name"],
-                dev["type"],
-                f"{dev['vendor_id']}:{dev['device_id']}",
-                dev["pci_address"] or "-",
-                dev["kernel_driver"] or "-",
-                _gib(dev["memory_bytes"]),
-                dev["uuid"],
+            table = Table(
+                title=f"Device {dev['index']}: {dev['name']}",
+                show_header=False,
+                title_justify="left",
             )
-        console.print(table)
+            table.add_column("field", no_wrap=True)
+            # Identifiers are copied from here into commands: never cut or wrap them.
+            table.add_column("value", no_wrap=True, overflow="fold")
+            table.add_row("type", dev["type"])
+            table.add_row("vendor:device", f"{dev['vendor_id']}:{dev['device_id']}")
+            table.add_row("PCI address", dev["pci_address"] or "-")
+            table.add_row("UUID", dev["uuid"])
+            table.add_row("memory", _gib(dev["memory_bytes"]))
+            table.add_row("kernel driver", dev["kernel_driver"] or "-")
+            table.add_row("sub-devices", str(dev["sub_devices"]))
+            console.print(table)
         if len(drv["devices"]) > 1:
             console.print(
                 f"Driver {drv['index']}: peer access (row device can access column device)"
@@ -169,25 +185,18 @@ def render(report: dict[str, Any], console: Console) -> None:
 
 
 def write_json(path: Path, report: dict[str, Any]) -> None:
-    """Write ``report`` to ``path`` atomically (temporary file in the same folder, then rename)."""
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write ``report`` to ``path`` as JSON atomically (raises OSError on failure)."""
+    from l0mem.audit.report import atomic_write_bytes
+
+    atomic_write_bytes(path, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
 
 
-@click.command()
+@click.command(epilog=_EPILOG)
 @click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
     help="Also write the report as JSON to PATH.",
 )
 def info(json_path: Path | None) -> None:
@@ -207,5 +216,7 @@ def info(json_path: Path | None) -> None:
         try:
             write_json(json_path, report)
         except OSError as err:
-            click.echo(f"l0mem info: cannot write {json_path}: {err.strerror or err}", err=True)
+            # ReportWriteError's message already names the file and the reason.
+            message = str(err) if err.strerror is None else f"{json_path}: {err.strerror}"
+            click.echo(f"l0mem info: {message}", err=True)
             raise SystemExit(int(ExitCode.BAD_INPUT)) from None

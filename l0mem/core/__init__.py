@@ -5,7 +5,10 @@ Objects come from their parents' factories: :func:`drivers` gives
 :class:`Context` objects, a context gives allocations, command lists, queues,
 event pools and modules. Each object frees its handle on ``close()``, on
 leaving a ``with`` block, when its context closes, or when it is garbage
-collected (then failures are reported as :class:`ReleaseWarning`).
+collected (then failures are reported as :class:`ReleaseWarning`). Using an
+object after it was closed raises ValueError; no released handle reaches the
+driver. The first :func:`drivers` call sets ``ZES_ENABLE_SYSMAN=1`` unless the
+environment sets it already, so Sysman queries work for library users.
 """
 
 from l0mem.core._lifetime import ReleaseWarning

@@ -6,10 +6,17 @@ holds only the tracker and a key, never the object or its parents, so garbage
 collection order (cycles, interpreter exit) cannot free a context before the
 memory and lists created in it, and ``close()`` followed by collection frees
 once.
+
+Host memory the process can address directly (``HostAllocation.memoryview``)
+is *pinned* by the objects exporting it: while one is alive, releasing that
+memory explicitly raises :class:`BufferError`, and a release from garbage
+collection or interpreter exit leaves it (and its context) allocated, so no
+Python view can ever reach freed memory.
 """
 
 from __future__ import annotations
 
+import gc
 import threading
 import warnings
 import weakref
@@ -39,6 +46,22 @@ def _run(release: Release, args: tuple[Any, ...], what: str, raising: bool) -> N
         warnings.warn(f"l0mem: releasing {what} failed: {err}", ReleaseWarning, stacklevel=2)
 
 
+def discard(destroy: str, *args: Any) -> None:
+    """Free a handle nothing will own, during cleanup after another error.
+
+    A failure here is reported as a :class:`ReleaseWarning` so that the error
+    which caused the cleanup is the one that propagates.
+    """
+    try:
+        _raw.call(destroy, *args)
+    except Exception as err:
+        warnings.warn(
+            f"l0mem: {destroy} failed while cleaning up after an error: {err}",
+            ReleaseWarning,
+            stacklevel=3,
+        )
+
+
 class Tracker:
     """Raw release calls a context still owes, freed newest first and children first."""
 
@@ -46,8 +69,14 @@ class Tracker:
         """Start with nothing registered."""
         self._lock = threading.RLock()
         self._items: dict[int, tuple[Release, tuple[Any, ...], str, int | None]] = {}
+        self._pins: dict[int, list[weakref.ref[Any]]] = {}
         self._next = 0
         self._closed = False
+
+    def __len__(self) -> int:
+        """Return how many handles are registered and not yet released."""
+        with self._lock:
+            return len(self._items)
 
     @property
     def closed(self) -> bool:
@@ -73,11 +102,48 @@ class Tracker:
         with self._lock:
             return key in self._items
 
+    def pin(self, key: int, exporter: object) -> None:
+        """Keep the memory under ``key`` allocated while ``exporter`` (a buffer exporter) lives."""
+        with self._lock:
+            if key not in self._items:
+                raise ValueError("the object is closed")
+            refs = [r for r in self._pins.get(key, []) if r() is not None]
+            refs.append(weakref.ref(exporter))
+            self._pins[key] = refs
+
+    def _subtree(self, key: int) -> list[int]:
+        """Return ``key`` and the keys of its registered descendants."""
+        keys = [key]
+        for k, v in self._items.items():
+            if v[3] == key:
+                keys.extend(self._subtree(k))
+        return keys
+
+    def _pinned(self, keys: list[int] | None) -> int:
+        """Return how many live exporters pin ``keys`` (None: every key)."""
+        with self._lock:
+            chosen = self._pins if keys is None else {k: self._pins.get(k, []) for k in keys}
+            return sum(1 for refs in chosen.values() for r in refs if r() is not None)
+
+    def check_unpinned(self, key: int | None = None) -> None:
+        """Raise BufferError while a memoryview still exports memory under ``key`` (None: any)."""
+        with self._lock:
+            keys = None if key is None else self._subtree(key)
+        if self._pinned(keys):
+            gc.collect()  # views kept only by unreachable cycles are not a reason to refuse
+            count = self._pinned(keys)
+            if count:
+                raise BufferError(
+                    f"{count} memoryview(s) of host memory are still alive; "
+                    "release them (del, or memoryview.release()) before closing"
+                )
+
     def _take(self, key: int) -> list[tuple[Release, tuple[Any, ...], str]]:
         """Remove ``key`` and its descendants; return their release calls, children first."""
         item = self._items.pop(key, None)
         if item is None:
             return []
+        self._pins.pop(key, None)
         taken: list[tuple[Release, tuple[Any, ...], str]] = []
         for child in sorted((k for k, v in self._items.items() if v[3] == key), reverse=True):
             taken.extend(self._take(child))
@@ -85,8 +151,16 @@ class Tracker:
         return taken
 
     def release(self, key: int, raising: bool = True) -> bool:
-        """Free the handle under ``key`` (children first) if still held; return whether it did."""
+        """Free the handle under ``key`` (children first) if still held; return whether it did.
+
+        While a memoryview exports the memory, ``raising`` release raises
+        BufferError and a non-raising one (garbage collection) frees nothing.
+        """
+        if raising:
+            self.check_unpinned(key)
         with self._lock:
+            if not raising and self._pinned(self._subtree(key)):
+                return False
             calls = self._take(key)
         _run_all(calls, raising)
         return bool(calls)
@@ -94,13 +168,24 @@ class Tracker:
     def release_all(
         self, final: tuple[Release, tuple[Any, ...], str] | None, raising: bool
     ) -> None:
-        """Free every registered handle newest first, then ``final``; raise the first failure."""
+        """Free every registered handle newest first, then ``final``; raise the first failure.
+
+        Pinned memory (see :meth:`check_unpinned`) makes a raising call fail with
+        BufferError before anything is freed; a non-raising call (garbage
+        collection, interpreter exit) then keeps that memory and ``final``.
+        """
+        if raising:
+            self.check_unpinned()
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            calls = [self._items.pop(k)[:3] for k in sorted(self._items, reverse=True)]
-        if final is not None:
+            keep = {k for k, refs in self._pins.items() if any(r() is not None for r in refs)}
+            calls = [
+                self._items.pop(k)[:3] for k in sorted(self._items, reverse=True) if k not in keep
+            ]
+            self._pins = {k: v for k, v in self._pins.items() if k in keep}
+        if final is not None and not keep:
             calls.append(final)
         _run_all(calls, raising)
 
@@ -123,6 +208,8 @@ def finalize_child(owner: object, tracker: Tracker, key: int) -> Callable[[], No
 
     def close() -> None:
         """Detach the finalizer and free ``key`` now, raising on failure."""
+        # A refusal (BufferError) must leave the finalizer in place.
+        tracker.check_unpinned(key)
         fin.detach()
         tracker.release(key, True)
 
@@ -149,7 +236,7 @@ class Owned:
             self._key = tracker.add(_raw.fn(destroy), args, destroy, parent=parent)
         except BaseException:
             # Nothing else would ever free the handle.
-            _raw.call(destroy, *args)
+            discard(destroy, *args)
             raise
         self._close = finalize_child(self, tracker, self._key)
 
@@ -157,6 +244,11 @@ class Owned:
     def closed(self) -> bool:
         """Return True once the handle has been released."""
         return not self._tracker.owns(self._key)
+
+    def _check_open(self) -> None:
+        """Raise ValueError once the handle has been released (before any use of it)."""
+        if not self._tracker.owns(self._key):
+            raise ValueError(f"{type(self).__name__} is closed")
 
     def close(self) -> None:
         """Release the handle and what was created from it (a no-op when already released)."""
@@ -186,4 +278,9 @@ class OwnedHandle(Owned):
     @property
     def handle(self) -> int:
         """Return the raw Level Zero handle."""
+        return self._handle
+
+    def _live(self) -> int:
+        """Return the raw handle for a driver call; raise ValueError once it is released."""
+        self._check_open()
         return self._handle

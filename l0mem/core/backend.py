@@ -7,6 +7,12 @@ shipped SPIR-V on first use. ``context="multi"`` puts all devices in one
 context (the layout the SYCL runtime uses, and where peer residency applies);
 ``context="single"`` gives every device its own context, so a device-to-device
 copy between contexts is staged through host memory.
+
+Event slots are recycled, so a slot is handed out again only when nothing
+can still refer to it: its backend event is gone, it has completed, and no
+command that waits on it is still pending. Each command's device-side waits
+stay recorded until its own event is observed complete (``Event.wait``, a
+later recycling pass, or ``synchronize``).
 """
 
 from __future__ import annotations
@@ -15,10 +21,10 @@ import ctypes
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from l0mem.backend import DeviceBuffer, Event, HostBuffer
-from l0mem.core.commands import ImmediateCommandList
+from l0mem.backend import DeviceBuffer, Event, HostBuffer, check_fill
+from l0mem.core.commands import UINT32_MAX, ImmediateCommandList
 from l0mem.core.context import Context
 from l0mem.core.device import Device
 from l0mem.core.driver import drivers
@@ -28,6 +34,10 @@ from l0mem.core.memory import DeviceAllocation
 from l0mem.core.module import Kernel, Module
 
 _POOL_SIZE = 64
+# Kernels launch over a global size rounded up to this, so the group size the
+# driver suggests is a full work-group even for prime element counts.
+_GROUP_ROUNDING = 256
+_UINT64_MAX = 2**64 - 1
 
 
 class L0Event:
@@ -36,6 +46,7 @@ class L0Event:
     def __init__(self, event: CoreEvent, recycler: _Recycler) -> None:
         """Wrap ``event``; it goes back to ``recycler`` when this wrapper is collected."""
         self._event = event
+        self._recycler = recycler
         self._device: Device | None = None
         weakref.finalize(self, recycler.give_back, event)
 
@@ -46,7 +57,8 @@ class L0Event:
 
     def wait(self) -> None:
         """Block until the operation has finished."""
-        self._event.wait()
+        if self._event.wait():
+            self._recycler.completed(self._event)
 
     def elapsed_ns(self) -> int | None:
         """Return the device-measured duration in ns once done (None after the backend closed)."""
@@ -65,18 +77,24 @@ class _Recycler:
         self._pools: list[EventPool] = []
         self._clean: list[CoreEvent] = []
         self._returned: list[CoreEvent] = []
+        # Pending command's event -> the events it waits on, and how many pending
+        # commands wait on each event: those slots must not be reset and reused.
+        self._waits_of: dict[CoreEvent, list[CoreEvent]] = {}
+        self._waiters: dict[CoreEvent, int] = {}
         # Reentrant: a collection inside take() can run give_back() on the same thread.
         self._lock = threading.RLock()
 
     def take(self) -> CoreEvent:
-        """Return an unsignalled event, reusing finished ones before growing."""
+        """Return an unsignalled event, reusing finished, unreferenced ones before growing."""
         with self._lock:
             if not self._clean:
+                self.sweep()
                 for ev in list(self._returned):
                     if ev.closed:
                         self._returned.remove(ev)
-                    elif ev.query():
+                    elif ev not in self._waiters and ev.query():
                         self._returned.remove(ev)
+                        self.completed(ev)
                         ev.reset()
                         self._clean.append(ev)
             if not self._clean:
@@ -84,6 +102,37 @@ class _Recycler:
                 self._pools.append(pool)
                 self._clean.extend(pool.event(i) for i in range(_POOL_SIZE))
             return self._clean.pop()
+
+    def depend(self, event: CoreEvent, waits: Sequence[CoreEvent]) -> None:
+        """Record that the command signalling ``event`` waits on ``waits`` until it completes."""
+        if not waits:
+            return
+        with self._lock:
+            self._waits_of.setdefault(event, []).extend(waits)
+            for w in waits:
+                self._waiters[w] = self._waiters.get(w, 0) + 1
+
+    def completed(self, event: CoreEvent) -> None:
+        """Forget the waits of the command signalling ``event``, observed complete."""
+        with self._lock:
+            for w in self._waits_of.pop(event, []):
+                left = self._waiters[w] - 1
+                if left:
+                    self._waiters[w] = left
+                else:
+                    del self._waiters[w]
+
+    def sweep(self) -> None:
+        """Forget the waits of every recorded command that has completed."""
+        with self._lock:
+            for ev in list(self._waits_of):
+                if ev.closed or ev.query():
+                    self.completed(ev)
+
+    def referenced(self, event: CoreEvent) -> bool:
+        """Return True while a pending command waits on ``event``."""
+        with self._lock:
+            return event in self._waiters
 
     def give_back(self, event: CoreEvent) -> None:
         """Accept an event whose backend wrapper is gone; it is reused once signalled."""
@@ -96,9 +145,16 @@ class L0Buffer:
     """A device allocation (or a view into one) of a :class:`LevelZeroBackend`."""
 
     def __init__(
-        self, alloc: DeviceAllocation, device: int, offset: int = 0, nbytes: int | None = None
+        self,
+        alloc: DeviceAllocation,
+        device: int,
+        offset: int = 0,
+        nbytes: int | None = None,
+        *,
+        backend: LevelZeroBackend | None = None,
     ) -> None:
         """Wrap ``alloc`` (or ``nbytes`` of it from ``offset``) as device ``device``'s buffer."""
+        self.backend = backend
         self._alloc = alloc
         self._device = device
         self._offset = offset
@@ -133,7 +189,9 @@ class L0Buffer:
             raise ValueError(
                 f"view [{offset}, {offset + nbytes}) is outside the buffer of {self._nbytes} bytes"
             )
-        return L0Buffer(self._alloc, self._device, self._offset + offset, nbytes)
+        return L0Buffer(
+            self._alloc, self._device, self._offset + offset, nbytes, backend=self.backend
+        )
 
     def close(self) -> None:
         """Free the allocation (a no-op for views and for already closed buffers)."""
@@ -216,6 +274,11 @@ class LevelZeroBackend:
         ev._device = self._devices[device]
         return ev
 
+    def _submitted(self, ev: L0Event, waits: Sequence[CoreEvent]) -> L0Event:
+        """Record that ``ev``'s command waits on ``waits``; return ``ev``."""
+        ev._recycler.depend(ev.core, waits)
+        return ev
+
     def _waits(self, device: int, wait_for: Sequence[Event]) -> list[CoreEvent]:
         """Return device-side waits in ``device``'s context; host-wait the others."""
         ctx = self._ctx_of[device]
@@ -229,19 +292,20 @@ class LevelZeroBackend:
                 ev.wait()
         return waits
 
-    @staticmethod
-    def _buffer(buf: DeviceBuffer) -> L0Buffer:
+    def _buffer(self, buf: DeviceBuffer, what: str = "buffer") -> L0Buffer:
         if not isinstance(buf, L0Buffer):
             raise TypeError(
-                f"expected a buffer of the Level Zero backend, got {type(buf).__name__}"
+                f"{what}: expected a buffer of the Level Zero backend, got {type(buf).__name__}"
             )
+        if buf.backend is not self:
+            raise ValueError(f"{what}: the buffer belongs to another Level Zero backend")
         return buf
 
     def allocate(self, device: int, nbytes: int) -> L0Buffer:
         """Return a new device allocation of ``nbytes`` on ``device``."""
         i = self._index(device)
         alloc = self._ctx_of[i].allocate_device(self._devices[i], nbytes)
-        return L0Buffer(alloc, i)
+        return L0Buffer(alloc, i, backend=self)
 
     def upload(
         self, dst: DeviceBuffer, data: HostBuffer, *, wait_for: Sequence[Event] = ()
@@ -270,8 +334,9 @@ class LevelZeroBackend:
         ev = self._event(b.device)
         cl = self._lists[b.device]
         copy = cl.copy_to_host if to_host else cl.copy_from_host
-        copy(b.address, host, wait_for=self._waits(b.device, wait_for), signal=ev.core)
-        return ev
+        waits = self._waits(b.device, wait_for)
+        copy(b.address, host, wait_for=waits, signal=ev.core)
+        return self._submitted(ev, waits)
 
     def copy(
         self,
@@ -283,17 +348,16 @@ class LevelZeroBackend:
         wait_for: Sequence[Event] = (),
     ) -> L0Event:
         """Copy ``nbytes`` (default: all of ``src``) device to device; return its event."""
-        d, s = self._buffer(dst), self._buffer(src)
+        d, s = self._buffer(dst, "copy destination"), self._buffer(src, "copy source")
         n = s.nbytes if nbytes is None else nbytes
         if n > s.nbytes or n > d.nbytes:
             raise ValueError(f"copy of {n} bytes exceeds the buffers ({s.nbytes}, {d.nbytes})")
         q = s.device if queue_device is None else self._index(queue_device)
         if self._ctx_of[d.device] is self._ctx_of[s.device] is self._ctx_of[q]:
             ev = self._event(q)
-            self._lists[q].copy(
-                d.address, s.address, n, wait_for=self._waits(q, wait_for), signal=ev.core
-            )
-            return ev
+            waits = self._waits(q, wait_for)
+            self._lists[q].copy(d.address, s.address, n, wait_for=waits, signal=ev.core)
+            return self._submitted(ev, waits)
         # Separate contexts cannot address each other's memory: stage through the host.
         for w in wait_for:
             w.wait()
@@ -312,15 +376,17 @@ class LevelZeroBackend:
         wait_for: Sequence[Event] = (),
     ) -> L0Event:
         """Fill ``nbytes`` (default: all) of ``dst`` with the repeated ``pattern``; return its event."""
-        d = self._buffer(dst)
+        d = self._buffer(dst, "fill destination")
         n = d.nbytes if nbytes is None else nbytes
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"fill size must be an int >= 0, got {n!r}")
+        check_fill(pattern, n)
         if n > d.nbytes:
             raise ValueError(f"fill of {n} bytes exceeds the buffer of {d.nbytes} bytes")
         ev = self._event(d.device)
-        self._lists[d.device].fill(
-            d.address, pattern, n, wait_for=self._waits(d.device, wait_for), signal=ev.core
-        )
-        return ev
+        waits = self._waits(d.device, wait_for)
+        self._lists[d.device].fill(d.address, pattern, n, wait_for=waits, signal=ev.core)
+        return self._submitted(ev, waits)
 
     def kernel(self, name: str, device: int) -> Kernel:
         """Return l0mem's kernel ``name`` built for ``device`` (built once per device)."""
@@ -347,28 +413,93 @@ class LevelZeroBackend:
         *,
         wait_for: Sequence[Event] = (),
     ) -> L0Event:
-        """Run one of l0mem's kernels over ``global_size`` work-items; return its event."""
+        """Run one of l0mem's kernels over ``global_size`` work-items; return its event.
+
+        ``args`` must match the kernel's layout in :data:`l0mem.kernels.KERNELS`:
+        buffers of this backend on ``device`` holding the elements the kernel
+        touches, and ints for the scalars. The group size is the driver's
+        suggestion for ``global_size`` rounded up to a multiple of 256, and
+        enough groups are launched to cover ``global_size`` (the kernels skip
+        ids at or past their element count). ``global_size`` must fit a uint32.
+        """
         i = self._index(device)
-        if global_size < 1:
-            raise ValueError(f"global size must be positive, got {global_size}")
+        values = self._kernel_args(kernel, i, args)
+        if isinstance(global_size, bool) or not isinstance(global_size, int):
+            raise ValueError(f"global size must be an int, got {global_size!r}")
+        if not 0 <= global_size <= UINT32_MAX:
+            raise ValueError(
+                f"global size {global_size} is outside 0 to 2**32 - 1 (Level Zero counts "
+                "work-items in uint32); split the work into several launches"
+            )
+        if global_size == 0:
+            ev = self._event(i)
+            waits = self._waits(i, wait_for)
+            self._lists[i].barrier(wait_for=waits, signal=ev.core)
+            return self._submitted(ev, waits)
         k = self.kernel(kernel, i)
-        group = k.suggest_group_size(global_size)[0] or 1
-        k.set_group_size(group)
-        for index, arg in enumerate(args):
-            if isinstance(arg, int):
-                k.set_arg(index, ctypes.c_uint64(arg))
-            else:
-                k.set_arg(index, ctypes.c_void_p(self._buffer(arg).address))
         ev = self._event(i)
+        padded = min(-(-global_size // _GROUP_ROUNDING) * _GROUP_ROUNDING, UINT32_MAX)
+        group = k.suggest_group_size(padded)[0] or 1
         groups = -(-global_size // group)
-        self._lists[i].launch(k, groups, wait_for=self._waits(i, wait_for), signal=ev.core)
-        return ev
+        k.set_group_size(group)
+        for index, value in enumerate(values):
+            k.set_arg(index, value)
+        waits = self._waits(i, wait_for)
+        self._lists[i].launch(k, groups, wait_for=waits, signal=ev.core)
+        return self._submitted(ev, waits)
+
+    def _kernel_args(
+        self, kernel: str, device: int, args: Sequence[DeviceBuffer | int]
+    ) -> list[Any]:
+        """Return ``args`` as C values after checking them against ``kernel``'s layout."""
+        from l0mem.kernels import KERNELS
+
+        info = KERNELS.get(kernel)
+        if info is None:
+            raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
+        if len(args) != len(info.args):
+            raise ValueError(f"{kernel} takes {len(info.args)} arguments, got {len(args)}")
+        values: list[Any] = []
+        scalars: dict[str, int] = {}
+        for spec, value in zip(info.args, args, strict=True):
+            where = f"{kernel} argument '{spec.name}'"
+            if spec.kind == "buffer":
+                if not isinstance(value, L0Buffer):
+                    raise ValueError(
+                        f"{where} must be a buffer of this Level Zero backend, "
+                        f"got {type(value).__name__}"
+                    )
+                buf = self._buffer(value, where)
+                if buf.device != device:
+                    raise ValueError(
+                        f"{where} is on device {buf.device}, the launch on device {device}"
+                    )
+                values.append(ctypes.c_void_p(buf.address))
+            else:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ValueError(f"{where} must be an int, got {type(value).__name__}")
+                if not 0 <= value <= _UINT64_MAX:
+                    raise ValueError(f"{where} must be from 0 to 2**64 - 1, got {value}")
+                scalars[spec.name] = value
+                values.append(ctypes.c_uint64(value))
+        n = scalars.get("n")
+        if n is not None:
+            # The kernels touch elements [0, n): a short buffer would be written past its end.
+            for spec, value in zip(info.args, args, strict=True):
+                if isinstance(value, L0Buffer) and value.nbytes < n * spec.elem_size:
+                    raise ValueError(
+                        f"{kernel} argument '{spec.name}' holds {value.nbytes} bytes, "
+                        f"{n} elements need {n * spec.elem_size}"
+                    )
+        return values
 
     def synchronize(self, device: int | None = None) -> None:
         """Wait until all work on ``device`` (default: every device) has finished."""
         targets = range(len(self._lists)) if device is None else [self._index(device)]
         for i in targets:
             self._lists[i].synchronize()
+        for recycler in self._recyclers.values():
+            recycler.sweep()
 
     def close(self) -> None:
         """Release every list, module, event and allocation, then the contexts."""

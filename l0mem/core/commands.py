@@ -8,18 +8,21 @@ list appends only record; the list runs when a :class:`CommandQueue` executes it
 Host buffers used by asynchronous work are kept referenced until the signalling
 event is waited on (immediate lists) or the list is reset or destroyed.
 As in Level Zero itself, one list must not be used from two threads at once.
+Using a destroyed list, queue, fence, event or kernel raises ValueError before
+any driver call.
 """
 
 from __future__ import annotations
 
 import ctypes
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Buffer
 
 from l0mem.core import _raw
-from l0mem.core._lifetime import OwnedHandle
+from l0mem.core._lifetime import OwnedHandle, ReleaseWarning
 from l0mem.core.events import Event, EventPool
 from l0mem.core.memory import Allocation, HostStage, IpcMapping, release_stages
 
@@ -30,38 +33,65 @@ if TYPE_CHECKING:
 
 Pointer = Allocation | IpcMapping | int
 _MODE_ASYNCHRONOUS = 2
+UINT32_MAX = 2**32 - 1
 
 
 def _address(p: Pointer) -> int:
     if isinstance(p, int):
         return p
-    if getattr(p, "closed", False):
+    if p.closed:
         raise ValueError(f"{type(p).__name__} is closed")
     return p.address
 
 
 def _size(p: Pointer) -> int | None:
-    return None if isinstance(p, int) else p.nbytes
+    """Return the known size of ``p``: None for raw addresses and mappings opened without one."""
+    if isinstance(p, int) or (isinstance(p, IpcMapping) and p.nbytes == 0):
+        return None
+    return p.nbytes
 
 
 def _count(dst: Pointer, src: Pointer | None, nbytes: int | None) -> int:
     """Return the byte count of a transfer, checked against the known sizes."""
-    sizes = [s for s in (_size(dst), _size(src) if src is not None else None) if s is not None]
+    ends = [dst] if src is None else [dst, src]
+    sizes = [s for s in map(_size, ends) if s is not None]
     if nbytes is None:
+        if any(isinstance(p, IpcMapping) and p.nbytes == 0 for p in ends):
+            raise ValueError(
+                "nbytes is required: the IPC mapping's size is unknown "
+                "(pass nbytes, or give it to Context.open_ipc_handle)"
+            )
         if not sizes:
             raise ValueError("nbytes is required when both ends are raw addresses")
         nbytes = min(sizes)
-    if nbytes < 0:
-        raise ValueError(f"nbytes must be non-negative, got {nbytes}")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise ValueError(f"nbytes must be a non-negative int, got {nbytes!r}")
     if any(nbytes > s for s in sizes):
         raise ValueError(f"{nbytes} bytes exceed the allocation size {min(sizes)}")
     return nbytes
 
 
+def check_uint32(name: str, values: Sequence[int], minimum: int) -> list[int]:
+    """Return ``values`` as a list after checking each is an int in [minimum, 2**32 - 1].
+
+    The C routines take ``uint32_t``; ctypes would silently keep the low 32 bits.
+    """
+    out = list(values)
+    for v in out:
+        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= UINT32_MAX:
+            raise ValueError(
+                f"{name} must be ints from {minimum} to 2**32 - 1 (uint32), got {tuple(out)!r}"
+            )
+    return out
+
+
 def _group_count(group_count: int | Sequence[int]) -> Any:
-    counts = [group_count] if isinstance(group_count, int) else list(group_count)
-    if not 1 <= len(counts) <= 3 or any(c < 0 for c in counts):
+    given: list[Any] = (
+        list(group_count) if isinstance(group_count, (tuple, list)) else [group_count]
+    )
+    if not 1 <= len(given) <= 3:
         raise ValueError(f"group_count must be 1 to 3 non-negative ints, got {group_count!r}")
+    counts = check_uint32("group_count", given, 0)
     counts += [1] * (3 - len(counts))
     return _raw.struct(
         "ze_group_count_t", groupCountX=counts[0], groupCountY=counts[1], groupCountZ=counts[2]
@@ -71,7 +101,9 @@ def _group_count(group_count: int | Sequence[int]) -> Any:
 class _Appender:
     """Appends shared by regular and immediate command lists."""
 
-    _handle: int
+    def _live(self) -> int:
+        """Return the list's handle; raise ValueError once it is destroyed."""
+        raise NotImplementedError
 
     def _waits(self, wait_for: Sequence[Event]) -> tuple[int, Any]:
         if not wait_for:
@@ -100,11 +132,12 @@ class _Appender:
         keep: Sequence[Any] = (),
     ) -> Event | None:
         """Append ``routine(list, *args, signal, waits)``; finish as :meth:`_done` does."""
+        handle = self._live()
         ev, h = self._signal(signal)
         nw, waits = self._waits(wait_for)
         # Allocations become addresses only now, so a closed event is reported before them.
         raw = [_address(a) if isinstance(a, (Allocation, IpcMapping)) else a for a in args]
-        _raw.call(routine, self._handle, *raw, h, nw, waits)
+        _raw.call(routine, handle, *raw, h, nw, waits)
         return self._done(ev, h, keep)
 
     def copy(
@@ -205,7 +238,7 @@ class _Appender:
         groups = _group_count(group_count)
         return self._append(
             "zeCommandListAppendLaunchKernel",
-            kernel.handle,
+            kernel._live(),
             ctypes.byref(groups),
             wait_for=wait_for,
             signal=signal,
@@ -219,16 +252,17 @@ class _Appender:
 
     def signal_event(self, event: Event) -> None:
         """Append a signal of ``event`` (it fires when the list reaches this point)."""
-        _raw.call("zeCommandListAppendSignalEvent", self._handle, event.handle)
+        _raw.call("zeCommandListAppendSignalEvent", self._live(), event._live())
 
     def wait_events(self, events: Sequence[Event]) -> None:
         """Append a wait: later commands start only after ``events`` are signalled."""
+        handle = self._live()
         nw, waits = self._waits(events)
-        _raw.call("zeCommandListAppendWaitOnEvents", self._handle, nw, waits)
+        _raw.call("zeCommandListAppendWaitOnEvents", handle, nw, waits)
 
     def reset_event(self, event: Event) -> None:
         """Append a device-side reset of ``event``."""
-        _raw.call("zeCommandListAppendEventReset", self._handle, event.handle)
+        _raw.call("zeCommandListAppendEventReset", self._live(), event._live())
 
 
 def _ordinal(device: Device, ordinal: int | None) -> int:
@@ -269,7 +303,7 @@ class CommandList(_ListBase):
         self._register(context, device, ordinal, h)
 
     def _signal(self, signal: Event | None) -> tuple[Event | None, int | None]:
-        return signal, signal.handle if signal is not None else None
+        return signal, signal._live() if signal is not None else None
 
     def _done(self, signal: Event | None, handle: int | None, keep: Sequence[Any]) -> Event | None:
         self._keep.extend(keep)
@@ -277,11 +311,11 @@ class CommandList(_ListBase):
 
     def end(self) -> None:
         """Finish recording (``zeCommandListClose``) so the list can be executed."""
-        _raw.call("zeCommandListClose", self._handle)
+        _raw.call("zeCommandListClose", self._live())
 
     def reset(self) -> None:
         """Drop every recorded command so the list can be recorded again."""
-        _raw.call("zeCommandListReset", self._handle)
+        _raw.call("zeCommandListReset", self._live())
         release_stages(self._keep)
 
     def close(self) -> None:
@@ -304,14 +338,22 @@ class ImmediateCommandList(_ListBase):
                 "zeCommandListCreateImmediate", context.handle, device.handle, ctypes.byref(desc)
             )
         except BaseException:
-            self._sync.close()
+            try:
+                self._sync.close()
+            except Exception as err:
+                # Keep the creation error; the pool's failure is only reported.
+                warnings.warn(
+                    f"l0mem: freeing the list's event pool failed while cleaning up: {err}",
+                    ReleaseWarning,
+                    stacklevel=2,
+                )
             raise
         self._register(context, device, ordinal, h)
 
     def _signal(self, signal: Event | None) -> tuple[Event | None, int | None]:
         if signal is not None:
-            return signal, signal.handle
-        return None, self._sync.event(0).handle
+            return signal, signal._live()
+        return None, self._sync.event(0)._live()
 
     def _done(self, signal: Event | None, handle: int | None, keep: Sequence[Any]) -> Event | None:
         if signal is not None:
@@ -327,8 +369,9 @@ class ImmediateCommandList(_ListBase):
 
     def synchronize(self, timeout_ns: int | None = None) -> bool:
         """Wait until everything appended so far has finished; return False on timeout."""
+        handle = self._live()
         sync = self._sync.event(0)
-        _raw.call("zeCommandListAppendBarrier", self._handle, sync.handle, 0, None)
+        _raw.call("zeCommandListAppendBarrier", handle, sync._live(), 0, None)
         done = sync.wait(timeout_ns)
         if done:
             sync.reset()
@@ -362,10 +405,12 @@ class CommandQueue(OwnedHandle):
 
     def fence(self) -> Fence:
         """Return a new fence of this queue."""
+        self._check_open()
         return Fence(self)
 
     def execute(self, lists: Sequence[CommandList], fence: Fence | None = None) -> None:
         """Submit closed command lists; ``fence`` is signalled when they finish."""
+        handle = self._live()
         if not lists:
             raise ValueError("execute needs at least one command list")
         arr = _raw.handles("ze_command_list_handle_t", len(lists))
@@ -375,15 +420,15 @@ class CommandQueue(OwnedHandle):
             arr[i] = cl.handle
         _raw.call(
             "zeCommandQueueExecuteCommandLists",
-            self._handle,
+            handle,
             len(lists),
             arr,
-            fence.handle if fence is not None else None,
+            fence._live() if fence is not None else None,
         )
 
     def synchronize(self, timeout_ns: int | None = None) -> bool:
         """Wait until the queue is idle; return False on timeout."""
-        return _raw.ready("zeCommandQueueSynchronize", self._handle, _raw.timeout(timeout_ns))
+        return _raw.ready("zeCommandQueueSynchronize", self._live(), _raw.timeout(timeout_ns))
 
 
 class Fence(OwnedHandle):
@@ -392,18 +437,18 @@ class Fence(OwnedHandle):
     def __init__(self, queue: CommandQueue) -> None:
         """Create an unsignalled fence of ``queue`` (use CommandQueue.fence)."""
         desc = _raw.struct("ze_fence_desc_t")
-        h = _raw.create("zeFenceCreate", queue.handle, ctypes.byref(desc))
+        h = _raw.create("zeFenceCreate", queue._live(), ctypes.byref(desc))
         self._queue = queue
         self._own_handle(queue._tracker, h, "zeFenceDestroy", parent=queue._key)
 
     def wait(self, timeout_ns: int | None = None) -> bool:
         """Block until the fence is signalled or the timeout passes; return whether it was."""
-        return _raw.ready("zeFenceHostSynchronize", self._handle, _raw.timeout(timeout_ns))
+        return _raw.ready("zeFenceHostSynchronize", self._live(), _raw.timeout(timeout_ns))
 
     def query(self) -> bool:
         """Return True when the fence is signalled (without blocking)."""
-        return _raw.ready("zeFenceQueryStatus", self._handle)
+        return _raw.ready("zeFenceQueryStatus", self._live())
 
     def reset(self) -> None:
         """Return the fence to the unsignalled state."""
-        _raw.call("zeFenceReset", self._handle)
+        _raw.call("zeFenceReset", self._live())

@@ -151,31 +151,39 @@ class Context:
         )
         return SharedAllocation(self, device, _raw.address(ptr), nbytes)
 
+    def _range(self, alloc: Allocation, nbytes: int | None) -> tuple[int, int]:
+        """Return (address, size) of the first ``nbytes`` of an open allocation of this context."""
+        if alloc.context is not self:
+            raise ValueError(f"{alloc!r} belongs to another context")
+        if alloc.closed:
+            raise ValueError(f"{type(alloc).__name__} is closed")
+        n = alloc.nbytes if nbytes is None else nbytes
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= alloc.nbytes:
+            raise ValueError(f"nbytes must be an int from 1 to {alloc.nbytes}, got {nbytes!r}")
+        return alloc.address, n
+
     def make_resident(self, device: Device, alloc: Allocation, nbytes: int | None = None) -> None:
         """Make ``alloc`` (default: all of it) resident on ``device``."""
         self._member(device)
-        _raw.call(
-            "zeContextMakeMemoryResident",
-            self._handle,
-            device.handle,
-            alloc.address,
-            alloc.nbytes if nbytes is None else nbytes,
-        )
+        address, n = self._range(alloc, nbytes)
+        _raw.call("zeContextMakeMemoryResident", self._handle, device.handle, address, n)
 
     def evict(self, device: Device, alloc: Allocation, nbytes: int | None = None) -> None:
         """Allow ``alloc`` (default: all of it) to be evicted from ``device``."""
         self._member(device)
-        _raw.call(
-            "zeContextEvictMemory",
-            self._handle,
-            device.handle,
-            alloc.address,
-            alloc.nbytes if nbytes is None else nbytes,
-        )
+        address, n = self._range(alloc, nbytes)
+        _raw.call("zeContextEvictMemory", self._handle, device.handle, address, n)
 
     def open_ipc_handle(self, device: Device, handle: bytes, nbytes: int = 0) -> IpcMapping:
-        """Map another process's allocation from its IPC handle into this context."""
+        """Map another process's allocation from its IPC handle into this context.
+
+        ``nbytes`` is the allocation's size as its owner reports it; 0 means
+        unknown, and then every copy or fill through the mapping needs an
+        explicit byte count.
+        """
         self._member(device)
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ValueError(f"nbytes must be an int >= 0 (0: unknown), got {nbytes!r}")
         h = _raw.struct("ze_ipc_mem_handle_t")
         if len(handle) != ctypes.sizeof(h):
             raise ValueError(f"IPC handle must be {ctypes.sizeof(h)} bytes, got {len(handle)}")
@@ -211,7 +219,12 @@ class Context:
         return Module(self, self._member(device), spirv, build_flags)
 
     def close(self) -> None:
-        """Free everything the context still owns, then destroy it (idempotent)."""
+        """Free everything the context still owns, then destroy it (idempotent).
+
+        Raises BufferError, freeing nothing, while a memoryview of one of its
+        host allocations is alive.
+        """
+        self._tracker.check_unpinned()
         if self._finalizer.detach() is not None:
             self._tracker.release_all(self._final, True)
 

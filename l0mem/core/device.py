@@ -140,6 +140,8 @@ class Device:
         self._subs: list[Device] | None = None
         self._lock = threading.Lock()
         self._ordinals: tuple[int, int] | None = None
+        # Why the last sysman_memory() returned None (None when it did not).
+        self.sysman_unavailable: str | None = None
 
     @property
     def handle(self) -> int:
@@ -236,14 +238,24 @@ class Device:
 
     @property
     def pci_address(self) -> str | None:
-        """Return the PCI address "DDDD:BB:DD.F", or None when the driver cannot tell."""
-        p = _raw.struct("ze_pci_ext_properties_t")
+        """Return the PCI address "DDDD:BB:DD.F", or None when the driver cannot tell.
+
+        Asks the PCI properties extension (``zeDevicePciGetPropertiesExt``)
+        and, where the loader or driver lacks it, Sysman's
+        ``zesDevicePciGetProperties`` (which needs ZES_ENABLE_SYSMAN=1 at init).
+        """
+        ext = _raw.struct("ze_pci_ext_properties_t")
         try:
-            _raw.call("zeDevicePciGetPropertiesExt", self._handle, ctypes.byref(p))
+            _raw.call("zeDevicePciGetPropertiesExt", self._handle, ctypes.byref(ext))
+            a = ext.address
         except _UNAVAILABLE:
-            return None
-        a = p.address
-        return f"{a.domain:04x}:{a.bus:02x}:{a.device:02x}.{a.function:x}"
+            zes = _raw.struct("zes_pci_properties_t")
+            try:
+                _raw.call("zesDevicePciGetProperties", self._handle, ctypes.byref(zes))
+            except _UNAVAILABLE:
+                return None
+            a = zes.address
+        return f"{int(a.domain):04x}:{int(a.bus):02x}:{int(a.device):02x}.{int(a.function):x}"
 
     @property
     def kernel_driver(self) -> str | None:
@@ -308,12 +320,20 @@ class Device:
         return bool(self.external_memory_export_types & EXTERNAL_MEMORY_DMA_BUF)
 
     def sysman_memory(self) -> list[MemoryState] | None:
-        """Return Sysman's view of the device's memory modules, or None without Sysman."""
+        """Return Sysman's view of the device's memory modules, or None without Sysman.
+
+        Sysman answers only when ``ZES_ENABLE_SYSMAN=1`` was set at the
+        process's first ``zeInit``; :func:`l0mem.core.drivers` sets it unless
+        the environment already says otherwise. On None, ``sysman_unavailable``
+        says why.
+        """
         count = ctypes.c_uint32(0)
         try:
             _raw.call("zesDeviceEnumMemoryModules", self._handle, ctypes.byref(count), None)
-        except _UNAVAILABLE:
+        except _UNAVAILABLE as err:
+            self.sysman_unavailable = _sysman_reason(err)
             return None
+        self.sysman_unavailable = None
         arr = _raw.handles("zes_mem_handle_t", count.value)
         if count.value:
             _raw.call("zesDeviceEnumMemoryModules", self._handle, ctypes.byref(count), arr)
@@ -373,6 +393,18 @@ class Device:
     def __repr__(self) -> str:
         """Return a short description for debugging."""
         return f"<Device {self.index}: {self.name}>"
+
+
+def _sysman_reason(err: Exception) -> str:
+    """Return one line saying why Sysman did not answer."""
+    from l0mem.core.driver import sysman_env_at_init
+
+    value = sysman_env_at_init()
+    if value is None:
+        setting = "Level Zero was initialized outside l0mem.core.drivers()"
+    else:
+        setting = f"ZES_ENABLE_SYSMAN was {value!r} at zeInit"
+    return f"Sysman is unavailable ({err}); it needs ZES_ENABLE_SYSMAN=1 at zeInit: {setting}"
 
 
 def kernel_driver_of(

@@ -16,6 +16,7 @@ way for display only; the raw integer is always kept.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -110,12 +111,24 @@ class Driver:
 
 _lock = threading.Lock()
 _drivers: list[Driver] | None = None
+_sysman_env: str | None = None
 
 
 def drivers() -> list[Driver]:
-    """Return every Level Zero driver, initializing Level Zero on the first call."""
-    global _drivers
+    """Return every Level Zero driver, initializing Level Zero on the first call.
+
+    Before that first initialization, ``ZES_ENABLE_SYSMAN`` is set to 1 unless
+    the environment already sets it: Level Zero enables Sysman (device memory
+    state, the PCI fallback) only when it is set at ``zeInit``.
+    """
+    global _drivers, _sysman_env
     with _lock:
         if _drivers is None:
+            _sysman_env = os.environ.setdefault("ZES_ENABLE_SYSMAN", "1")
             _drivers = [Driver(_raw.address(h), i) for i, h in enumerate(init())]
         return list(_drivers)
+
+
+def sysman_env_at_init() -> str | None:
+    """Return ZES_ENABLE_SYSMAN as drivers() initialized Level Zero ("" if unset), else None."""
+    return _sysman_env

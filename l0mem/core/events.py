@@ -52,6 +52,7 @@ class EventPool(OwnedHandle):
 
     def event(self, index: int) -> Event:
         """Return the event at ``index`` (created on first use, then the same object)."""
+        self._check_open()
         if not 0 <= index < self.count:
             raise IndexError(f"event index {index} out of range 0..{self.count - 1}")
         with self._lock:
@@ -70,7 +71,7 @@ class Event(OwnedHandle):
         self._pool = pool
         self.index = index
         desc = _raw.struct("ze_event_desc_t", index=index, signal=SCOPE_HOST, wait=SCOPE_HOST)
-        h = _raw.create("zeEventCreate", pool.handle, ctypes.byref(desc))
+        h = _raw.create("zeEventCreate", pool._live(), ctypes.byref(desc))
         self._own_handle(pool._tracker, h, "zeEventDestroy", parent=pool._key)
         # Host buffers an asynchronous copy reads or writes stay referenced until the wait.
         self._keep: list[Any] = []
@@ -83,12 +84,12 @@ class Event(OwnedHandle):
     def wait(self, timeout_ns: int | None = None) -> bool:
         """Block until signalled or ``timeout_ns`` passes; return whether it was signalled."""
         return self._signalled(
-            _raw.ready("zeEventHostSynchronize", self._handle, _raw.timeout(timeout_ns))
+            _raw.ready("zeEventHostSynchronize", self._live(), _raw.timeout(timeout_ns))
         )
 
     def query(self) -> bool:
         """Return True when the event is signalled (without blocking)."""
-        return self._signalled(_raw.ready("zeEventQueryStatus", self._handle))
+        return self._signalled(_raw.ready("zeEventQueryStatus", self._live()))
 
     def _signalled(self, done: bool) -> bool:
         """Drop the host buffers kept for the signalling work once it is done; return ``done``."""
@@ -98,19 +99,20 @@ class Event(OwnedHandle):
 
     def signal(self) -> None:
         """Signal the event from the host."""
-        _raw.call("zeEventHostSignal", self._handle)
+        _raw.call("zeEventHostSignal", self._live())
 
     def reset(self) -> None:
         """Return the event to the unsignalled state from the host."""
-        _raw.call("zeEventHostReset", self._handle)
+        _raw.call("zeEventHostReset", self._live())
         release_stages(self._keep)
 
     def kernel_timestamp(self) -> tuple[int, int]:
         """Return (start, end) device ticks of the operation that signalled the event."""
+        handle = self._live()
         if not self._pool.timestamps:
             raise ValueError("event pool was created without timestamps=True")
         result = _raw.struct("ze_kernel_timestamp_result_t")
-        _raw.call("zeEventQueryKernelTimestamp", self._handle, ctypes.byref(result))
+        _raw.call("zeEventQueryKernelTimestamp", handle, ctypes.byref(result))
         data = getattr(result, "global")
         return int(data.kernelStart), int(data.kernelEnd)
 

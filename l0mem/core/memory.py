@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,12 @@ class _Memory(Owned):
         return self._nbytes
 
 
+def _close_fd(fd: int) -> int:
+    """Close ``fd`` as a release call (ZE_RESULT_SUCCESS; an OSError propagates)."""
+    os.close(fd)
+    return 0
+
+
 class Allocation(_Memory):
     """Memory allocated in a context; freed by close(), the context, or garbage collection."""
 
@@ -59,6 +67,8 @@ class Allocation(_Memory):
     def __init__(self, context: Context, device: Device | None, ptr: int, nbytes: int) -> None:
         """Take ownership of ``ptr``, freeing it if that fails (use the Context.allocate_* methods)."""
         self._device = device
+        self._dmabuf: int | None = None
+        self._dmabuf_lock = threading.Lock()
         super().__init__(context, ptr, nbytes, "zeMemFree")
 
     @property
@@ -70,10 +80,6 @@ class Allocation(_Memory):
     def context(self) -> Context:
         """Return the context the allocation belongs to."""
         return self._context
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError(f"{type(self).__name__} is closed")
 
     def properties(self) -> AllocationProperties:
         """Return the driver's view of the allocation (type, id, page size, device)."""
@@ -111,23 +117,39 @@ class Allocation(_Memory):
     def dmabuf_fd(self) -> int:
         """Return the dma-buf file descriptor of an allocation made with export_dmabuf=True.
 
-        The descriptor belongs to the driver's allocation; dup() it to keep it
-        beyond the allocation's lifetime.
+        Ownership rule: the driver hands out a new descriptor per query, and
+        the allocation takes it. Every call returns that same descriptor, and
+        it is closed exactly once, just before the memory is freed (close(),
+        the context closing, or garbage collection). Do not close it yourself;
+        ``os.dup()`` it to keep a descriptor beyond the allocation's lifetime.
         """
-        self._check_open()
-        fd = _raw.struct("ze_external_memory_export_fd_t", flags=EXTERNAL_MEMORY_DMA_BUF, fd=-1)
-        props = _raw.struct("ze_memory_allocation_properties_t")
-        props.pNext = ctypes.cast(ctypes.pointer(fd), ctypes.c_void_p)
-        _raw.call(
-            "zeMemGetAllocProperties",
-            self._context.handle,
-            self._address,
-            ctypes.byref(props),
-            None,
-        )
-        if fd.fd < 0:
-            raise RuntimeError("the driver returned no dma-buf file descriptor")
-        return int(fd.fd)
+        with self._dmabuf_lock:
+            self._check_open()
+            if self._dmabuf is not None:
+                return self._dmabuf
+            out = _raw.struct(
+                "ze_external_memory_export_fd_t", flags=EXTERNAL_MEMORY_DMA_BUF, fd=-1
+            )
+            props = _raw.struct("ze_memory_allocation_properties_t")
+            props.pNext = ctypes.cast(ctypes.pointer(out), ctypes.c_void_p)
+            _raw.call(
+                "zeMemGetAllocProperties",
+                self._context.handle,
+                self._address,
+                ctypes.byref(props),
+                None,
+            )
+            fd = int(out.fd)
+            if fd < 0:
+                raise RuntimeError("the driver returned no dma-buf file descriptor")
+            try:
+                # A child of the allocation: released (closed) before zeMemFree.
+                self._tracker.add(_close_fd, (fd,), "close(dma-buf fd)", parent=self._key)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._dmabuf = fd
+            return fd
 
     def ipc_handle(self) -> bytes:
         """Return the opaque IPC handle other processes can open (64 bytes)."""
@@ -154,11 +176,19 @@ class HostAllocation(Allocation):
     kind = "host"
 
     def memoryview(self) -> memoryview:
-        """Return a writable byte view of the memory (valid until the allocation is closed)."""
+        """Return a writable byte view of the memory.
+
+        The memory outlives every view: while this view, a slice of it or an
+        object made from it (e.g. ``numpy.frombuffer``) is alive, close() and
+        closing the context raise BufferError, and garbage collection leaves
+        the memory allocated. Drop the views (``del`` or ``.release()``) first.
+        """
         self._check_open()
         arr = (ctypes.c_char * self._nbytes).from_address(self._address)
-        # The view keeps the allocation object alive; an explicit close() still frees it.
+        # Every view derived from this one keeps ``arr`` alive, and ``arr`` keeps
+        # the allocation object alive; the tracker refuses to free while it lives.
         arr._l0mem_owner = self  # type: ignore[attr-defined]
+        self._tracker.pin(self._key, arr)
         return memoryview(arr).cast("B")
 
 
@@ -169,7 +199,11 @@ class SharedAllocation(HostAllocation):
 
 
 class IpcMapping(_Memory):
-    """A peer process's allocation opened through its IPC handle."""
+    """A peer process's allocation opened through its IPC handle.
+
+    Its size is what the opener passed (0 when unknown); copies and fills
+    from or to a mapping of unknown size need an explicit byte count.
+    """
 
     def __init__(self, context: Context, device: Device, ptr: int, nbytes: int) -> None:
         """Take ownership of a mapping, closing it if that fails (use Context.open_ipc_handle)."""

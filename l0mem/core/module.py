@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from l0mem._ze.errors import ZeError
 from l0mem.core import _raw
-from l0mem.core._lifetime import OwnedHandle
+from l0mem.core._lifetime import OwnedHandle, discard
+from l0mem.core.commands import UINT32_MAX, check_uint32
 from l0mem.core.memory import Allocation, IpcMapping
 
 if TYPE_CHECKING:
@@ -18,15 +19,24 @@ if TYPE_CHECKING:
 _FORMAT_SPIRV = 0
 
 
-class ModuleBuildError(RuntimeError):
-    """A module failed to build; ``build_log`` holds the compiler's output."""
+class ModuleBuildError(ZeError):
+    """A module failed to build; ``build_log`` holds the compiler's output.
+
+    A :class:`ZeError` carrying the driver's result code and routine, so code
+    catching ZeError sees build failures too; ``error`` is the original one.
+    """
 
     def __init__(self, error: ZeError, build_log: str) -> None:
         """Record the driver's ``error`` and the compiler's ``build_log``."""
         first = build_log.strip().splitlines()[0] if build_log.strip() else "no build log"
-        super().__init__(f"module build failed ({error}): {first}")
+        super().__init__(error.code, error.routine, f"build log: {first}")
+        self.explanation = f"module build failed ({error.explanation})"
         self.error = error
         self.build_log = build_log
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle with the original error and the whole build log."""
+        return (type(self), (self.error, self.build_log))
 
 
 @dataclass(frozen=True)
@@ -73,9 +83,13 @@ class Module(OwnedHandle):
                 ctypes.byref(log),
             )
         except ZeError as err:
-            text = _take_log(log)
+            try:
+                text = _take_log(log)
+            except ZeError as log_err:
+                # The build failure is the error to report, not the log's.
+                text = f"(the build log could not be read: {log_err})"
             if h.value:
-                _raw.call("zeModuleDestroy", h)
+                discard("zeModuleDestroy", h)
             raise ModuleBuildError(err, text) from err
         self.build_log = _take_log(log)
         self._context = context
@@ -89,14 +103,16 @@ class Module(OwnedHandle):
 
     def kernel_names(self) -> list[str]:
         """Return the names of the module's kernels."""
+        handle = self._live()
         count = ctypes.c_uint32(0)
-        _raw.call("zeModuleGetKernelNames", self._handle, ctypes.byref(count), None)
+        _raw.call("zeModuleGetKernelNames", handle, ctypes.byref(count), None)
         names = (ctypes.c_char_p * count.value)()
-        _raw.call("zeModuleGetKernelNames", self._handle, ctypes.byref(count), names)
+        _raw.call("zeModuleGetKernelNames", handle, ctypes.byref(count), names)
         return [n.decode() for n in names[: count.value] if n is not None]
 
     def kernel(self, name: str) -> Kernel:
         """Return a new kernel object for the kernel ``name``."""
+        self._check_open()
         return Kernel(self, name)
 
 
@@ -106,7 +122,7 @@ class Kernel(OwnedHandle):
     def __init__(self, module: Module, name: str) -> None:
         """Create kernel ``name`` of ``module`` (use Module.kernel)."""
         desc = _raw.struct("ze_kernel_desc_t", pKernelName=name.encode())
-        h = _raw.create("zeKernelCreate", module.handle, ctypes.byref(desc))
+        h = _raw.create("zeKernelCreate", module._live(), ctypes.byref(desc))
         self._module = module
         self._name = name
         self._own_handle(module._tracker, h, "zeKernelDestroy", parent=module._key)
@@ -126,7 +142,7 @@ class Kernel(OwnedHandle):
     def properties(self) -> KernelProperties:
         """Return the kernel's argument count and group-size requirements."""
         p = _raw.struct("ze_kernel_properties_t")
-        _raw.call("zeKernelGetProperties", self._handle, ctypes.byref(p))
+        _raw.call("zeKernelGetProperties", self._live(), ctypes.byref(p))
         return KernelProperties(
             num_args=int(p.numKernelArgs),
             required_group_size=(
@@ -143,22 +159,24 @@ class Kernel(OwnedHandle):
         )
 
     def set_group_size(self, x: int, y: int = 1, z: int = 1) -> None:
-        """Set the work-group size used by later launches."""
-        if min(x, y, z) < 1:
-            raise ValueError(f"group size must be positive, got {(x, y, z)}")
-        _raw.call("zeKernelSetGroupSize", self._handle, x, y, z)
+        """Set the work-group size used by later launches (each dimension 1 to 2**32 - 1)."""
+        handle = self._live()
+        check_uint32("group size", (x, y, z), 1)
+        _raw.call("zeKernelSetGroupSize", handle, x, y, z)
         self.group_size = (x, y, z)
 
     def suggest_group_size(self, global_size: int | tuple[int, ...]) -> tuple[int, int, int]:
         """Return the driver's suggested group size for ``global_size`` work-items."""
-        g = [global_size] if isinstance(global_size, int) else list(global_size)
-        if not 1 <= len(g) <= 3 or min(g) < 1:
+        handle = self._live()
+        g = list(global_size) if isinstance(global_size, (tuple, list)) else [global_size]
+        if not 1 <= len(g) <= 3:
             raise ValueError(f"global size must be 1 to 3 positive ints, got {global_size!r}")
+        g = check_uint32("global size", g, 1)
         g += [1] * (3 - len(g))
         out = [ctypes.c_uint32(0) for _ in range(3)]
         _raw.call(
             "zeKernelSuggestGroupSize",
-            self._handle,
+            handle,
             g[0],
             g[1],
             g[2],
@@ -168,8 +186,13 @@ class Kernel(OwnedHandle):
 
     def set_arg(self, index: int, value: Any) -> None:
         """Set argument ``index``: an allocation (its address), a ctypes scalar, bytes, or None."""
+        handle = self._live()
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= UINT32_MAX:
+            raise ValueError(
+                f"kernel argument index must be an int from 0 to 2**32 - 1, got {index!r}"
+            )
         if isinstance(value, (Allocation, IpcMapping)):
-            if getattr(value, "closed", False):
+            if value.closed:
                 raise ValueError("cannot pass a closed allocation as a kernel argument")
             arg: Any = ctypes.c_void_p(value.address)
         elif isinstance(value, (ctypes._SimpleCData, ctypes.Structure)):
@@ -184,9 +207,7 @@ class Kernel(OwnedHandle):
             )
         else:
             raise TypeError(f"kernel argument {index}: unsupported type {type(value).__name__}")
-        _raw.call(
-            "zeKernelSetArgumentValue", self._handle, index, ctypes.sizeof(arg), ctypes.byref(arg)
-        )
+        _raw.call("zeKernelSetArgumentValue", handle, index, ctypes.sizeof(arg), ctypes.byref(arg))
 
 
 def _take_log(log: ctypes.c_void_p) -> str:
