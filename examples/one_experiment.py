@@ -43,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
 
     run = run_setup(plan, guard=guard, on_sample=show)
     result = analyze_run(run)
-    if inventory.simulated:
+    if run.simulated:
         print("(simulated Level Zero driver: simulator numbers, not hardware results)")
+    elif run.host_memory:
+        print("(device memory is host memory here: about 1024 MiB/GiB is expected)")
     if run.reason:
         print(f"{run.status}: {run.reason}")
     for name, why in result.passed_over.items():

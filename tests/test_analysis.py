@@ -48,6 +48,9 @@ def synthetic_run(
     seed: int = 1,
     status: str = "ok",
     reason: str | None = None,
+    host_memory: bool = False,
+    simulated: bool = False,
+    unavailable: dict[str, str] | None = None,
 ) -> SetupRun:
     """Return a run whose host memory falls by ``ratio`` bytes per device byte allocated."""
     rng = random.Random(seed)
@@ -85,6 +88,9 @@ def synthetic_run(
         step_bytes=step_bytes,
         target_bytes=steps * step_bytes,
         samples=samples,
+        host_memory=host_memory,
+        simulated=simulated,
+        unavailable=dict(unavailable or {}),
     )
 
 

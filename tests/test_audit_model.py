@@ -192,3 +192,59 @@ def test_schema_document_names_every_field() -> None:
     for cls in (AuditReport, SetupRun, Sample, SetupAnalysis, SignalFit, AnalysisConfig):
         for field in dataclasses.fields(cls):
             assert f"`{field.name}`" in doc, f"{cls.__name__}.{field.name} is not documented"
+
+
+def test_run_flags_and_unavailable_signals_round_trip() -> None:
+    gaps = {"cgroup": "no cgroup v2 memory controller", "meminfo.GPUActive": "not reported"}
+    run = synthetic_run(1.0, host_memory=True, simulated=False, unavailable=gaps)
+    data = json.loads(json.dumps(run.to_dict()))
+    assert data["unavailable"] == gaps and data["host_memory"] is True
+    back = SetupRun.from_dict(data)
+    assert back == run and back.unavailable == gaps
+    assert back.mirrors is False  # 1:1 on host memory is the expected positive control
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("unavailable", ["cgroup"], "runs[0].unavailable: expected an object, got list"),
+        ("unavailable", {"cgroup": 3}, "runs[0].unavailable['cgroup']: expected a string"),
+        ("host_memory", "yes", "runs[0].host_memory: expected true or false, got str"),
+        ("simulated", None, "runs[0].simulated: expected true or false, got null"),
+    ],
+)
+def test_new_run_fields_are_validated(
+    report_dict: dict[str, Any], key: str, value: Any, message: str
+) -> None:
+    with pytest.raises(ReportFormatError) as info:
+        AuditReport.from_dict(_broken(report_dict, ["runs", 0, key], value))
+    assert str(info.value).startswith(message)
+
+
+def test_reports_from_schema_1_0_still_load_with_implied_flags(
+    report_dict: dict[str, Any],
+) -> None:
+    # 1.0 reports had no per-run flags: CPU devices imply host memory, and a
+    # simulated report's Level Zero runs are the simulated ones.
+    data = _broken(report_dict, ["schema"], "l0mem.audit/1")
+    data["fingerprint"]["simulated"] = True
+    data["runs"][0]["devices"] = [{"name": "CPU", "device_type": "cpu"}]
+    for run in data["runs"]:
+        for key in ("host_memory", "simulated", "unavailable"):
+            del run[key]
+    report = AuditReport.from_dict(data)
+    sycl, l0, multi = report.runs
+    assert (sycl.backend, sycl.host_memory, sycl.simulated) == ("sycl", True, False)
+    assert (l0.backend, l0.host_memory, l0.simulated) == ("l0", False, True)
+    assert multi.simulated is True and all(r.unavailable == {} for r in report.runs)
+    assert sycl.mirrors is False
+
+
+def test_schema_is_minor_1_and_documented_as_such() -> None:
+    from pathlib import Path
+
+    from l0mem.audit.model import SCHEMA_MAJOR, SCHEMA_MINOR
+
+    assert SCHEMA == f"l0mem.audit/{SCHEMA_MAJOR}.{SCHEMA_MINOR}" == "l0mem.audit/1.1"
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "report-schema.md").read_text()
+    assert f"`{SCHEMA}`" in doc.splitlines()[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -18,7 +20,7 @@ from l0mem.audit import read_json
 from l0mem.audit.runner import CHILD_MODULE
 from l0mem.cli.audit import audit, parse_size
 from tests.support import sim
-from tests.test_audit_runner import ATTEMPTS, disturbed
+from tests.test_audit_runner import ATTEMPTS, disturbed, wait_for_quiet
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,7 +102,9 @@ def test_full_audit_writes_json_junit_plot_and_fails_on_mirror(tmp_path: Path) -
     args = ["--setups", "l0,l0-peer-resident", "--size", "512MiB", "--steps", "8", "--settle", "0"]
     args += ["--fail-on-mirror"] + [str(x) for pair in paths.items() for x in pair]
     env = sim.sim_env(mirror="peer-resident")
-    for _ in range(ATTEMPTS):
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            wait_for_quiet()
         result = _cli(args, env)
         report = read_json(paths["--json"])
         if not disturbed(report):
@@ -122,6 +126,9 @@ def test_full_audit_writes_json_junit_plot_and_fails_on_mirror(tmp_path: Path) -
     assert cases["l0-peer-resident"].find("failure") is not None
     assert cases["l0"].find("failure") is None
     assert "<svg" in paths["--plot"].read_text()
+    # The simulator opens no DRM device file, so the DRM signals are named as missing.
+    assert all("drm" in r.unavailable for r in report.runs)
+    assert "not available here: " in result.stdout and "drm (" in result.stdout
 
 
 def _run_children(parent: psutil.Process) -> list[psutil.Process]:
@@ -197,3 +204,164 @@ def test_help_lists_setups_and_exit_codes() -> None:
     assert result.exit_code == 0
     for text in ("l0-peer-resident", "sycl-single", "130", "--fail-on-mirror", "--remedies"):
         assert text in result.output
+
+
+@pytest.mark.parametrize("floor", ["99%", "above-available"])
+def test_floor_above_available_stops_early_and_kills_nothing(tmp_path: Path, floor: str) -> None:
+    from l0mem.audit.guard import mem_available
+
+    if floor == "above-available":
+        floor = str(mem_available() + (4 << 30))
+    out = tmp_path / "r.json"
+    args = ["--setups", "l0,l0-dmabuf", "--size", "256MiB", "--steps", "4", "--floor", floor]
+    args += ["--fail-on-mirror", "--json", str(out)]
+    result = _cli(args, sim.sim_env(mirror="all"))
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0, result.stderr
+    report = read_json(out)
+    assert not report.complete
+    assert [r.setup for r in report.runs] == ["l0", "l0-dmabuf"]
+    for run in report.runs:
+        assert run.status == "stopped-early" and run.samples == []
+        assert run.reason is not None and "killed" not in run.reason
+        assert "below the floor" in run.reason and "no step was taken" in run.reason
+        assert f"{run.setup}: stopped-early: safety guard: MemAvailable" in result.stdout
+    assert "killed" not in result.stdout + result.stderr
+
+
+def _report_of(*runs: Any) -> Any:
+    from tests.test_analysis import synthetic_report
+
+    return synthetic_report(list(runs))
+
+
+def test_exit_code_any_failed_setup_is_a_driver_error() -> None:
+    from l0mem.cli.audit import exit_code
+    from tests.test_analysis import synthetic_run
+
+    ok = synthetic_run(0.0, setup="l0")
+    failed = synthetic_run(0.0, setup="l0-dmabuf", status="failed", reason="DEVICE_LOST")
+    assert exit_code(_report_of(ok), fail_on_mirror=True) == 0
+    assert exit_code(_report_of(ok, failed), fail_on_mirror=False) == 6
+    assert exit_code(_report_of(failed), fail_on_mirror=False) == 6
+
+
+def test_exit_code_fail_on_mirror_skips_host_memory_devices() -> None:
+    from l0mem.cli.audit import exit_code
+    from tests.test_analysis import synthetic_run
+
+    cpu = synthetic_run(1.0, setup="sycl", host_memory=True)
+    gpu = synthetic_run(1.0, setup="l0")
+    assert exit_code(_report_of(cpu), fail_on_mirror=True) == 0
+    assert exit_code(_report_of(cpu, gpu), fail_on_mirror=True) == 1
+    assert exit_code(_report_of(cpu, gpu), fail_on_mirror=False) == 0
+
+
+def test_unavailable_signals_are_listed_once_or_per_run() -> None:
+    from l0mem.cli.audit import unavailable_lines
+    from tests.test_analysis import synthetic_run
+
+    gaps = {"cgroup": "no cgroup v2 memory controller", "meminfo.GPUActive": "not reported"}
+    same = [synthetic_run(setup=s, unavailable=gaps) for s in ("l0", "l0-dmabuf")]
+    assert unavailable_lines(same) == [
+        "not available here: cgroup (no cgroup v2 memory controller), "
+        "meminfo.GPUActive (not reported)"
+    ]
+    other = synthetic_run(setup="sycl", unavailable={**gaps, "sysman": "no device memory values"})
+    assert unavailable_lines([*same, other]) == [
+        "not available here: cgroup (no cgroup v2 memory controller), "
+        "meminfo.GPUActive (not reported)",
+        "also not available to sycl: sysman (no device memory values)",
+    ]
+    alone = synthetic_run(setup="sycl", unavailable={"sysman": "no device memory values"})
+    assert unavailable_lines([same[0], alone]) == [
+        "not available to l0: cgroup (no cgroup v2 memory controller), "
+        "meminfo.GPUActive (not reported)",
+        "not available to sycl: sysman (no device memory values)",
+    ]
+    skipped = dataclasses.replace(alone, status="skipped", reason="x", samples=[])
+    assert unavailable_lines([skipped]) == []
+
+
+def test_a_failed_setup_next_to_a_good_one_exits_6(tmp_path: Path) -> None:
+    # The custom remedy's environment makes the simulator lose the device at once:
+    # the remedy run fails, the plain run (a mirror) is fine.
+    out = tmp_path / "r.json"
+    args = ["--setups", "l0-peer-resident", "--size", "512MiB", "--steps", "8", "--settle", "0"]
+    args += ["--env", "ZESIM_DEVICE_LOST_AT=1", "--json", str(out)]
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            wait_for_quiet()
+        result = _cli(args, sim.sim_env(mirror="peer-resident"))
+        report = read_json(out)
+        base = report.run("l0-peer-resident")
+        if base is not None and base.result is not None and base.result.verdict == "mirror":
+            break
+    assert base is not None and base.status == "ok" and base.result is not None
+    assert base.result.verdict == "mirror", base.result.reason
+    custom = report.run("l0-peer-resident", "custom")
+    assert custom is not None and custom.status == "failed"
+    assert result.returncode == 6, result.stderr
+    assert "set-up(s) failed: l0-peer-resident [custom]" in _one_line_error(result.stderr)
+
+
+def test_no_driver_behind_alt_drivers_is_not_called_a_simulator(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    env = {**os.environ, "ZE_ENABLE_ALT_DRIVERS": "/nonexistent.so"}
+    args = ["--setups", "l0,sycl", "--sycl-device", "opencl:cpu", "--size", "64MiB"]
+    args += ["--steps", "4", "--settle", "0", "--json", str(out)]
+    result = _cli(args, env)
+    assert result.returncode == 0, result.stderr
+    report = read_json(out)
+    assert report.simulated is False
+    assert report.fingerprint["loader"]["alt_drivers"] == ["/nonexistent.so"]
+    l0, sycl = report.runs
+    assert l0.status == "skipped" and not l0.simulated
+    assert sycl.status == "ok" and not sycl.simulated and sycl.host_memory
+    assert "SIMULATOR" not in result.stdout
+    assert "hardware (host memory)" in result.stdout
+
+
+def test_sycl_cpu_positive_control_next_to_the_simulator(tmp_path: Path) -> None:
+    paths = {
+        "--json": tmp_path / "a.json",
+        "--junit": tmp_path / "a.xml",
+        "--plot": tmp_path / "a.svg",
+    }
+    args = ["--setups", "l0,sycl", "--sycl-device", "opencl:cpu", "--size", "512MiB"]
+    args += ["--steps", "8", "--settle", "0", "--fail-on-mirror"]
+    args += [str(x) for pair in paths.items() for x in pair]
+    env = sim.sim_env(mirror="none")
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            wait_for_quiet()
+        result = _cli(args, env)
+        report = read_json(paths["--json"])
+        if not disturbed(report):
+            break
+    runs = {r.setup: r for r in report.runs}
+    l0, sycl = runs["l0"], runs["sycl"]
+    assert l0.simulated and not l0.host_memory
+    assert l0.result is not None and l0.result.verdict == "clean", l0.result
+    assert not sycl.simulated and sycl.host_memory
+    assert sycl.result is not None
+    assert sycl.result.verdict == "mirror", sycl.result.reason
+    # The positive control is not a mirror: --fail-on-mirror passes, JUnit passes it.
+    assert result.returncode == 0, result.stderr
+    suite = ET.parse(paths["--junit"]).getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "0"
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["sycl"].find("failure") is None
+    sysout = cases["sycl"].find("system-out")
+    assert sysout is not None and "MiB host per GiB device" in (sysout.text or "")
+    assert "[simulator]" not in (sysout.text or "")
+    l0_out = cases["l0"].find("system-out")
+    assert l0_out is not None and "[simulator] clean" in (l0_out.text or "")
+    # Simulator marked per run, in the table and in the plot.
+    assert "runs marked SIMULATOR" in result.stdout
+    rows = {ln.split()[1]: ln for ln in result.stdout.splitlines() if ln.startswith("│ ")}
+    assert "SIMULATOR" in rows["l0"] and "SIMULATOR" not in rows["sycl"]
+    assert "hardware (host memory)" in rows["sycl"]
+    svg = paths["--plot"].read_text()
+    assert "l0 (SIMULATOR)" in svg and "sycl (SIMULATOR)" not in svg
+    assert "not available" in result.stdout

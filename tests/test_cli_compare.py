@@ -112,12 +112,56 @@ def test_exit_5_on_schema_major_mismatch() -> None:
 def test_missing_runs_fail_only_with_fail_on_missing(tmp_path: Path) -> None:
     fewer = tmp_path / "fewer.json"
     write_json(synthetic_report([synthetic_run(0.0, setup="l0", seed=3)]), fewer)
-    allowed = _run(BASELINE, str(fewer))
+    allowed = _run(BASELINE, str(fewer), "--allow-unjudged")
     assert allowed.exit_code == 0
     assert "only in baseline: sycl [affinity]" in allowed.stdout
     strict = _run(BASELINE, str(fewer), "--fail-on-missing")
     assert strict.exit_code == 5
     assert "present in only one report" in _one_line_error(strict.stderr)
+
+
+def test_a_judged_run_missing_now_is_a_regression_by_default(tmp_path: Path) -> None:
+    fewer = tmp_path / "fewer.json"
+    write_json(synthetic_report([synthetic_run(0.0, setup="l0", seed=3)]), fewer)
+    result = _run(BASELINE, str(fewer))
+    assert result.exit_code == 1, result.output
+    assert "only in baseline: sycl [affinity] (REGRESSION: it had a verdict)" in result.stdout
+    assert "judged run(s) missing" in result.stdout
+
+
+@pytest.mark.parametrize("status", ["failed", "inconclusive"])
+def test_a_verdict_lost_to_failure_or_noise_is_a_regression_by_default(
+    tmp_path: Path, status: str
+) -> None:
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    write_json(synthetic_report([synthetic_run(0.0)]), before)
+    if status == "failed":
+        now = synthetic_run(0.0, status="failed", reason="DEVICE_LOST", steps=2)
+    else:
+        now = synthetic_run(0.0, noise_mib=500.0, seed=4)
+    write_json(synthetic_report([now]), after)
+    strict = _run(str(before), str(after))
+    assert strict.exit_code == 1, strict.output
+    assert "REGRESSION" in strict.stdout and "no verdict now: clean ->" in strict.stdout
+    relaxed = _run(str(before), str(after), "--allow-unjudged")
+    assert relaxed.exit_code == 0, relaxed.output
+    assert "not judged" in relaxed.stdout
+
+
+def test_simulator_against_hardware_is_a_mismatch(tmp_path: Path) -> None:
+    import dataclasses
+
+    real = synthetic_report([synthetic_run(0.0)])
+    sim = dataclasses.replace(real, fingerprint={"simulated": True})
+    real_path, sim_path = tmp_path / "real.json", tmp_path / "sim.json"
+    write_json(real, real_path)
+    write_json(sim, sim_path)
+    for pair in ((real_path, sim_path), (sim_path, real_path)):
+        result = _run(*(str(p) for p in pair), "--allow-unjudged")
+        assert result.exit_code == 5
+        assert "sim.json comes from the simulated Level Zero driver" in _one_line_error(
+            result.stderr
+        )
 
 
 def test_json_output(tmp_path: Path) -> None:
@@ -127,6 +171,7 @@ def test_json_output(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["schema"] == "l0mem.compare/1"
     assert data["exit_code"] == 1 and data["regression"] is True
+    assert data["allow_unjudged"] is False and data["lost"] == []
     assert data["slope_tolerance"] == 64.0 and data["fail_on_missing"] is False
     regressed = {c["setup"] for c in data["changes"] if c["regression"]}
     assert regressed == {"l0", "sycl-single"}
@@ -150,6 +195,8 @@ def test_help_documents_exit_codes() -> None:
         "5   the reports",
     ):
         assert line in result.stdout
+    for text in ("--allow-unjudged", "inconclusive or is missing", "one from the simulator"):
+        assert text in result.stdout
 
 
 def test_simulator_reports_are_labelled(tmp_path: Path) -> None:

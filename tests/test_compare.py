@@ -20,8 +20,18 @@ from tests.test_analysis import synthetic_report, synthetic_run
 DATA = Path(__file__).parent / "data" / "reports"
 
 
-def _pair(before: list[SetupRun], after: list[SetupRun], tolerance: float = 64.0):
-    return compare_reports(synthetic_report(before), synthetic_report(after), tolerance)
+def _pair(
+    before: list[SetupRun],
+    after: list[SetupRun],
+    tolerance: float = 64.0,
+    allow_unjudged: bool = False,
+):
+    return compare_reports(
+        synthetic_report(before),
+        synthetic_report(after),
+        tolerance,
+        allow_unjudged=allow_unjudged,
+    )
 
 
 def test_identical_reports_have_no_regression() -> None:
@@ -62,10 +72,50 @@ def test_inconclusive_or_skipped_current_is_not_judged() -> None:
     skipped = dataclasses.replace(
         synthetic_run(setup="l0"), status="skipped", reason="no device", samples=[]
     )
-    result = _pair([synthetic_run(0.0), synthetic_run(0.0, setup="l0")], [noisy, skipped])
+    before = [synthetic_run(0.0), synthetic_run(0.0, setup="l0")]
+    result = _pair(before, [noisy, skipped], allow_unjudged=True)
     assert [c.regression for c in result.changes] == [False, False]
     assert result.changes[0].current_verdict == "inconclusive"
     assert result.changes[1].note == "not judged: current run skipped (no device)"
+    # By default a verdict that turned inconclusive is a regression; a skip is still not.
+    strict = _pair(before, [noisy, skipped])
+    assert [c.regression for c in strict.changes] == [True, False]
+    assert strict.changes[0].note.startswith("no verdict now: clean -> inconclusive (ok)")
+
+
+def test_a_judged_run_that_fails_or_goes_missing_regresses_by_default() -> None:
+    failed = synthetic_run(1.0, status="failed", reason="DEVICE_LOST", seed=2)
+    before = [synthetic_run(0.0), synthetic_run(0.5, setup="l0")]
+    result = _pair(before, [failed])
+    (change,) = result.changes
+    assert change.regression is True
+    assert change.note == "no verdict now: clean -> failed (DEVICE_LOST)"
+    assert result.missing == [("l0", None)] and result.lost == [("l0", None)]
+    assert result.regressed and result.to_dict()["lost"] == [{"setup": "l0", "remedy": None}]
+    relaxed = _pair(before, [failed], allow_unjudged=True)
+    assert relaxed.changes[0].regression is False and relaxed.lost == []
+    assert relaxed.changes[0].note == "not judged: current run failed (DEVICE_LOST)"
+    assert not relaxed.regressed and relaxed.missing == [("l0", None)]
+
+
+def test_a_run_without_a_verdict_in_the_baseline_is_never_lost() -> None:
+    noisy = synthetic_run(1.0, noise_mib=500.0, seed=4)
+    skipped = dataclasses.replace(
+        synthetic_run(setup="l0"), status="skipped", reason="one device", samples=[]
+    )
+    result = _pair([noisy, skipped], [synthetic_run(1.0)])
+    assert result.lost == [] and not result.regressed
+    assert result.changes[0].note == "not judged: inconclusive -> mirror"
+
+
+def test_simulator_and_hardware_reports_are_a_mismatch() -> None:
+    real = synthetic_report([synthetic_run(0.0)])
+    sim = dataclasses.replace(real, fingerprint={"simulated": True})
+    with pytest.raises(ReportMismatchError, match="simulated Level Zero driver"):
+        compare_reports(real, sim)
+    with pytest.raises(ReportMismatchError, match="cannot be compared with hardware"):
+        compare_reports(sim, real)
+    assert compare_reports(sim, sim).simulated is True
 
 
 def test_failed_baseline_is_not_judged() -> None:

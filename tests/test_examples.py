@@ -6,7 +6,6 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -15,7 +14,7 @@ import pytest
 from l0mem.cli.audit import audit
 from l0mem.cli.compare import compare
 from tests.support import sim
-from tests.test_audit_runner import ATTEMPTS, PAUSE_S, TOLERANCE
+from tests.test_audit_runner import ATTEMPTS, TOLERANCE, wait_for_quiet
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -53,7 +52,7 @@ def test_one_experiment_script_measures_the_simulated_mirror(mode: str, truth: f
     # Retaken only while the measurement reports itself too imprecise (see test_audit_runner).
     for attempt in range(ATTEMPTS):
         if attempt:
-            time.sleep(PAUSE_S)
+            wait_for_quiet()
         setup, verdict, slope, error, noisy = _experiment(mode)
         if not noisy and verdict != "inconclusive" and error is not None and error <= TOLERANCE:
             break

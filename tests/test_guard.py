@@ -26,6 +26,7 @@ from tests.test_audit_runner import (  # noqa: F401  (simulator is a fixture)
     MIB,
     disturbed,
     simulator,
+    wait_for_quiet,
 )
 
 
@@ -83,7 +84,9 @@ def test_child_guard_stops_a_full_mirror_early_with_a_verdict(simulator: Any) ->
     simulator(mirror="all")
     step = 64 * MIB
     options = AuditOptions(setups=("l0",), size_bytes=32 * step, steps=32, settle_s=0.0)
-    for _ in range(ATTEMPTS):
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            wait_for_quiet()
         # Room for about ten steps at 1:1 above the floor, against a target of 32.
         floor = mem_available() - 10 * step
         report = run_audit(options, guard=Guard(floor_bytes=floor))
@@ -115,3 +118,73 @@ def test_parent_stops_a_child_that_crosses_the_floor(simulator: Any) -> None:  #
     assert "freed" in run.reason and "killed" not in run.reason
     assert sum(s.phase == "alloc" for s in run.samples) < 32
     assert run.samples[-1].phase == "freed"
+
+
+def _no_child(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Record (and refuse) any attempt to start a set-up's child process."""
+    from l0mem.audit import runner
+
+    started: list[object] = []
+    real = runner._Child
+
+    def child(python: str, args: list[str], env: dict[str, str], stdin: bytes) -> Any:
+        if args[0] != "run":
+            return real(python, args, env, stdin)  # device discovery may run
+        started.append(args)
+        raise AssertionError("a set-up's child started although the guard refuses its first step")
+
+    monkeypatch.setattr(runner, "_Child", child)
+    return started
+
+
+def test_floor_above_available_stops_before_a_child_starts(
+    simulator: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    simulator(mirror="all")
+    options = AuditOptions(setups=("l0",), size_bytes=256 * MIB, steps=4, settle_s=0.0)
+    (plan,) = plan_audit(options, discover(options), floor_bytes=0)
+    started = _no_child(monkeypatch)
+    run = run_setup(plan, guard=Guard(floor_bytes=mem_available() + 4 * GIB))
+    assert started == []
+    assert run.status == "stopped-early" and run.samples == []
+    assert run.reason is not None
+    assert run.reason.startswith("safety guard: MemAvailable") and "below the floor" in run.reason
+    assert run.reason.endswith("no step was taken") and "killed" not in run.reason
+    assert run.simulated is True and run.host_memory is False
+
+
+def test_audit_with_floor_above_available_is_partial_and_says_why(
+    simulator: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    simulator(mirror="all")
+    options = AuditOptions(setups=("l0", "l0-dmabuf"), size_bytes=256 * MIB, steps=4)
+    guard = Guard(floor_bytes=mem_available() + 4 * GIB)
+    started = _no_child(monkeypatch)
+    report = run_audit(options, guard=guard)
+    assert started == [] and not report.complete
+    for run in report.runs:
+        assert run.status == "stopped-early", run.reason
+        assert run.reason is not None and "no step was taken" in run.reason
+        assert run.result is not None and run.result.verdict == "inconclusive"
+        assert run.result.reason == "no samples were taken while device memory was allocated"
+
+
+def test_parent_waits_for_the_child_to_be_ready_before_stopping_it(
+    simulator: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The floor is crossed from the start, but the parent's own check before
+    # starting is bypassed: its watch must not kill a child that cannot yet
+    # handle SIGTERM (it holds nothing); it stops it once the child is ready.
+    from l0mem.audit import runner
+
+    simulator(mirror="all")
+    monkeypatch.setattr(runner, "refused_run", lambda plan, guard: None, raising=False)
+    options = AuditOptions(setups=("l0",), size_bytes=256 * MIB, steps=4, settle_s=0.0)
+    (plan,) = plan_audit(options, discover(options), floor_bytes=0)
+    run = run_setup(plan, guard=Guard(floor_bytes=mem_available() + 4 * GIB))
+    assert run.status == "stopped-early", run.reason
+    assert run.reason is not None and run.reason.startswith("safety guard: MemAvailable fell to")
+    assert "killed" not in run.reason and "freed" in run.reason

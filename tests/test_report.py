@@ -62,7 +62,7 @@ def test_json_round_trip(tmp_path: Path, report: AuditReport) -> None:
     path = tmp_path / "audit.json"
     write_json(report, path)
     assert read_json(path) == report
-    assert json.loads(path.read_text())["schema"] == "l0mem.audit/1"
+    assert json.loads(path.read_text())["schema"] == "l0mem.audit/1.1"
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert _leftovers(tmp_path) == []
 
@@ -222,13 +222,47 @@ def test_junit_cases_failures_skips_and_errors(tmp_path: Path, report: AuditRepo
     assert inconclusive is not None and "inconclusive" in (inconclusive.text or "")
 
 
+def _all_simulated(report: AuditReport) -> AuditReport:
+    """Return ``report`` as the simulator would have written it: every run simulated."""
+    runs = [dataclasses.replace(r, simulated=True) for r in report.runs]
+    return dataclasses.replace(report, fingerprint={"simulated": True}, runs=runs)
+
+
 def test_junit_marks_simulator_numbers(report: AuditReport) -> None:
-    sim = dataclasses.replace(report, fingerprint={"simulated": True})
+    sim = _all_simulated(report)
     root = ET.fromstring(junit_xml(sim))
     props = {p.get("name"): p.get("value") for p in root.iter("property")}
     assert props["simulated"] == "true"
     failure = next(root.iter("failure"))
     assert (failure.get("message") or "").startswith("[simulator] ")
+
+
+def test_junit_marks_simulator_numbers_per_run(report: AuditReport) -> None:
+    # One simulated Level Zero run next to real ones: only it carries the mark.
+    runs = [dataclasses.replace(r, simulated=r.setup == "l0-peer-resident") for r in report.runs]
+    mixed = dataclasses.replace(report, fingerprint={"simulated": True}, runs=runs)
+    root = ET.fromstring(junit_xml(mixed))
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    peer = cases["l0-peer-resident"].find("failure")
+    assert peer is not None and (peer.get("message") or "").startswith("[simulator] ")
+    sycl = cases["sycl"].find("failure")
+    assert sycl is not None and "[simulator]" not in (sycl.get("message") or "")
+
+
+def test_junit_host_memory_device_passes_with_its_slope(report: AuditReport) -> None:
+    # A CPU device's memory is host memory: its 1:1 is a positive control, not a failure.
+    runs = [dataclasses.replace(r, host_memory=r.setup == "sycl") for r in report.runs]
+    root = ET.fromstring(junit_xml(dataclasses.replace(report, runs=runs)))
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    sycl = cases["sycl"]
+    assert sycl.find("failure") is None and sycl.find("error") is None
+    out = sycl.find("system-out")
+    assert out is not None and "1024 MiB host per GiB device" in (out.text or "")
+    assert "positive control" in (out.text or "")
+    # A mirror elsewhere still fails.
+    assert cases["l0-peer-resident"].find("failure") is not None
 
 
 # ---------------------------------------------------------------- plot
@@ -243,12 +277,26 @@ def test_png_plot(tmp_path: Path, report: AuditReport) -> None:
 
 def test_svg_plot_is_xml_with_a_line_per_run(tmp_path: Path, report: AuditReport) -> None:
     path = tmp_path / "audit.SVG"
-    write_plot(dataclasses.replace(report, fingerprint={"simulated": True}), path)
+    write_plot(_all_simulated(report), path)
     root = ET.parse(path).getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     text = path.read_text()
     assert "SIMULATOR" in text
     assert "affinity: clean" in text and "no remedy: mirror" in text
+
+
+def test_svg_plot_marks_only_simulated_setups(tmp_path: Path, report: AuditReport) -> None:
+    runs = [
+        dataclasses.replace(r, simulated=r.backend == "l0", host_memory=r.setup == "sycl")
+        for r in report.runs
+    ]
+    path = tmp_path / "mixed.svg"
+    write_plot(dataclasses.replace(report, fingerprint={"simulated": True}, runs=runs), path)
+    text = path.read_text()
+    assert "panels marked SIMULATOR" in text
+    assert "l0-peer-resident (SIMULATOR)" in text and "l0 (SIMULATOR)" in text
+    assert "sycl (SIMULATOR)" not in text and "sycl-single (SIMULATOR)" not in text
+    assert "no remedy: mirror, expected: host memory" in text
 
 
 def test_plot_of_an_empty_report(tmp_path: Path, report: AuditReport) -> None:
@@ -288,3 +336,10 @@ def test_summary_rows(report: AuditReport) -> None:
     assert rows["l0-multi"]["verdict"] is None and rows["l0-multi"]["reason"] == "needs two devices"
     assert rows["sycl [affinity]"]["remedy"] == "affinity"
     assert rows["sycl-single"]["verdict"] == "inconclusive"
+    assert all(r["simulated"] is False and r["host_memory"] is False for r in rows.values())
+    flagged = dataclasses.replace(
+        report.runs[0], host_memory=True, simulated=True, unavailable={"cgroup": "none here"}
+    )
+    (row,) = summary_rows(dataclasses.replace(report, runs=[flagged]))
+    assert row["host_memory"] is True and row["simulated"] is True
+    assert row["unavailable"] == {"cgroup": "none here"}

@@ -9,8 +9,9 @@ Run as ``python -m l0mem.audit.child MODE`` with MODE one of:
 - ``discover-sycl [FILTER]``: describes the SYCL runtime and devices.
 
 Output is one JSON object per line on stdout, each with an ``event`` key:
-``devices`` (what the run uses), ``sample`` (``t``, ``phase``,
-``device_bytes``, ``values``: streamed as taken, so data survives a crash),
+``ready`` (run mode: the stop handlers are installed, ``pid``), ``devices``
+(what the run uses), ``sample`` (``t``, ``phase``, ``device_bytes``,
+``values``, ``unavailable``: streamed as taken, so data survives a crash),
 ``freed`` (``allocations``, ``bytes``: what was freed at the end), ``end``
 (``status``: ok, stopped-early, interrupted or failed; ``reason``), and
 ``inventory`` for the discovery modes. Anything libraries print goes to
@@ -19,13 +20,15 @@ stderr, never into this stream.
 Before each step the child checks the safety guard itself (MemAvailable minus
 the step, assumed mirrored 1:1, must stay above ``floor_bytes``). SIGINT and
 SIGTERM stop it at the next safe point: it frees everything, takes the freed
-samples and reports what it freed. If the parent dies, the kernel sends
+samples and reports what it freed (the discovery modes keep the default
+handlers: they hold no device memory). If the parent dies, the kernel sends
 SIGTERM (PR_SET_PDEATHSIG), so an orphan never keeps device memory.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -52,13 +55,31 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def _install_handlers() -> None:
+    """Turn SIGINT and SIGTERM into a stop request the run checks at every safe point."""
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+
+
+@functools.lru_cache(maxsize=1)
+def _prctl() -> Any:
+    """Return libc's prctl with its C signature declared, or None where there is none."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        fn = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass  # not Linux: the broken pipe on the next write ends an orphan instead
+        return None
+    # int prctl(int option, unsigned long arg2, ...): undeclared, ctypes would pass
+    # every argument as a C int, which is only right by luck of the calling convention.
+    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to send SIGTERM when the parent dies, so an orphan frees its memory."""
+    prctl = _prctl()
+    if prctl is not None:
+        # On failure (not Linux) the broken pipe on the next write ends an orphan instead.
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 def _protocol_stream() -> IO[str]:
@@ -172,6 +193,11 @@ class _L0Experiment(_Experiment):
     def allocate(self, nbytes: int, pattern: bytes) -> None:
         alloc = self.ctx.allocate_device(self.owner, nbytes, export_dmabuf=self.dmabuf)
         self.allocs.append(alloc)
+        if self.dmabuf:
+            # The export descriptor alone may never reach a driver's export path
+            # (xe_gem_prime_export); asking for the fd does, as an importer would.
+            # The allocation owns the new descriptor and closes it when it is freed.
+            alloc.dmabuf_fd()
         for peer in self.peers:
             self.ctx.make_resident(peer, alloc)
         self.list.fill(alloc, pattern)
@@ -181,7 +207,7 @@ class _L0Experiment(_Experiment):
         while self.allocs:
             alloc = self.allocs.pop()
             nbytes = alloc.nbytes
-            alloc.close()
+            alloc.close()  # closes the allocation's dma-buf descriptor too, once
             count, total = count + 1, total + nbytes
         return count, total
 
@@ -268,6 +294,7 @@ class _Runner:
             phase=phase,
             device_bytes=bytes_now,
             values=dict(snap.values),
+            unavailable=dict(snap.unavailable),
         )
 
     def stopped(self) -> tuple[str, str] | None:
@@ -354,8 +381,12 @@ class _Runner:
 
 
 def run(spec: dict[str, Any], emit: Callable[..., None]) -> int:
-    """Run one set-up spec, emitting events; return the process exit code."""
-    runner = _Runner(spec, emit)
+    """Run one set-up spec, emitting events; return the process exit code (2: bad spec)."""
+    try:
+        runner = _Runner(spec, emit)
+    except (KeyError, TypeError, ValueError) as exc:
+        emit("end", status="failed", reason=f"bad set-up spec: {_one_line(exc)}")
+        return 2
     try:
         status, reason = runner.run()
     except Exception as exc:
@@ -496,13 +527,25 @@ def discover_sycl(filter_text: str | None) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the child in the mode named by ``argv[0]``; return the exit code."""
-    _install_handlers()
+    _die_with_parent()
     args = sys.argv[1:] if argv is None else argv
-    emit = _Emitter(_protocol_stream())
     mode = args[0] if args else ""
+    if mode == "run":
+        # Discovery holds no device memory: there SIGINT and SIGTERM simply end it.
+        _install_handlers()
+    emit = _Emitter(_protocol_stream())
     try:
         if mode == "run":
-            spec = json.loads(sys.stdin.read())
+            # From here a stop signal is handled: the parent may now police the run.
+            emit("ready", pid=os.getpid())
+            try:
+                spec = json.loads(sys.stdin.read())
+            except ValueError as exc:
+                emit("end", status="failed", reason=f"bad set-up spec: {_one_line(exc)}")
+                return 2
+            if not isinstance(spec, dict):
+                emit("end", status="failed", reason="bad set-up spec: not a JSON object")
+                return 2
             return run(spec, emit)
         if mode == "discover-l0":
             emit("inventory", **discover_l0())

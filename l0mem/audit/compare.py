@@ -2,8 +2,14 @@
 
 Runs are matched by (setup, remedy). A run regresses when its verdict gets
 worse (clean -> partial -> mirror) or its deciding slope rises by more than
-the tolerance (MiB of host per GiB of device). Inconclusive, skipped or
-failed runs cannot regress: the change is reported but not judged.
+the tolerance (MiB of host per GiB of device). A run that had a verdict in
+the baseline and has none now (failed, inconclusive, or missing from the
+current report) also regresses: a CI gate must not pass because the
+measurement broke. ``allow_unjudged`` relaxes that to a note. Skipped runs,
+and runs without a verdict in the baseline, are never judged.
+
+A report from the simulated driver and one from hardware cannot be compared
+(:class:`ReportMismatchError`).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ RunKey = tuple[str, str | None]
 
 
 class ReportMismatchError(ValueError):
-    """Two well-formed reports cannot be compared (schema major versions differ)."""
+    """Two well-formed reports cannot be compared (schema majors differ, simulator vs hardware)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,21 +78,31 @@ class Comparison:
     missing: list[RunKey]  # in the baseline only
     new: list[RunKey]  # in the current report only
     simulated: bool  # either report's numbers come from the simulated driver
+    # Missing runs that had a verdict in the baseline: regressions unless allow_unjudged.
+    lost: list[RunKey] = dataclasses.field(default_factory=list)
+    allow_unjudged: bool = False
 
     @property
     def regressions(self) -> list[RunChange]:
-        """Return the runs that regressed."""
+        """Return the runs present in both reports that regressed."""
         return [c for c in self.changes if c.regression]
+
+    @property
+    def regressed(self) -> bool:
+        """Return True when a matched run regressed or a judged run went missing."""
+        return bool(self.regressions or self.lost)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the comparison as plain JSON data (schema ``l0mem.compare/1``)."""
         return {
             "schema": COMPARE_SCHEMA,
             "slope_tolerance": self.slope_tolerance,
+            "allow_unjudged": self.allow_unjudged,
             "simulated": self.simulated,
-            "regression": bool(self.regressions),
+            "regression": self.regressed,
             "changes": [c.to_dict() for c in self.changes],
             "missing": [{"setup": s, "remedy": r} for s, r in self.missing],
+            "lost": [{"setup": s, "remedy": r} for s, r in self.lost],
             "new": [{"setup": s, "remedy": r} for s, r in self.new],
         }
 
@@ -104,13 +120,42 @@ def load_pair(baseline: PathLike, current: PathLike) -> tuple[AuditReport, Audit
             f"schema major versions differ: {baseline} is {data_b['schema']!r}, "
             f"{current} is {data_c['schema']!r}"
         )
-    return report_from_data(data_b, baseline), report_from_data(data_c, current)
+    before = report_from_data(data_b, baseline)
+    after = report_from_data(data_c, current)
+    check_comparable(before, after, baseline, current)
+    return before, after
 
 
-def _judge(base: SetupRun, cur: SetupRun, tolerance: float) -> tuple[bool, str]:
+def check_comparable(
+    baseline: AuditReport,
+    current: AuditReport,
+    baseline_name: PathLike = "baseline",
+    current_name: PathLike = "current",
+) -> None:
+    """Raise ReportMismatchError when one report is from the simulator and the other is not."""
+    if baseline.simulated != current.simulated:
+        sim, real = (
+            (baseline_name, current_name) if baseline.simulated else (current_name, baseline_name)
+        )
+        raise ReportMismatchError(
+            f"{sim} comes from the simulated Level Zero driver and {real} does not: "
+            "simulator numbers cannot be compared with hardware results"
+        )
+
+
+def _judge(
+    base: SetupRun, cur: SetupRun, tolerance: float, allow_unjudged: bool
+) -> tuple[bool, str]:
     """Return (regressed, note) for one matched pair of runs."""
     bv = None if base.result is None else base.result.verdict
     cv = None if cur.result is None else cur.result.verdict
+    lost_verdict = cur.status == "failed" or (cur.status != "skipped" and cv not in _RANK)
+    if _judged(base) and lost_verdict:
+        now = "failed" if cur.status == "failed" else f"{cv or 'no verdict'} ({cur.status})"
+        why = f" ({cur.reason})" if cur.reason else ""
+        if allow_unjudged:
+            return False, f"not judged: current run {now}{why}"
+        return True, f"no verdict now: {bv} -> {now}{why}"
     if cur.status in ("skipped", "failed") or cv is None:
         return False, f"not judged: current run {cur.status}" + (
             f" ({cur.reason})" if cur.reason else ""
@@ -139,11 +184,19 @@ def _judge(base: SetupRun, cur: SetupRun, tolerance: float) -> tuple[bool, str]:
 
 
 def compare_reports(
-    baseline: AuditReport, current: AuditReport, slope_tolerance: float = DEFAULT_SLOPE_TOLERANCE
+    baseline: AuditReport,
+    current: AuditReport,
+    slope_tolerance: float = DEFAULT_SLOPE_TOLERANCE,
+    *,
+    allow_unjudged: bool = False,
 ) -> Comparison:
-    """Return the run-by-run comparison of two reports (unanalysed runs are analysed first)."""
+    """Return the run-by-run comparison of two reports (unanalysed runs are analysed first).
+
+    Raises ReportMismatchError when one report is from the simulator and the other is not.
+    """
     if slope_tolerance < 0 or slope_tolerance != slope_tolerance:
         raise ValueError(f"slope tolerance must be >= 0 MiB/GiB, got {slope_tolerance}")
+    check_comparable(baseline, current)
     baseline = ensure_analysed(baseline)
     current = ensure_analysed(current)
     cur_runs = {r.key: r for r in current.runs}
@@ -153,7 +206,7 @@ def compare_reports(
         cur = cur_runs.get(base.key)
         if cur is None:
             continue
-        regressed, note = _judge(base, cur, slope_tolerance)
+        regressed, note = _judge(base, cur, slope_tolerance, allow_unjudged)
         changes.append(
             RunChange(
                 setup=base.setup,
@@ -170,12 +223,22 @@ def compare_reports(
                 note=note,
             )
         )
+    missing = [r for r in baseline.runs if r.key not in cur_runs]
     return Comparison(
         slope_tolerance=slope_tolerance,
         changes=changes,
-        missing=[r.key for r in baseline.runs if r.key not in cur_runs],
+        missing=[r.key for r in missing],
         new=[r.key for r in current.runs if r.key not in base_keys],
         simulated=baseline.simulated or current.simulated,
+        lost=[] if allow_unjudged else [r.key for r in missing if _judged(r)],
+        allow_unjudged=allow_unjudged,
+    )
+
+
+def _judged(run: SetupRun) -> bool:
+    """Return True when ``run`` has a verdict a later report can be held to."""
+    return run.status not in ("skipped", "failed") and (
+        run.result is not None and run.result.verdict in _RANK
     )
 
 
@@ -186,6 +249,7 @@ __all__ = [
     "ReportFormatError",
     "ReportMismatchError",
     "RunChange",
+    "check_comparable",
     "compare_reports",
     "load_pair",
 ]

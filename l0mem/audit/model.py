@@ -18,7 +18,9 @@ from typing import Any, Literal, cast, get_args
 
 SCHEMA_NAME = "l0mem.audit"
 SCHEMA_MAJOR = 1
-SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_MAJOR}"
+# 1.1 added the optional run fields host_memory, simulated and unavailable.
+SCHEMA_MINOR = 1
+SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 
 Phase = Literal["idle", "alloc", "freed"]
 Backend = Literal["l0", "sycl"]
@@ -386,6 +388,11 @@ class SetupAnalysis:
         )
 
 
+def _cpu_device(devices: list[dict[str, Any]]) -> bool:
+    """Return True when a run's devices include a CPU (what reports before 1.1 imply)."""
+    return any(d.get("device_type") == "cpu" or d.get("type") == "CPU" for d in devices)
+
+
 @dataclasses.dataclass(frozen=True)
 class SetupRun:
     """One set-up measured in its own child process (or skipped, or failed)."""
@@ -401,6 +408,10 @@ class SetupRun:
     target_bytes: int
     samples: list[Sample]
     result: SetupAnalysis | None = None
+    # Device memory is host memory (a CPU or integrated device): about 1:1 is expected.
+    host_memory: bool = False
+    simulated: bool = False  # measured on the simulated Level Zero driver, not hardware
+    unavailable: dict[str, str] = dataclasses.field(default_factory=dict)  # signal -> why absent
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -411,6 +422,13 @@ class SetupRun:
     def label(self) -> str:
         """Return the set-up name with the remedy in brackets when there is one."""
         return self.setup if self.remedy is None else f"{self.setup} [{self.remedy}]"
+
+    @property
+    def mirrors(self) -> bool:
+        """Return True when the verdict is mirror or partial on memory that is not host memory."""
+        # On a CPU or integrated device 1:1 is the expected positive control, not a mirror.
+        verdict = None if self.result is None else self.result.verdict
+        return verdict in ("mirror", "partial") and not self.host_memory
 
     def to_dict(self) -> dict[str, Any]:
         """Return the run as plain JSON data."""
@@ -426,11 +444,17 @@ class SetupRun:
             "target_bytes": self.target_bytes,
             "samples": [s.to_dict() for s in self.samples],
             "result": None if self.result is None else self.result.to_dict(),
+            "host_memory": self.host_memory,
+            "simulated": self.simulated,
+            "unavailable": dict(self.unavailable),
         }
 
     @classmethod
-    def from_dict(cls, data: object, path: str = "run") -> SetupRun:
-        """Return the run held in ``data``; raise ReportFormatError if malformed."""
+    def from_dict(cls, data: object, path: str = "run", simulated: bool = False) -> SetupRun:
+        """Return the run held in ``data``; raise ReportFormatError if malformed.
+
+        ``simulated`` is what a report older than schema 1.1 (no per-run flag) implies.
+        """
         d = _obj(data, path)
 
         def get(key: str) -> tuple[Any, str]:
@@ -441,6 +465,12 @@ class SetupRun:
         if status in _NEEDS_REASON and reason is None:
             raise _fail(_join(path, "reason"), f"a {status} run must give a reason")
         raw_result = get("result")
+        devices = _items(*get("devices"), _json_obj)
+
+        def optional(key: str, default: Any, parse: Any) -> Any:
+            # Fields added in schema 1.1: reports written before it lack them.
+            return default if key not in d else parse(d[key], _join(path, key))
+
         return cls(
             setup=_str(*get("setup")),
             backend=cast(Backend, _choice(*get("backend"), BACKENDS)),
@@ -448,11 +478,14 @@ class SetupRun:
             reason=reason,
             env=_str_map(*get("env")),
             remedy=_opt_str(*get("remedy")),
-            devices=_items(*get("devices"), _json_obj),
+            devices=devices,
             step_bytes=_int(*get("step_bytes"), minimum=0),
             target_bytes=_int(*get("target_bytes"), minimum=0),
             samples=_items(*get("samples"), Sample.from_dict),
             result=None if raw_result[0] is None else SetupAnalysis.from_dict(*raw_result),
+            host_memory=optional("host_memory", _cpu_device(devices), _bool),
+            simulated=optional("simulated", simulated, _bool),
+            unavailable=optional("unavailable", {}, _str_map),
         )
 
 
@@ -509,7 +542,16 @@ class AuditReport:
 
         created = _str(*get("created"))
         check_utc_timestamp(created, get("created")[1])
-        runs = _items(*get("runs"), SetupRun.from_dict)
+        fingerprint = _json_obj(*get("fingerprint"))
+        # Before schema 1.1 only the report said "simulated", and only Level Zero
+        # runs could be: the SYCL runtime never drives the simulated driver.
+        old_sim = fingerprint.get("simulated") is True
+
+        def run(item: object, p: str) -> SetupRun:
+            backend = item.get("backend") if isinstance(item, Mapping) else None
+            return SetupRun.from_dict(item, p, simulated=old_sim and backend == "l0")
+
+        runs = _items(*get("runs"), run)
         seen: set[tuple[str, str | None]] = set()
         for i, r in enumerate(runs):
             if r.key in seen:
@@ -521,7 +563,7 @@ class AuditReport:
             l0mem_version=_str(*get("l0mem_version")),
             created=created,
             complete=_bool(*get("complete")),
-            fingerprint=_json_obj(*get("fingerprint")),
+            fingerprint=fingerprint,
             options=_json_obj(*get("options")),
             analysis=None if raw_analysis[0] is None else AnalysisConfig.from_dict(*raw_analysis),
             runs=runs,

@@ -154,11 +154,11 @@ def read_json(path: PathLike) -> AuditReport:
 # ---------------------------------------------------------------- JUnit
 
 
-def _describe_result(report: AuditReport, run: SetupRun) -> str:
+def _describe_result(run: SetupRun) -> str:
     res = run.result
     if res is None:
         return "not analysed"
-    prefix = "[simulator] " if report.simulated else ""
+    prefix = "[simulator] " if run.simulated else ""
     if res.ratio is None or res.slope is None:
         return f"{prefix}{res.verdict}: {res.reason}"
     text = (
@@ -170,11 +170,20 @@ def _describe_result(report: AuditReport, run: SetupRun) -> str:
         text += "; proc.VmRSS does not show it"
     if res.released is False:
         text += "; host memory not released after free"
+    if run.host_memory:
+        text += (
+            "; device memory is host memory on this device (CPU or integrated): "
+            "a positive control, not a mirror"
+        )
     return text
 
 
 def junit_xml(report: AuditReport) -> bytes:
-    """Return the report as JUnit XML: one testcase per run, mirrors and partials fail."""
+    """Return the report as JUnit XML: one testcase per run, mirrors and partials fail.
+
+    Runs on a device whose memory is host memory (CPU, integrated GPU) pass
+    whatever they measured: there about 1:1 is expected, a positive control.
+    """
     suite = ET.Element("testsuite", name=JUNIT_CLASSNAME, timestamp=report.created)
     props = ET.SubElement(suite, "properties")
     for name, value in (
@@ -202,10 +211,10 @@ def junit_xml(report: AuditReport) -> bytes:
         elif run.status == "failed":
             counts["errors"] += 1
             err = ET.SubElement(case, "error", message=run.reason or "failed", type="failed")
-            err.text = _describe_result(report, run)
-        elif verdict in ("mirror", "partial"):
+            err.text = _describe_result(run)
+        elif run.mirrors:
             counts["failures"] += 1
-            message = _describe_result(report, run)
+            message = _describe_result(run)
             fail = ET.SubElement(case, "failure", message=message, type=verdict or "")
             fail.text = "\n".join(
                 [message, f"reason: {run.result.reason if run.result else ''}"]
@@ -213,7 +222,7 @@ def junit_xml(report: AuditReport) -> bytes:
             )
         out = [f"status: {run.status}" + (f" ({run.reason})" if run.reason else "")]
         if run.status not in ("skipped", "failed"):
-            out.append(_describe_result(report, run))
+            out.append(_describe_result(run))
         ET.SubElement(case, "system-out").text = "\n".join(out)
     for key, count in counts.items():
         suite.set(key, str(count))
@@ -251,6 +260,7 @@ def write_plot(report: AuditReport, path: PathLike) -> None:
         raise ValueError(f"{path}: plot file must end in .png or .svg")
     try:
         # Figure without pyplot: no global backend state, no display needed (Agg canvas).
+        import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
         raise MissingDependencyError(
@@ -266,7 +276,12 @@ def write_plot(report: AuditReport, path: PathLike) -> None:
     fig = Figure(figsize=(5.0 * ncols, 3.8 * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     title = "Host memory cost of device allocations"
-    fig.suptitle(title + (" (SIMULATOR, not hardware)" if report.simulated else ""))
+    plotted = [r for runs in setups.values() for r in runs]
+    if plotted and all(r.simulated for r in plotted):
+        title += " (SIMULATOR, not hardware)"
+    elif any(r.simulated for r in plotted):
+        title += " (panels marked SIMULATOR: simulator, not hardware)"
+    fig.suptitle(title)
     if not setups:
         axes[0].text(0.5, 0.5, "no set-up has samples", ha="center", va="center")
         axes[0].set_axis_off()
@@ -279,7 +294,9 @@ def write_plot(report: AuditReport, path: PathLike) -> None:
             series = cost_series(run, signal)
             line = [(x, y) for phase, x, y in series if phase != "freed"]
             freed = [(x, y) for phase, x, y in series if phase == "freed"]
-            verdict = "not analysed" if run.result is None else run.result.verdict
+            verdict: str = "not analysed" if run.result is None else run.result.verdict
+            if run.host_memory and verdict in ("mirror", "partial"):
+                verdict += ", expected: host memory"
             label = f"{run.remedy or 'no remedy'}: {verdict} ({signal})"
             (drawn,) = ax.plot([p[0] for p in line], [p[1] for p in line], "o-", ms=3, label=label)
             if freed:
@@ -289,7 +306,7 @@ def write_plot(report: AuditReport, path: PathLike) -> None:
             max_x = max([max_x, *(p[0] for p in line)])
         if max_x > 0:
             ax.plot([0, max_x], [0, 1024 * max_x], ":", color="grey", label="1:1 mirror")
-        ax.set_title(setup)
+        ax.set_title(setup + (" (SIMULATOR)" if any(r.simulated for r in runs) else ""))
         ax.set_xlabel("device memory allocated (GiB)")
         ax.set_ylabel("host memory used (MiB)")
         ax.grid(True, alpha=0.3)
@@ -298,7 +315,9 @@ def write_plot(report: AuditReport, path: PathLike) -> None:
         if setups:
             ax.set_axis_off()
     buf = io.BytesIO()
-    fig.savefig(buf, format=fmt)
+    # Text kept as text in an SVG: smaller, searchable, and its labels readable by tools.
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(buf, format=fmt)
     atomic_write_bytes(path, buf.getvalue())
 
 
@@ -324,6 +343,9 @@ def summary_rows(report: AuditReport) -> list[dict[str, Any]]:
                 "slopes": {} if res is None else {f.signal: f.slope for f in res.host},
                 "released": None if res is None else res.released,
                 "vmrss_would_miss": False if res is None else res.vmrss_would_miss,
+                "host_memory": run.host_memory,
+                "simulated": run.simulated,
+                "unavailable": dict(run.unavailable),
                 "reason": run.reason if res is None else res.reason,
             }
         )

@@ -3,9 +3,11 @@
 Every experiment runs in its own ``python -m l0mem.audit.child`` process, so
 an OOM kill or a driver crash costs one set-up, not the tool. Results come
 back as JSON lines (no pickle), one line per sample as it is taken, so the
-data survives a crash of the child. While a child runs the parent watches
-MemAvailable and stops the child (SIGTERM, then SIGKILL after the guard's
-grace period) if it falls below the floor.
+data survives a crash of the child. Before starting a child the parent checks
+that the guard allows the first step at all (if not, the run is recorded as
+stopped early and no child starts). Once the child reports that it handles
+stop signals, the parent watches MemAvailable and stops the child (SIGTERM,
+then SIGKILL after the guard's grace period) if it falls below the floor.
 
 Cancelling (``cancel`` event set, or KeyboardInterrupt) forwards SIGINT to the
 running child, waits for it to free its device memory, and raises
@@ -192,6 +194,9 @@ def _discover(
                 if event.get("event") == "inventory":
                     found = event
         code = child.finish(DISCOVERY_TIMEOUT_S)
+        # Ctrl-C reaches the whole process group: a child it killed is a cancel, not an error.
+        if cancel.is_set():
+            raise _Cancelled
         if found is None:
             detail = child.error_line()
             return {
@@ -232,20 +237,40 @@ def discover(options: AuditOptions, cancel: threading.Event | None = None) -> In
 # ---------------------------------------------------------------- one set-up
 
 
+def _run_of(plan: SetupPlan, **fields: Any) -> SetupRun:
+    """Return a SetupRun of ``plan`` with the fields the plan decides filled in."""
+    base: dict[str, Any] = {
+        "setup": plan.setup,
+        "backend": plan.backend,
+        "env": plan.env,
+        "remedy": None if plan.remedy is None else plan.remedy.name,
+        "devices": [dict(d) for d in plan.devices],
+        "step_bytes": plan.step_bytes,
+        "target_bytes": plan.target_bytes,
+        "samples": [],
+        "host_memory": plan.host_memory_device,
+        "simulated": plan.simulated,
+    }
+    base.update(fields)
+    return SetupRun(**base)
+
+
 def skipped_run(plan: SetupPlan, reason: str | None = None) -> SetupRun:
     """Return the report entry of a plan that was not run."""
-    return SetupRun(
-        setup=plan.setup,
-        backend=plan.backend,
-        status="skipped",
-        reason=reason or plan.skip_reason or "skipped",
-        env=plan.env,
-        remedy=None if plan.remedy is None else plan.remedy.name,
-        devices=[dict(d) for d in plan.devices],
-        step_bytes=plan.step_bytes,
-        target_bytes=plan.target_bytes,
-        samples=[],
-    )
+    return _run_of(plan, status="skipped", reason=reason or plan.skip_reason or "skipped")
+
+
+def refused_run(plan: SetupPlan, guard: Guard) -> SetupRun | None:
+    """Return the run of a plan whose first step the guard refuses already (no child), or None."""
+    try:
+        why = guard.refuse_step(mem_available(), plan.step_bytes)
+    except MeminfoError as exc:
+        return _run_of(plan, status="failed", reason=str(exc))
+    if why is None:
+        return None
+    # Checked here, before a child exists: a child started only to be refused (or
+    # stopped by the parent's watch before it can handle a signal) proves nothing.
+    return _run_of(plan, status="stopped-early", reason=f"{why}; no step was taken")
 
 
 def run_setup(
@@ -264,6 +289,9 @@ def run_setup(
     """
     if plan.skip_reason is not None:
         return skipped_run(plan)
+    refused = refused_run(plan, guard)
+    if refused is not None:
+        return refused
     cancel = cancel or threading.Event()
     spec = json.dumps(plan.to_spec()).encode()
     env = _child_env(plan.env, plan.env_unset)
@@ -281,7 +309,7 @@ def run_setup(
         error = child.error_line()
     finally:
         child.close()
-    return _assemble(
+    run = _assemble(
         plan,
         watch.samples,
         watch.devices,
@@ -292,6 +320,7 @@ def run_setup(
         code,
         error,
     )
+    return dataclasses.replace(run, unavailable=watch.unavailable())
 
 
 class _Watch:
@@ -307,18 +336,29 @@ class _Watch:
         self.parent_status: tuple[str, str] | None = None
         self.stop_sent_at: float | None = None
         self.last_output = time.monotonic()
+        self.ready = False  # the child handles SIGINT and SIGTERM from now on
+        self.cancel_seen_at: float | None = None
+        self._gaps: dict[str, dict[str, str]] = {}  # phase -> signal -> why absent
 
     def take(self, event: dict[str, Any]) -> None:
         """Record one event from the child."""
         self.last_output = time.monotonic()
         kind = event.get("event")
-        if kind == "sample":
+        if kind == "ready":
+            self.ready = True
+        elif kind == "sample":
+            fields = {k: v for k, v in event.items() if k not in ("event", "unavailable")}
             try:
-                sample = Sample.from_dict({k: v for k, v in event.items() if k != "event"})
+                sample = Sample.from_dict(fields)
             except ReportFormatError as exc:
                 self.notes.append(f"bad sample from the child: {exc}")
                 return
             self.samples.append(sample)
+            gaps = event.get("unavailable")
+            if isinstance(gaps, dict):
+                seen = self._gaps.setdefault(sample.phase, {})
+                for name, why in gaps.items():
+                    seen.setdefault(str(name), str(why))
             if self.on_sample is not None:
                 self.on_sample(sample)
         elif kind == "devices":
@@ -330,6 +370,17 @@ class _Watch:
         elif kind == "end":
             self.end = event
 
+    def unavailable(self) -> dict[str, str]:
+        """Return the signals missing from the samples the verdict rests on, and why."""
+        # The alloc samples decide; without any, say what the run could see at all.
+        if "alloc" in self._gaps:
+            return dict(self._gaps["alloc"])
+        merged: dict[str, str] = {}
+        for gaps in self._gaps.values():
+            for name, why in gaps.items():
+                merged.setdefault(name, why)
+        return merged
+
     def police(
         self, child: _Child, guard: Guard, cancel: threading.Event, timeout_s: float
     ) -> None:
@@ -339,9 +390,16 @@ class _Watch:
             if now - self.stop_sent_at > guard.grace_s:
                 child.signal(signal.SIGKILL)
             return
-        if cancel.is_set():
+        if cancel.is_set() and self.cancel_seen_at is None:
+            self.cancel_seen_at = now
+        # Before "ready" a signal would kill the child before it could free anything
+        # (it holds nothing yet): wait for it, unless it takes longer than the grace.
+        stoppable = self.ready or (
+            self.cancel_seen_at is not None and now - self.cancel_seen_at > guard.grace_s
+        )
+        if cancel.is_set() and stoppable:
             self._stop(child, signal.SIGINT, ("interrupted", "interrupted (Ctrl-C)"), now)
-        elif (why := _watch(guard)) is not None:
+        elif self.ready and (why := _watch(guard)) is not None:
             self._stop(child, signal.SIGTERM, ("stopped-early", why), now)
         elif now - self.last_output > timeout_s:
             why = f"the child wrote nothing for {timeout_s:.0f} s"
@@ -400,16 +458,11 @@ def _assemble(
     elif freed is None and samples and any(s.phase == "alloc" for s in samples):
         parts.append("the child did not report freeing its device memory")
     parts.extend(notes)
-    return SetupRun(
-        setup=plan.setup,
-        backend=plan.backend,
-        status=status,  # type: ignore[arg-type]
+    return _run_of(
+        plan,
+        status=status,
         reason="; ".join(parts) or None,
-        env=plan.env,
-        remedy=None if plan.remedy is None else plan.remedy.name,
         devices=devices,
-        step_bytes=plan.step_bytes,
-        target_bytes=plan.target_bytes,
         samples=samples,
     )
 

@@ -7,7 +7,9 @@ Set-ups (one allocation path each):
 - ``l0-peer-resident``: the same, plus ``zeContextMakeMemoryResident`` of each
   allocation on every peer that can access it (what the SYCL runtime does).
 - ``l0-dmabuf``: single-device context, allocation chained with the dma-buf
-  export descriptor.
+  export descriptor, and its dma-buf file descriptor requested (as an
+  importer would), so a driver's export path runs; the descriptor is closed
+  when the allocation is freed.
 - ``sycl``: ``malloc_device`` in the platform default context.
 - ``sycl-single``: ``malloc_device`` in a context of the one device.
 
@@ -120,17 +122,20 @@ class Inventory:
 
     @property
     def simulated(self) -> bool:
-        """Return True when the Level Zero numbers come from the simulated driver."""
-        if self.l0_info.get("alt_drivers"):
-            return True
-        return any(SIMULATOR_NAME_MARK in str(d.get("name", "")).lower() for d in self.l0_devices)
+        """Return True when a device found (Level Zero or SYCL) is the simulated driver's."""
+        # Decided by the devices found, not by ZE_ENABLE_ALT_DRIVERS: a path that
+        # loads no driver (or a real one) must not turn hardware results into "simulated".
+        return any(is_simulated_device(d) for d in [*self.l0_devices, *self.sycl_devices])
 
     @property
     def simulator_only(self) -> bool:
         """Return True when every Level Zero device found is a simulated one."""
-        return bool(self.l0_devices) and all(
-            SIMULATOR_NAME_MARK in str(d.get("name", "")).lower() for d in self.l0_devices
-        )
+        return bool(self.l0_devices) and all(is_simulated_device(d) for d in self.l0_devices)
+
+
+def is_simulated_device(device: Mapping[str, Any]) -> bool:
+    """Return True when a discovered Level Zero device is the simulated driver's (by its name)."""
+    return SIMULATOR_NAME_MARK in str(device.get("name", "")).lower()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +161,7 @@ class SetupPlan:
     freed_samples: int = 2
     allow_fewer_devices: bool = False  # a remedy may hide devices (ZE_AFFINITY_MASK)
     host_memory_device: bool = False  # a CPU or integrated device: its memory is host memory
+    simulated: bool = False  # runs on the simulated Level Zero driver
     env_unset: tuple[str, ...] = ()  # variables the child must not inherit
 
     @property
@@ -301,12 +307,14 @@ def _plan_l0(
     owner = devs[0]
     multi = setup in MULTI_DEVICE_SETUPS
     used = list(devs) if multi else [owner]
+    simulated = any(is_simulated_device(d) for d in used)
     if multi and len(used) < 2:
         return SetupPlan(
             setup,
             "l0",
             skip_reason=f"needs at least 2 Level Zero devices of one driver, found {len(used)}",
             devices=tuple(_l0_description(d) for d in used),
+            simulated=simulated,
         )
     if setup == "l0-peer-resident":
         peers = [d for d in used[1:] if owner["index"] in d.get("peer_access", [])]
@@ -319,6 +327,7 @@ def _plan_l0(
                     "(zeDeviceCanAccessPeer), so nothing would be made resident on a peer"
                 ),
                 devices=tuple(_l0_description(d) for d in used),
+                simulated=simulated,
             )
     if setup == "l0-dmabuf" and not owner.get("dmabuf_export"):
         return SetupPlan(
@@ -326,6 +335,7 @@ def _plan_l0(
             "l0",
             skip_reason=f"device {owner['index']} cannot export allocations as dma-buf",
             devices=(_l0_description(owner),),
+            simulated=simulated,
         )
     free = owner.get("free_bytes")
     if free is None:
@@ -341,6 +351,7 @@ def _plan_l0(
         peer_resident=setup == "l0-peer-resident",
         dmabuf=setup == "l0-dmabuf",
         host_memory_device=bool(owner.get("integrated")) or owner.get("type") == "CPU",
+        simulated=simulated,
         target_bytes=target,
         step_bytes=step,
         fill_pattern=L0_FILL,
@@ -369,6 +380,8 @@ def _plan_sycl(
         context="default" if setup == "sycl" else "single",
         sycl_filter=str(dev["filter_string"]),
         host_memory_device=dev.get("device_type") == "cpu",
+        # The SYCL runtime's Level Zero adapter can drive the simulator too.
+        simulated=is_simulated_device(dev),
         target_bytes=target,
         step_bytes=step,
         fill_pattern=SYCL_FILL,

@@ -6,7 +6,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -38,11 +38,13 @@ Set-ups: {", ".join(ALL_SETUPS)}.
 \b
 Exit codes:
   {ExitCode.OK:<3d} the audit ran
-  {ExitCode.REGRESSION:<3d} --fail-on-mirror and a set-up mirrored (fully or partly)
+  {ExitCode.REGRESSION:<3d} --fail-on-mirror and a set-up mirrored (fully or partly); not
+      counted: CPU and integrated devices, whose device memory is host memory
   {ExitCode.USAGE:<3d} bad command-line usage
   {ExitCode.NO_DEVICE:<3d} no Level Zero or SYCL device to audit, or every set-up was skipped
   {ExitCode.BAD_INPUT:<3d} a report file could not be written
-  {ExitCode.DRIVER_ERROR:<3d} every set-up that ran failed (driver or runtime error)
+  {ExitCode.DRIVER_ERROR:<3d} a set-up failed (driver or runtime error); the report still
+      holds every run
   {ExitCode.INTERRUPTED:<3d} interrupted: device memory was freed, the partial report written
 """
 
@@ -198,10 +200,36 @@ def _yes_no(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "NO")
 
 
+SIMULATOR_MARK = "SIMULATOR"
+
+
+def _simulator_note(runs: list[SetupRun]) -> str:
+    """Return the title's note on simulated runs: all of them, some (marked), or none."""
+    simulated = [r for r in runs if r.simulated]
+    if not simulated:
+        return ""
+    if len(simulated) == len(runs):
+        return f" ({SIMULATOR_MARK}: simulated Level Zero driver, not hardware results)"
+    return f" (runs marked {SIMULATOR_MARK}: simulated Level Zero driver, not hardware results)"
+
+
+def _source(run: SetupRun) -> str:
+    """Return where a run measured: the simulator, or hardware (whose memory may be host memory)."""
+    if run.simulated:
+        return SIMULATOR_MARK
+    return "hardware (host memory)" if run.host_memory else "hardware"
+
+
+def _verdict_cell(run: SetupRun) -> str:
+    assert run.result is not None
+    verdict = run.result.verdict
+    if run.host_memory and verdict in ("mirror", "partial"):
+        return f"{verdict} (expected)"
+    return {"mirror": "[bold red]mirror[/]", "partial": "[yellow]partial[/]"}.get(verdict, verdict)
+
+
 def _summary_table(report: AuditReport) -> Table:
-    title = "l0mem audit"
-    if report.simulated:
-        title += " (SIMULATOR: simulated Level Zero driver, not hardware results)"
+    title = "l0mem audit" + _simulator_note(report.runs)
     if not report.complete:
         title += " (partial)"
     table = Table(
@@ -210,26 +238,25 @@ def _summary_table(report: AuditReport) -> Table:
         caption="MiB/GiB: MiB of host memory per GiB of device memory (1024 is a 1:1 mirror)",
         caption_justify="left",
     )
-    for name in ("set-up", "status", "verdict", "MiB/GiB", "deciding signal", "released", "VmRSS"):
+    columns = ("set-up", "measured on", "status", "verdict", "MiB/GiB", "deciding signal")
+    for name in (*columns, "released", "VmRSS"):
         justify = "right" if name == "MiB/GiB" else "left"
         table.add_column(name, justify=justify, no_wrap=name == "set-up")  # type: ignore[arg-type]
     for run in report.runs:
         res = run.result
         if res is None:
-            table.add_row(escape(run.label), run.status, "-", "-", "-", "-", "-")
+            table.add_row(escape(run.label), _source(run), run.status, "-", "-", "-", "-", "-")
             continue
         rss = res.fit("proc.VmRSS")
         if res.vmrss_would_miss:
             rss_cell = "[bold]misses it[/]"
         else:
             rss_cell = _fmt(None if rss is None else rss.slope)
-        verdict = {"mirror": "[bold red]mirror[/]", "partial": "[yellow]partial[/]"}.get(
-            res.verdict, res.verdict
-        )
         table.add_row(
             escape(run.label),
+            _source(run),
             run.status,
-            verdict,
+            _verdict_cell(run),
             _fmt(res.slope),
             escape(res.deciding_signal or "-"),
             _yes_no(res.released),
@@ -245,7 +272,8 @@ def _signal_table(report: AuditReport, run: SetupRun) -> Table | None:
     priority = (report.analysis.priority if report.analysis else ()) + _EXTRA_SIGNALS
     shown = [f for name in priority if (f := res.fit(name)) is not None]
     shown += res.device
-    table = Table(title=escape(f"{run.label}: {res.verdict}"), title_justify="left")
+    where = f" ({SIMULATOR_MARK})" if run.simulated else ""
+    table = Table(title=escape(f"{run.label}{where}: {res.verdict}"), title_justify="left")
     for name in ("signal", "side", "MiB/GiB", "+/-", "R^2", "note"):
         table.add_column(name, justify="right" if name in ("MiB/GiB", "+/-", "R^2") else "left")
     for fit in shown:
@@ -305,18 +333,44 @@ def render(report: AuditReport, console: Console) -> None:
             ),
             soft_wrap=True,
         )
-    on_cpu = [r.label for r in report.runs if any(d.get("device_type") == "cpu" for d in r.devices)]
-    if on_cpu:
+    on_host = [r.label for r in report.runs if r.host_memory and r.status != "skipped"]
+    if on_host:
         console.print(
             escape(
-                "On a CPU device, device memory is host memory: about 1024 MiB/GiB is expected "
-                "there (a positive control, not a mirror): " + ", ".join(on_cpu)
+                "On a CPU or integrated device, device memory is host memory: about 1024 MiB/GiB "
+                "is expected there (a positive control, not a mirror): " + ", ".join(on_host)
             ),
             soft_wrap=True,
         )
+    for line in unavailable_lines(report.runs):
+        console.print(escape(line), soft_wrap=True)
     for run in report.runs:
         if run.status != "ok" and run.reason:
             console.print(escape(f"{run.label}: {run.status}: {run.reason}"), soft_wrap=True)
+
+
+def unavailable_lines(runs: list[SetupRun]) -> list[str]:
+    """Return lines naming the signals the runs could not read: what all lacked, then the rest."""
+    ran = [r for r in runs if r.status != "skipped"]
+    if not ran:
+        return []
+    common = set(ran[0].unavailable.items())
+    for run in ran[1:]:
+        common &= set(run.unavailable.items())
+    lines = [f"not available here: {_gap_text(common)}"] if common else []
+    extras: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for run in ran:
+        rest = tuple(sorted(set(run.unavailable.items()) - common))
+        if rest:
+            extras.setdefault(rest, []).append(run.label)
+    word = "also not" if common else "not"
+    for gaps, labels in extras.items():
+        lines.append(f"{word} available to {', '.join(labels)}: {_gap_text(gaps)}")
+    return lines
+
+
+def _gap_text(gaps: Iterable[tuple[str, str]]) -> str:
+    return ", ".join(f"{name} ({why})" for name, why in sorted(gaps))
 
 
 def _write_outputs(
@@ -337,14 +391,15 @@ def _write_outputs(
     return errors
 
 
-def _exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
+def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
+    """Return the exit code a finished audit ends with (see the epilog)."""
     ran = [r for r in report.runs if r.status != "skipped"]
     if not ran:
         return ExitCode.NO_DEVICE
-    if all(r.status == "failed" for r in ran):
+    # One failed set-up already means the report lacks a measurement CI relies on.
+    if any(r.status == "failed" for r in ran):
         return ExitCode.DRIVER_ERROR
-    mirrored = any(r.result is not None and r.result.verdict in ("mirror", "partial") for r in ran)
-    if fail_on_mirror and mirrored:
+    if fail_on_mirror and any(r.mirrors for r in ran):
         return ExitCode.REGRESSION
     return ExitCode.OK
 
@@ -405,9 +460,16 @@ def _exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
     metavar="KEY=VALUE",
     help="A custom remedy: rerun set-ups that mirrored with these variables (repeatable).",
 )
-@click.option("--fail-on-mirror", is_flag=True, help="Exit 1 when a set-up mirrors.")
-@_output_option("--json", "json_path", "Write the report as JSON (schema l0mem.audit/1).")
-@_output_option("--junit", "junit_path", "Write the report as JUnit XML (mirrors fail).")
+@click.option(
+    "--fail-on-mirror",
+    is_flag=True,
+    help="Exit 1 when a set-up mirrors (not counting CPU or integrated devices, whose device "
+    "memory is host memory).",
+)
+@_output_option("--json", "json_path", "Write the report as JSON (schema l0mem.audit/1.x).")
+@_output_option(
+    "--junit", "junit_path", "Write the report as JUnit XML (mirrors fail, failed set-ups error)."
+)
 @_output_option("--plot", "plot_path", "Plot host memory against device memory (.png or .svg).")
 def audit(
     setups: tuple[str, ...],
@@ -482,7 +544,10 @@ def audit(
         raise SystemExit(int(ExitCode.INTERRUPTED))
     if errors:
         raise SystemExit(int(ExitCode.BAD_INPUT))
-    code = _exit_code(report, fail_on_mirror)
+    code = exit_code(report, fail_on_mirror)
     if code == ExitCode.NO_DEVICE:
         notice("audit", "error: every set-up was skipped (reasons above)")
+    elif code == ExitCode.DRIVER_ERROR:
+        failed = [r.label for r in report.runs if r.status == "failed"]
+        notice("audit", f"error: set-up(s) failed: {', '.join(failed)} (reasons above)")
     raise SystemExit(int(code))

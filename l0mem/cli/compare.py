@@ -26,14 +26,16 @@ from l0mem.cli._common import ExitCode, fail
 _EPILOG = f"""\b
 Exit codes:
   {ExitCode.OK:<3d} no regression
-  {ExitCode.REGRESSION:<3d} a regression: a verdict got worse (clean -> partial -> mirror)
-      or a deciding slope rose by more than --slope-tolerance
+  {ExitCode.REGRESSION:<3d} a regression: a verdict got worse (clean -> partial -> mirror),
+      a deciding slope rose by more than --slope-tolerance, or (unless
+      --allow-unjudged) a run with a verdict in the baseline failed, is
+      inconclusive or is missing in the current report
   {ExitCode.USAGE:<3d} bad command-line usage
   {ExitCode.BAD_INPUT:<3d} a report is missing, unreadable or malformed (or --json
       cannot be written)
   {ExitCode.MISMATCH:<3d} the reports cannot be compared: no set-up run in common,
-      different schema major versions, or (with --fail-on-missing)
-      a run present in only one report
+      different schema major versions, one from the simulator and one
+      not, or (with --fail-on-missing) a run present in only one report
 """
 
 
@@ -114,7 +116,15 @@ def _fail(code: ExitCode, message: str) -> NoReturn:
     "--allow-new-setups/--fail-on-missing",
     default=True,
     show_default=True,
-    help="Whether a run present in only one report is merely listed, or fails (exit 5).",
+    help="Whether a run present in only one report is merely listed, or fails (exit 5). "
+    "A listed run that had a verdict in the baseline still counts as a regression unless "
+    "--allow-unjudged.",
+)
+@click.option(
+    "--allow-unjudged",
+    is_flag=True,
+    help="A run with a verdict in the baseline that failed, is inconclusive or is missing "
+    "in CURRENT is only listed, not a regression.",
 )
 @click.option(
     "--json",
@@ -128,16 +138,17 @@ def compare(
     current: Path,
     slope_tolerance: float,
     allow_new_setups: bool,
+    allow_unjudged: bool,
     json_path: Path | None,
 ) -> None:
     """Compare two audit reports (BASELINE, CURRENT) run by run and flag regressions."""
     try:
         before, after = load_pair(baseline, current)
+        comparison = compare_reports(before, after, slope_tolerance, allow_unjudged=allow_unjudged)
     except ReportMismatchError as exc:
         _fail(ExitCode.MISMATCH, str(exc))
     except ReportFormatError as exc:
         _fail(ExitCode.BAD_INPUT, str(exc))
-    comparison = compare_reports(before, after, slope_tolerance)
 
     if not comparison.changes:
         code, message = ExitCode.MISMATCH, "the reports have no set-up run in common"
@@ -146,6 +157,9 @@ def compare(
         code, message = ExitCode.REGRESSION, f"{n} regression(s)"
     elif (comparison.missing or comparison.new) and not allow_new_setups:
         code, message = ExitCode.MISMATCH, "some runs are present in only one report"
+    elif comparison.lost:
+        n = len(comparison.lost)
+        code, message = ExitCode.REGRESSION, f"{n} regression(s): judged run(s) missing"
     else:
         code, message = ExitCode.OK, "no regression"
 
@@ -169,7 +183,8 @@ def compare(
         if c.note:
             console.print(escape(f"{c.label}: {c.note}"), soft_wrap=True)
     for key in comparison.missing:
-        console.print(escape(f"only in baseline: {_label(key)}"), soft_wrap=True)
+        lost = " (REGRESSION: it had a verdict)" if key in comparison.lost else ""
+        console.print(escape(f"only in baseline: {_label(key)}") + lost, soft_wrap=True)
     for key in comparison.new:
         console.print(escape(f"only in current: {_label(key)}"), soft_wrap=True)
     if code in (ExitCode.OK, ExitCode.REGRESSION):

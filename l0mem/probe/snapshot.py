@@ -8,8 +8,9 @@ read here: the caller, which owns the Level Zero handles, passes it as
 ``extra``.
 
 ``Snapshot.unavailable`` maps a source name (``proc``, ``meminfo``, ``vmstat``,
-``cgroup``, ``drm``, ``sysman``) to why the whole source is missing, or a
-signal name to why that one signal is missing from a source that exists.
+``zoneinfo``, ``cgroup``, ``drm``, ``sysman``) to why the whole source is
+missing, or a signal name to why that one signal is missing from a source
+that exists. The audit records it per run (``SetupRun.unavailable``).
 """
 
 from __future__ import annotations

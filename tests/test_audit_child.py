@@ -1,0 +1,94 @@
+"""The audit child process: its libc declarations and how it handles signals per mode."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from l0mem.audit import child
+
+ROOT = Path(__file__).resolve().parent.parent
+PR_GET_PDEATHSIG = 2
+
+
+def test_prctl_is_declared_once_with_its_c_signature() -> None:
+    prctl = child._prctl()
+    assert prctl is not None
+    assert prctl.restype is ctypes.c_int
+    assert prctl.argtypes == [
+        ctypes.c_int,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
+    assert child._prctl() is prctl
+
+
+def test_the_child_asks_for_sigterm_when_its_parent_dies() -> None:
+    code = (
+        "import ctypes, signal\n"
+        "from l0mem.audit import child\n"
+        "child._die_with_parent()\n"
+        "sig = ctypes.c_int(-1)\n"
+        f"rc = child._prctl()({PR_GET_PDEATHSIG}, ctypes.addressof(sig), 0, 0, 0)\n"
+        "print(rc, sig.value)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", str(int(signal.SIGTERM))]
+
+
+def _child(mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", child.__name__, mode],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ZE_ENABLE_ALT_DRIVERS": "/nonexistent/libze_none.so"},
+    )
+
+
+def test_run_mode_says_ready_then_a_stop_signal_no_longer_kills_it() -> None:
+    proc = _child("run")
+    assert proc.stdout is not None and proc.stdin is not None
+    first = proc.stdout.readline()
+    assert '"event": "ready"' in first and f'"pid": {proc.pid}' in first
+    # Ready means handled: SIGTERM now asks it to stop instead of killing it.
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(input="", timeout=60)  # and then no spec at all
+    assert proc.returncode == 2, err
+    assert '"event": "end", "status": "failed", "reason": "bad set-up spec:' in out
+    assert "Traceback" not in err
+
+
+def test_discovery_modes_keep_the_default_signal_handling() -> None:
+    # Discovery holds no device memory: Ctrl-C must end it at once, not be swallowed.
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys\n"
+            "from l0mem.audit import child\n"
+            "child.discover_l0 = lambda: print(signal.getsignal(signal.SIGINT) is "
+            "signal.default_int_handler, signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "
+            "file=sys.stderr) or {}\n"
+            "sys.exit(child.main(['discover-l0']))\n",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert err.split() == ["True", "True"]
+    assert '"event": "inventory"' in out
