@@ -123,13 +123,19 @@ def _owner(buf: object) -> object:
 
 
 def check_launch_args(
-    kernel: str, args: Sequence[object], backend: object | None = None
+    kernel: str,
+    args: Sequence[object],
+    backend: object | None = None,
+    *,
+    device: int | None = None,
 ) -> KernelInfo:
     """Return ``kernel``'s KernelInfo after checking ``args`` against its layout; KernelArgumentError if not.
 
     Buffers must not be ints and must carry ``nbytes`` and ``device``; a buffer
     that names its backend (a ``backend`` attribute) must name ``backend`` when
-    one is given. Scalars must be ints (not bools) in the u64 range.
+    one is given, and lie on ``device`` when one is given. Scalars must be ints
+    (not bools) in the u64 range. With an element count ``n`` among the scalars,
+    every buffer must hold ``n`` elements: the kernels touch ``[0, n)``.
     """
     info = KERNELS.get(kernel)
     if info is None:
@@ -148,11 +154,23 @@ def check_launch_args(
             owner = _owner(value)
             if backend is not None and owner is not None and owner is not backend:
                 raise KernelArgumentError(f"{where} belongs to another backend")
+            on = getattr(value, "device", None)
+            if device is not None and on != device:
+                raise KernelArgumentError(f"{where} is on device {on}, the launch on device {device}")
         else:
             if not _is_int(value):
                 raise KernelArgumentError(f"{where} must be an int, got {type(value).__name__}")
             if not 0 <= value <= _U64_MAX:  # type: ignore[operator]
                 raise KernelArgumentError(f"{where} must be in 0..2**64-1, got {value}")
+    n = next((v for spec, v in zip(info.args, args, strict=True) if spec.name == "n"), None)
+    if isinstance(n, int):
+        for spec, value in zip(info.args, args, strict=True):
+            size = getattr(value, "nbytes", None) if spec.kind == "buffer" else None
+            if isinstance(size, int) and size < n * spec.elem_size:
+                raise KernelArgumentError(
+                    f"{kernel} argument '{spec.name}' holds {size} bytes, "
+                    f"{n} elements need {n * spec.elem_size}"
+                )
     return info
 
 
@@ -173,13 +191,6 @@ def launch_elementwise(
     if len(buffers) != len(buffer_args):
         raise KernelArgumentError(f"{kernel} takes {len(buffer_args)} buffers, got {len(buffers)}")
     check_launch_args(kernel, [*buffers, n], backend)
-    for arg, buf in zip(buffer_args, buffers, strict=True):
-        need = n * arg.elem_size
-        if buf.nbytes < need:
-            raise KernelArgumentError(
-                f"{kernel}: buffer '{arg.name}' holds {buf.nbytes} bytes, "
-                f"{n} elements need {need}"
-            )
     devices = {buf.device for buf in buffers}
     if len(devices) != 1:
         raise KernelArgumentError(

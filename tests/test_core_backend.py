@@ -206,7 +206,7 @@ def test_launch_checks_arguments_against_the_kernel_layout(backend, clean):
         launch("l0mem_f32_add", 0, [src, acc, True], n)
     with pytest.raises(ValueError, match="'n' must be an int, got L0Buffer"):
         launch("l0mem_f32_add", 0, [src, acc, acc], n)
-    with pytest.raises(ValueError, match="'src' must be a buffer"):
+    with pytest.raises(ValueError, match="'src' must be a device buffer"):
         launch("l0mem_f32_add", 0, [n, acc, n], n)
     with pytest.raises(ValueError, match="2\\*\\*64"):
         launch("l0mem_f32_add", 0, [src, acc, -1], n)
@@ -220,7 +220,7 @@ def test_launch_checks_arguments_against_the_kernel_layout(backend, clean):
         launch("l0mem_f32_add", 0, [src, acc, n], True)
     with LevelZeroBackend(backend.devices) as foreign:
         theirs = foreign.allocate(0, 4 * n)
-        with pytest.raises(ValueError, match="another Level Zero backend"):
+        with pytest.raises(ValueError, match="'src' belongs to another backend"):
             launch("l0mem_f32_add", 0, [theirs, acc, n], n)
         with pytest.raises(ValueError, match="another Level Zero backend"):
             backend.fill(theirs, b"\0")

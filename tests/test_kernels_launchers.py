@@ -83,11 +83,11 @@ def test_launchers_pass_buffers_count_and_dependencies(fn, kernel, sizes) -> Non
 def test_exact_sizes_are_enough_and_one_short_is_not() -> None:
     rec = _Recorder()
     kernels.compress_bf16(rec, _Buf(40), _Buf(20), 10)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="buffer 'dst' holds 19 bytes, 10 elements need 20"):
+    with pytest.raises(ValueError, match="argument 'dst' holds 19 bytes, 10 elements need 20"):
         kernels.compress_bf16(rec, _Buf(40), _Buf(19), 10)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="buffer 'acc' holds 39 bytes"):
+    with pytest.raises(ValueError, match="argument 'acc' holds 39 bytes"):
         kernels.decompress_add_bf16(rec, _Buf(20), _Buf(39), 10)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="buffer 'src' holds 39 bytes"):
+    with pytest.raises(ValueError, match="argument 'src' holds 39 bytes"):
         kernels.add_f32(rec, _Buf(39), _Buf(40), 10)  # type: ignore[arg-type]
     assert len(rec.launches) == 1
 
@@ -160,8 +160,13 @@ def test_launch_arguments_are_checked_against_the_kernel_table() -> None:
     for args, message in bad:
         with pytest.raises(kernels.KernelArgumentError, match=message):
             kernels.check_launch_args("l0mem_f32_add", args, rec)
-    info = kernels.check_launch_args("l0mem_f32_add", [a, _OwnedBuf(40, backend=rec), (1 << 64) - 1], rec)
+    info = kernels.check_launch_args("l0mem_f32_add", [a, _OwnedBuf(40, backend=rec), 10], rec)
     assert info is kernels.KERNELS["l0mem_f32_add"]
+    # The largest count is a valid scalar, but 40-byte buffers cannot hold it.
+    with pytest.raises(kernels.KernelArgumentError, match="'src' holds 40 bytes"):
+        kernels.check_launch_args("l0mem_f32_add", [a, b, (1 << 64) - 1], rec)
+    with pytest.raises(kernels.KernelArgumentError, match="'acc' is on device 1, the launch on device 0"):
+        kernels.check_launch_args("l0mem_f32_add", [a, _Buf(40, device=1), 10], rec, device=0)
     with pytest.raises(kernels.KernelArgumentError, match="unknown kernel"):
         kernels.check_launch_args("l0mem_mul", [a, b, 1], rec)
 

@@ -452,45 +452,20 @@ class LevelZeroBackend:
         self, kernel: str, device: int, args: Sequence[DeviceBuffer | int]
     ) -> list[Any]:
         """Return ``args`` as C values after checking them against ``kernel``'s layout."""
-        from l0mem.kernels import KERNELS
+        from l0mem.kernels import check_launch_args
 
-        info = KERNELS.get(kernel)
-        if info is None:
-            raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
-        if len(args) != len(info.args):
-            raise ValueError(f"{kernel} takes {len(info.args)} arguments, got {len(args)}")
+        info = check_launch_args(kernel, args, self, device=device)
         values: list[Any] = []
-        scalars: dict[str, int] = {}
         for spec, value in zip(info.args, args, strict=True):
-            where = f"{kernel} argument '{spec.name}'"
             if spec.kind == "buffer":
                 if not isinstance(value, L0Buffer):
                     raise ValueError(
-                        f"{where} must be a buffer of this Level Zero backend, "
-                        f"got {type(value).__name__}"
+                        f"{kernel} argument '{spec.name}' must be a buffer of this Level Zero "
+                        f"backend, got {type(value).__name__}"
                     )
-                buf = self._buffer(value, where)
-                if buf.device != device:
-                    raise ValueError(
-                        f"{where} is on device {buf.device}, the launch on device {device}"
-                    )
-                values.append(ctypes.c_void_p(buf.address))
+                values.append(ctypes.c_void_p(self._buffer(value, spec.name).address))
             else:
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise ValueError(f"{where} must be an int, got {type(value).__name__}")
-                if not 0 <= value <= _UINT64_MAX:
-                    raise ValueError(f"{where} must be from 0 to 2**64 - 1, got {value}")
-                scalars[spec.name] = value
-                values.append(ctypes.c_uint64(value))
-        n = scalars.get("n")
-        if n is not None:
-            # The kernels touch elements [0, n): a short buffer would be written past its end.
-            for spec, value in zip(info.args, args, strict=True):
-                if isinstance(value, L0Buffer) and value.nbytes < n * spec.elem_size:
-                    raise ValueError(
-                        f"{kernel} argument '{spec.name}' holds {value.nbytes} bytes, "
-                        f"{n} elements need {n * spec.elem_size}"
-                    )
+                values.append(ctypes.c_uint64(int(value)))  # type: ignore[arg-type]
         return values
 
     def synchronize(self, device: int | None = None) -> None:

@@ -596,7 +596,7 @@ class SyclBackend:
     ) -> SyclEvent:
         """Run one of l0mem's kernels over ``global_size`` work-items; return its event."""
         i = self._index(device)
-        info = check_launch_args(kernel, args, self)
+        info = check_launch_args(kernel, args, self, device=i)
         if isinstance(global_size, bool) or not isinstance(global_size, int) or global_size < 0:
             raise KernelArgumentError(f"global size must be an int >= 0, got {global_size!r}")
         kargs: list[object] = []
@@ -607,12 +607,7 @@ class SyclBackend:
                     raise KernelArgumentError(
                         f"{where} belongs to another backend ({type(value).__name__})"
                     )
-                buf = self._buffer(value, where)
-                if buf.device != i:
-                    raise KernelArgumentError(
-                        f"{where} is on device {buf.device}, the launch on device {i}"
-                    )
-                kargs.append(buf.memory())
+                kargs.append(self._buffer(value, where).memory())
             else:
                 kargs.append(ctypes.c_uint64(value))  # type: ignore[arg-type]
         if global_size == 0:
