@@ -203,6 +203,9 @@ def test_config_file_with_environment_override(tmp_path: Path) -> None:
         ({"peers": "0>5"}, "peers=0>5"),
         ({"mirror_ratio": "-1"}, "mirror_ratio=-1"),
         ({"defer_backing_mirror": "2"}, "defer_backing_mirror=2"),
+        ({"subdevices": "1"}, "subdevices=1: expected 0 or 2..8"),
+        ({"subdevices": "9"}, "subdevices=9"),
+        ({"subdevices": "4", "device_memory": "3"}, "subdevices=4: more sub-devices than bytes"),
     ],
 )
 def test_bad_config_fails_zeinit_with_one_line(config: dict[str, str], needle: str) -> None:
@@ -1379,3 +1382,289 @@ def test_sim_env_passes_driver_variables_only_when_asked(monkeypatch: pytest.Mon
     assert "NEOReadDebugKeys" not in env
     with pytest.raises(ValueError, match="ZESIM_DEVICES"):
         sim_env({"ZESIM_DEVICES": "2"})
+
+
+# ------------------------------------------------------------ sub-devices
+
+SUBDEVICE_TOPOLOGY = """
+def props(d):
+    p = ze.device_properties(d)
+    return {"flags": p.flags, "id": p.subdeviceId, "uuid": bytes(p.uuid).hex(), "name": p.name.decode(),
+            "maxalloc": p.maxMemAllocSize, "total": ze.memory_total(d)}
+def pci(d):
+    p = zr.PciExtProperties(stype=zr.ST_PCI_EXT_PROPERTIES)
+    ze.check("pci", ze.lib.zeDevicePciGetPropertiesExt(d, byref(p)))
+    return p.address.bus
+def peer(a, b):
+    v = c_uint32(0)
+    ze.check("peer", ze.lib.zeDeviceCanAccessPeer(a, b, byref(v)))
+    return v.value & 0xff
+subs = [ze.sub_devices(d) for d in devs]
+# A short array gets the first handles; a long one gets them all and the true count.
+n = c_uint32(2)
+short = (c_void_p * 2)()
+ze.check("short", ze.lib.zeDeviceGetSubDevices(devs[0], byref(n), short))
+n_long = c_uint32(5)
+long_ = (c_void_p * 5)()
+ze.check("long", ze.lib.zeDeviceGetSubDevices(devs[0], byref(n_long), long_))
+zp = zr.ZesDeviceProperties(stype=zr.ZES_ST_DEVICE_PROPERTIES)
+ze.check("zes", ze.lib.zesDeviceGetProperties(subs[1][2], byref(zp)))
+out(
+    roots=[props(d) for d in devs],
+    subs=[[props(s) for s in row] for row in subs],
+    handles=[[s.value for s in row] for row in subs],
+    root_handles=[d.value for d in devs],
+    again=[s.value for s in ze.sub_devices(devs[0])],
+    short=[n.value, list(short)], long=[n_long.value, list(long_)[:3]],
+    nested=[len(ze.sub_devices(s)) for row in subs for s in row],
+    bus=[[pci(s) for s in row] for row in subs],
+    same_card=[peer(subs[0][0], subs[0][1]), peer(subs[0][2], subs[0][0]), peer(subs[0][1], devs[0])],
+    cross=[peer(subs[0][0], subs[1][0]), peer(subs[1][0], subs[0][0]), peer(subs[0][1], devs[1])],
+    zes=[zp.numSubdevices, zp.core.flags, zp.core.name.decode()],
+)
+"""
+
+
+def test_subdevices_are_reported_with_their_own_handles_and_properties() -> None:
+    # 3 GiB + 2 bytes does not split evenly in 3: the first tiles take the leftover bytes.
+    total = 3 * (1 << 30) + 2
+    r = run(SUBDEVICE_TOPOLOGY, subdevices=3, device_memory=str(total), peers="0>1")
+    shares = [(1 << 30) + 1, (1 << 30) + 1, 1 << 30]
+    flag = zeraw.DEVICE_PROPERTY_FLAG_SUBDEVICE
+    for i, (root, row) in enumerate(zip(r["roots"], r["subs"], strict=True)):
+        assert not root["flags"] & flag
+        assert root["total"] == root["maxalloc"] == total
+        assert [s["id"] for s in row] == [0, 1, 2]
+        assert all(s["flags"] & flag for s in row)
+        assert [s["total"] for s in row] == shares
+        assert sum(s["total"] for s in row) == root["total"]
+        assert [s["maxalloc"] for s in row] == shares
+        # Tiles carry their card's name, as Intel's driver does; the UUID tells them apart.
+        assert {s["name"] for s in row} == {root["name"]} == {f"l0mem simulated GPU {i}"}
+    uuids = [d["uuid"] for d in r["roots"]] + [s["uuid"] for row in r["subs"] for s in row]
+    assert len(set(uuids)) == 8
+    handles = r["root_handles"] + [h for row in r["handles"] for h in row]
+    assert len(set(handles)) == 8
+    assert r["again"] == r["handles"][0]  # the same handles in the same order on every call
+    assert r["short"] == [2, r["handles"][0][:2]]
+    assert r["long"] == [3, r["handles"][0]]
+    assert r["nested"] == [0] * 6  # one level of tiles
+    assert r["bus"] == [[0x10] * 3, [0x11] * 3]  # a tile sits on its card's PCI address
+    # Spec: sub-devices of one parent can always access each other (and their root);
+    # across cards the peers matrix decides, here 0>1 only.
+    assert r["same_card"] == [1, 1, 1]
+    assert r["cross"] == [1, 0, 1]
+    # Sysman answers for the whole card, even through a tile's handle.
+    assert r["zes"] == [3, r["roots"][1]["flags"], "l0mem simulated GPU 1"]
+
+
+def test_subdevices_default_to_none_and_ignore_mask_entries_for_them() -> None:
+    r = run(
+        """
+        zp = zr.ZesDeviceProperties(stype=zr.ZES_ST_DEVICE_PROPERTIES)
+        ze.check("zes", ze.lib.zesDeviceGetProperties(devs[0], byref(zp)))
+        mods = ze.sysman_memory(devs[0])
+        out(subs=[len(ze.sub_devices(d)) for d in devs], zes=zp.numSubdevices,
+            mods=[[m.onSubdevice, m.physicalSize] for m, _ in mods], n=len(devs))
+        """,
+        {"ZE_AFFINITY_MASK": "0.1,1"},
+    )
+    assert r["subs"] == [0]
+    assert r["zes"] == 0
+    assert r["mods"] == [[0, 8 << 30]]
+    assert r["n"] == 1
+    assert "ignored 0.1:" in r["_stderr"] and "has no sub-devices" in r["_stderr"]
+    masked = run(
+        "out(n=len(devs), subs=len(ze.sub_devices(devs[0])))",
+        {"ZE_AFFINITY_MASK": "0.1,1"},
+        subdevices=2,
+    )
+    # Selecting tiles by mask is not modelled: the entry is ignored, and says so.
+    assert masked["n"] == 1 and masked["subs"] == 2
+    assert "ignored 0.1:" in masked["_stderr"]
+    assert "does not select sub-devices by mask" in masked["_stderr"]
+
+
+SUBDEVICE_MEMORY = """
+subs = ze.sub_devices(devs[0])
+ctx = ze.context()
+def used():
+    return [sim.device_used(0), sim.subdevice_used(0, 0), sim.subdevice_used(0, 1), sim.device_used(1)]
+def sysman(d):
+    return [[m.onSubdevice, m.subdeviceId, m.physicalSize, s.size, s.free] for m, s in ze.sysman_memory(d)]
+steps = {}
+a = ze.alloc_device(ctx, subs[0], 20 * MIB)
+steps["sub0"] = used()
+steps["sub0_too_big"] = ze.alloc_device_rc(ctx, subs[0], 12 * MIB + 1)[0]
+b = ze.alloc_device(ctx, subs[0], 12 * MIB)
+steps["sub0_full"] = used()
+# A root allocation is spread evenly over the tiles: tile 0 has no room for its half.
+steps["root_no_room"] = ze.alloc_device_rc(ctx, devs[0], 2 * MIB)[0]
+c = ze.alloc_device(ctx, subs[1], 20 * MIB)
+ze.free(ctx, a)
+steps["after_free"] = used()
+d = ze.alloc_device(ctx, devs[0], 20 * MIB + 3)
+steps["root"] = used()
+steps["sysman_root"] = sysman(devs[0])
+steps["sysman_via_tile"] = sysman(subs[1])
+owners = [ze.alloc_properties(ctx, p)[1].value for p in (b, c, d)]
+steps["owners"] = [o == h.value for o, h in zip(owners, [subs[0], subs[1], devs[0]])]
+# The root's capacity is the sum of its tiles': 12 + 20 + 20 MiB + 3 bytes live, 12 MiB - 3 left.
+steps["root_over"] = ze.alloc_device_rc(ctx, devs[0], 12 * MIB)[0]
+for p in (b, c, d):
+    ze.free(ctx, p)
+steps["freed"] = used()
+# Destroying a context frees its allocations on tiles too.
+ctx2 = ze.context([subs[1]])
+ze.alloc_device(ctx2, subs[1], 5 * MIB)
+steps["ctx2"] = used()
+ze.check("destroy", ze.lib.zeContextDestroy(ctx2))
+steps["ctx2_gone"] = used()
+# The fail_oom_after budget is per card: tile allocations count against their root's.
+sim.set("fail_oom_after", "6M")
+steps["budget"] = [ze.alloc_device_rc(ctx, subs[0], 4 * MIB)[0], ze.alloc_device_rc(ctx, subs[1], 4 * MIB)[0],
+                   ze.alloc_device_rc(ctx, devs[1], 4 * MIB)[0]]
+try:
+    sim.set("subdevices", 4)
+    steps["runtime_set"] = "accepted"
+except ValueError:
+    steps["runtime_set"] = "rejected"
+out(**steps)
+"""
+
+
+def test_subdevice_memory_is_split_and_counted_on_tile_and_root() -> None:
+    r = run("MIB = 1 << 20\n" + SUBDEVICE_MEMORY, subdevices=2, device_memory="64M")
+    ok, oom = zeraw.SUCCESS, zeraw.OUT_OF_DEVICE_MEMORY
+    half = 32 * MIB
+    # [root 0, tile 0, tile 1, root 1]
+    assert r["sub0"] == [20 * MIB, 20 * MIB, 0, 0]
+    assert r["sub0_too_big"] == oom
+    assert r["sub0_full"] == [32 * MIB, 32 * MIB, 0, 0]
+    assert r["root_no_room"] == oom
+    assert r["after_free"] == [32 * MIB, 12 * MIB, 20 * MIB, 0]
+    # 20 MiB + 3 bytes over two tiles: tile 0 takes the odd byte.
+    assert r["root"] == [52 * MIB + 3, 22 * MIB + 2, 30 * MIB + 1, 0]
+    tiles = [[1, 0, half, half, half - (22 * MIB + 2)], [1, 1, half, half, half - (30 * MIB + 1)]]
+    assert r["sysman_root"] == tiles  # one module per tile, as on multi-tile cards
+    assert r["sysman_via_tile"] == tiles
+    assert r["owners"] == [True, True, True]
+    assert r["root_over"] == oom
+    assert r["freed"] == [0, 0, 0, 0]
+    assert r["ctx2"] == [5 * MIB, 0, 5 * MIB, 0]
+    assert r["ctx2_gone"] == [0, 0, 0, 0]
+    assert r["budget"] == [ok, oom, ok]
+    assert r["runtime_set"] == "rejected"
+    assert "subdevices cannot change after zeInit" in r["_stderr"]
+
+
+def test_contexts_queues_and_data_on_subdevices() -> None:
+    r = run(
+        """
+        import numpy as np
+        s0, s1 = ze.sub_devices(devs[0])
+        t0, _ = ze.sub_devices(devs[1])
+        # A context over root 0 may use its tiles (spec: "the device, or its sub-devices").
+        ctx = ze.context([devs[0]])
+        rc_tile = ze.alloc_device_rc(ctx, s1, 4096)[0]
+        rc_other_card = ze.alloc_device_rc(ctx, t0, 4096)[0]
+        # A context over one tile may use that tile only, not its sibling or its root.
+        only = ze.context([s0])
+        rc_only = [ze.alloc_device_rc(only, d, 4096)[0] for d in (s0, s1, devs[0])]
+        resident_sibling = ze.call("zeContextMakeMemoryResident", only, s1,
+                                   c_void_p(ze.alloc_device(only, s0, 4096)), c_size_t(4096))
+
+        full = ze.context()
+        size = (1 << 20) + 5
+        data = os.urandom(size)
+        h_in, h_out = ze.alloc_host(full, size), ze.alloc_host(full, size)
+        a, b, c = (ze.alloc_device(full, d, size) for d in (s0, s1, t0))
+        zr.write(h_in, data)
+        cl = ze.immediate_list(full, s1)
+        ze.copy(cl, a, h_in, size)
+        ze.copy(cl, b, a, size)
+        ze.copy(cl, c, b, size)
+        ze.copy(cl, h_out, c, size)
+        ze.fill(cl, b, bytes([0x5A, 0xA5]), 4096)
+        filled = zr.read(b, 4096)
+
+        # A regular list runs only on a queue of its own tile.
+        reg = ze.regular_list(full, s0)
+        ze.copy(reg, h_out, a, 64)
+        ze.check("close", ze.lib.zeCommandListClose(reg))
+        lists = (c_void_p * 1)(reg.value)
+        wrong_queue = ze.call("zeCommandQueueExecuteCommandLists", ze.queue(full, s1), 1, lists, None)
+        right_queue = ze.call("zeCommandQueueExecuteCommandLists", ze.queue(full, s0), 1, lists, None)
+
+        # A kernel built for a tile adds arrays held on both tiles of the card.
+        n = 1000
+        x = np.arange(n, dtype=np.float32)
+        y = np.full(n, 0.5, dtype=np.float32)
+        px, py = ze.alloc_device(full, s0, x.nbytes), ze.alloc_device(full, s1, y.nbytes)
+        zr.write(px, x.tobytes()); zr.write(py, y.tobytes())
+        rc, mod, _ = ze.module_rc(full, s1, zr.spirv_module({"l0mem_f32_add": 3}))
+        ze.check("module", rc)
+        rc, k = ze.kernel_rc(mod, "l0mem_f32_add")
+        ze.check("kernel", rc)
+        ze.check("group", ze.lib.zeKernelSetGroupSize(k, 100, 1, 1))
+        ze.set_arg(k, 0, px); ze.set_arg(k, 1, py); ze.set_arg(k, 2, n)
+        ze.check("launch", ze.launch_rc(cl, k, (10, 1, 1)))
+        summed = np.frombuffer(zr.read(py, y.nbytes), dtype=np.float32)
+        out(
+            rc_tile=rc_tile, rc_other_card=rc_other_card, rc_only=rc_only,
+            resident_sibling=resident_sibling,
+            same=zr.read(h_out, size) == data, filled=filled == bytes([0x5A, 0xA5]) * 2048,
+            # Ground truth counts bytes by card: tile-to-tile copies stay on card 0.
+            moved=[sim.bytes_moved(-1, 0), sim.bytes_moved(0, 0), sim.bytes_moved(0, 1),
+                   sim.bytes_moved(1, -1), sim.bytes_moved(0, -1)],
+            queues=[wrong_queue, right_queue],
+            summed=bool(np.array_equal(summed, x + y)), launches=sim.kernel_launches(),
+        )
+        """,
+        subdevices=2,
+        device_memory="256M",
+    )
+    ok, bad = zeraw.SUCCESS, zeraw.INVALID_ARGUMENT
+    assert r["rc_tile"] == ok and r["rc_other_card"] == bad
+    assert r["rc_only"] == [ok, bad, bad]
+    assert r["resident_sibling"] == bad  # the sibling is not a device of that context
+    assert r["same"] and r["filled"]
+    size = (1 << 20) + 5
+    assert r["moved"] == [size, size, size, size, 64]
+    assert r["queues"] == [bad, ok]
+    assert r["summed"] and r["launches"] == 1
+
+
+@pytest.mark.parametrize(
+    ("peers", "expected_mib"),
+    [("all", [0, 0, 1, 1, 1, 0]), ("none", [0, 0, 0, 0, 0, 0])],
+)
+def test_peer_resident_mirror_needs_another_card(peers: str, expected_mib: list[int]) -> None:
+    # Residency on a sibling tile or on the own root shares the card's memory: no mirror.
+    # Residency on another card's tile mirrors, if that card can access the owner's memory.
+    r = run(
+        """
+        s0, s1 = ze.sub_devices(devs[0])
+        t0, t1 = ze.sub_devices(devs[1])
+        ctx = ze.context()
+        p = ze.alloc_device(ctx, s0, 1 << 20)
+        seen = []
+        for dev in (s1, devs[0], t1):
+            ze.make_resident(ctx, dev, p, 1 << 20)
+            ze.make_resident(ctx, dev, p, 1 << 20)
+            seen.append(sim.mirror_bytes() >> 20)
+        ze.make_resident(ctx, t0, p, 1 << 20)
+        seen.append(sim.mirror_bytes() >> 20)
+        ze.evict(ctx, t1, p, 1 << 20)
+        seen.append(sim.mirror_bytes() >> 20)
+        ze.evict(ctx, t0, p, 1 << 20)
+        seen.append(sim.mirror_bytes() >> 20)
+        out(seen=seen)
+        """,
+        subdevices=2,
+        mirror="peer-resident",
+        peers=peers,
+    )
+    # Resident on s1, root 0, t1 (twice each), then t0; evicted from t1, then t0. The mirror
+    # stays while any tile of the accessing card holds the allocation and goes with the last.
+    assert r["seen"] == expected_mib

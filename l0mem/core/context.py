@@ -82,7 +82,11 @@ class Context:
     def _member(self, device: Device) -> Device:
         if self.closed:
             raise ValueError("the context is closed")
-        if device not in self._devices:
+        # A context over a device also serves that device's sub-devices (Level Zero spec).
+        root: Device | None = device
+        while root is not None and root not in self._devices:
+            root = root.parent
+        if root is None:
             raise ValueError(f"{device!r} is not a device of this context")
         return device
 

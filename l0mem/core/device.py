@@ -392,6 +392,8 @@ class Device:
 
     def __repr__(self) -> str:
         """Return a short description for debugging."""
+        if self.parent is not None:
+            return f"<Device {self.parent.index}.{self.index}: {self.name} (sub-device)>"
         return f"<Device {self.index}: {self.name}>"
 
 

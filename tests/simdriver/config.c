@@ -19,7 +19,7 @@ static const char *const sim_keys[] = {
     "devices",        "device_memory", "peers",          "mirror",
     "mirror_ratio",   "mirror_release", "sysman",        "dmabuf",
     "driver_version", "fail_oom_after", "fail_alloc_at", "device_lost_at",
-    "defer_backing_mirror",
+    "defer_backing_mirror", "subdevices",
 };
 #define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
 
@@ -188,7 +188,27 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
                      value);
             return -1;
         }
+        if (u < c->subdevices) {
+            snprintf(err, errlen, "device_memory=%s: less than one byte per sub-device", value);
+            return -1;
+        }
         c->device_memory = u;
+    } else if (!strcmp(key, "subdevices")) {
+        if (runtime) {
+            snprintf(err, errlen, "subdevices cannot change after zeInit");
+            return -1;
+        }
+        /* Intel's driver never reports a single sub-device: a one-tile card has none. */
+        if (parse_u64(value, &u) || u == 1 || u > SIM_MAX_SUBDEVICES) {
+            snprintf(err, errlen, "subdevices=%s: expected 0 or 2..%d", value, SIM_MAX_SUBDEVICES);
+            return -1;
+        }
+        if (u > c->device_memory) {
+            snprintf(err, errlen, "subdevices=%s: more sub-devices than bytes of device_memory",
+                     value);
+            return -1;
+        }
+        c->subdevices = (uint32_t)u;
     } else if (!strcmp(key, "peers")) {
         if (parse_peers(value, c->devices, c->peers)) {
             snprintf(err, errlen, "peers=%s: expected all, none or a list like 0>1,1>0", value);
@@ -366,7 +386,10 @@ int sim_config_load(void)
         if (raw_put(&raw, key, eq + 1, where, err, sizeof(err)))
             goto out;
     }
-    /* Key order puts devices before peers, so peers are checked against the final count. */
+    /*
+     * Key order puts devices before peers and device_memory before subdevices, so each
+     * is checked against the final value of the other.
+     */
     for (size_t i = 0; i < SIM_NKEYS; i++) {
         char sub[300];
         if (raw.value[i] && apply_key(&c, sim_keys[i], raw.value[i], 0, sub, sizeof(sub))) {

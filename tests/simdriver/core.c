@@ -118,7 +118,10 @@ ze_result_t ZE_APICALL sim_zeInit(ze_init_flags_t flags)
                 sim_devices[i].index = i;
                 sim_devices[i].memmod.magic = MAGIC_MEMMOD;
                 sim_devices[i].memmod.device = i;
+                sim_devices[i].memmod.sub = -1;
+                sim_devices[i].sub = -1;
             }
+            sim_subdevices_init();
             sim_drv_env_load();
             const char *sysman = getenv("ZES_ENABLE_SYSMAN");
             sim_sysman_enabled = sysman && !strcmp(sysman, "1");
@@ -159,11 +162,13 @@ ze_result_t ZE_APICALL sim_zeDriverGetApiVersion(ze_driver_handle_t h, ze_api_ve
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 
-static void sim_uuid(uint8_t out[16], const char *tag, uint32_t index)
+/* sub is -1 for the driver or a root device: byte 13 stays 0, so tiles get UUIDs of their own. */
+static void sim_uuid(uint8_t out[16], const char *tag, uint32_t index, int sub)
 {
     memset(out, 0, 16);
     snprintf((char *)out, 12, "%s", tag);
     out[12] = (uint8_t)index;
+    out[13] = (uint8_t)(sub + 1);
     out[15] = 0x5a;
 }
 
@@ -174,7 +179,7 @@ ze_result_t ZE_APICALL sim_zeDriverGetProperties(ze_driver_handle_t h, ze_driver
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_DRIVER);
     SIM_NOTNULL(p);
-    sim_uuid(p->uuid.id, "l0mem-zesim", 0);
+    sim_uuid(p->uuid.id, "l0mem-zesim", 0, -1);
     p->driverVersion = sim_cfg.driver_version;
     return sim_leave(ZE_RESULT_SUCCESS);
 }
@@ -266,13 +271,21 @@ ze_result_t ZE_APICALL sim_zeDeviceGet(ze_driver_handle_t h, uint32_t *pCount,
 ze_result_t ZE_APICALL sim_zeDeviceGetSubDevices(ze_device_handle_t h, uint32_t *pCount,
                                                  ze_device_handle_t *ph)
 {
-    (void)ph;
     ze_result_t r = sim_enter();
     if (r)
         return sim_leave(r);
     SIM_CHECK_DEVICE(h);
     SIM_NOTNULL(pCount);
-    *pCount = 0;
+    /* One level of tiles, as on Intel's multi-tile GPUs: a sub-device has none. */
+    uint32_t total = dev_of(h)->sub < 0 ? sim_cfg.subdevices : 0;
+    if (*pCount == 0 || ph == NULL) {
+        *pCount = total;
+        return sim_leave(ZE_RESULT_SUCCESS);
+    }
+    uint32_t n = *pCount < total ? *pCount : total;
+    for (uint32_t k = 0; k < n; k++)
+        ph[k] = (ze_device_handle_t)&sim_subdevices[dev_of(h)->index][k];
+    *pCount = n;
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 
@@ -287,22 +300,26 @@ void sim_fill_device_properties(const sim_device_t *d, ze_device_properties_t *p
     p->vendorId = 0x8086;
     p->deviceId = 0x5a51;
     p->flags = ZE_DEVICE_PROPERTY_FLAG_ONDEMANDPAGING;
-    p->subdeviceId = 0;
+    if (d->sub >= 0)
+        p->flags |= ZE_DEVICE_PROPERTY_FLAG_SUBDEVICE;
+    p->subdeviceId = d->sub >= 0 ? (uint32_t)d->sub : 0;
     p->coreClockRate = 2400;
-    p->maxMemAllocSize = sim_cfg.device_memory;
+    p->maxMemAllocSize = sim_device_capacity(d);
     p->maxHardwareContexts = 64;
     p->maxCommandQueuePriority = 0;
     p->numThreadsPerEU = 8;
     p->physicalEUSimdWidth = 8;
     p->numEUsPerSubslice = 8;
     p->numSubslicesPerSlice = 4;
-    p->numSlices = 1;
+    /* A root device is the sum of its tiles. */
+    p->numSlices = d->sub < 0 && sim_cfg.subdevices ? sim_cfg.subdevices : 1;
     /* Spec: nanoseconds per tick for the 1.0 stype, ticks per second for the 1.2 stype. */
     p->timerResolution =
         stype == ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES_1_2 ? SIM_TIMER_HZ : 1000000000ull / SIM_TIMER_HZ;
     p->timestampValidBits = SIM_GLOBAL_TS_BITS;
     p->kernelTimestampValidBits = SIM_KERNEL_TS_BITS;
-    sim_uuid(p->uuid.id, "l0mem-dev", d->index);
+    sim_uuid(p->uuid.id, "l0mem-dev", d->index, d->sub);
+    /* Intel's driver gives tiles their card's name; the UUID and subdeviceId tell them apart. */
     snprintf(p->name, ZE_MAX_DEVICE_NAME, "l0mem simulated GPU %u", d->index);
 }
 
@@ -386,7 +403,7 @@ ze_result_t ZE_APICALL sim_zeDeviceGetMemoryProperties(ze_device_handle_t h, uin
     p[0].flags = 0;
     p[0].maxClockRate = 2000;
     p[0].maxBusWidth = 256;
-    p[0].totalSize = sim_cfg.device_memory;
+    p[0].totalSize = sim_device_capacity(dev_of(h));
     snprintf(p[0].name, ZE_MAX_DEVICE_NAME, "simulated VRAM");
     *pCount = 1;
     return sim_leave(ZE_RESULT_SUCCESS);
@@ -542,21 +559,28 @@ ze_result_t ZE_APICALL sim_zeContextCreateEx(ze_driver_handle_t h, const ze_cont
     SIM_NOTNULL(desc);
     SIM_NOTNULL(ph);
     uint32_t mask = 0;
+    uint8_t sub_mask[SIM_MAX_DEVICES] = {0};
     if (numDevices == 0) {
         for (uint32_t i = 0; i < sim_cfg.devices; i++)
             if (sim_devices[i].visible)
                 mask |= 1u << i;
     } else {
         SIM_NOTNULL(phDevices);
+        /* Spec: a context can use the devices it was given and their sub-devices, not their roots. */
         for (uint32_t i = 0; i < numDevices; i++) {
             SIM_CHECK_DEVICE(phDevices[i]);
-            mask |= 1u << dev_of(phDevices[i])->index;
+            const sim_device_t *d = dev_of(phDevices[i]);
+            if (d->sub < 0)
+                mask |= 1u << d->index;
+            else
+                sub_mask[d->index] |= (uint8_t)(1u << d->sub);
         }
     }
     sim_context_t *c = sim_obj_new(MAGIC_CONTEXT, sizeof(*c));
     if (!c)
         return sim_leave(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
     c->device_mask = mask;
+    memcpy(c->sub_mask, sub_mask, sizeof(sub_mask));
     *ph = (ze_context_handle_t)c;
     return sim_leave(ZE_RESULT_SUCCESS);
 }
@@ -590,6 +614,15 @@ ze_result_t ZE_APICALL sim_zeContextGetStatus(ze_context_handle_t h)
 
 /* ------------------------------------------------------------------ sysman */
 
+/*
+ * Sysman describes whole cards. Intel's driver hands each sub-device its root's
+ * Sysman device, so a tile's handle answers for its root here too.
+ */
+static sim_device_t *sysman_root(zes_device_handle_t h)
+{
+    return sim_root_of((const sim_device_t *)h);
+}
+
 #define SIM_SYSMAN_ENTER()                                                               \
     ze_result_t r = sim_enter();                                                         \
     if (r)                                                                               \
@@ -602,11 +635,11 @@ ze_result_t ZE_APICALL sim_zesDeviceGetProperties(zes_device_handle_t h, zes_dev
     SIM_SYSMAN_ENTER();
     SIM_CHECK_DEVICE((ze_device_handle_t)h);
     SIM_NOTNULL(p);
-    sim_device_t *d = (sim_device_t *)h;
+    sim_device_t *d = sysman_root(h);
     p->core.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES;
     p->core.pNext = NULL;
     sim_fill_device_properties(d, &p->core);
-    p->numSubdevices = 0;
+    p->numSubdevices = sim_cfg.subdevices;
     snprintf(p->serialNumber, ZES_STRING_PROPERTY_SIZE, "ZESIM%04u", d->index);
     snprintf(p->boardNumber, ZES_STRING_PROPERTY_SIZE, "unknown");
     snprintf(p->brandName, ZES_STRING_PROPERTY_SIZE, "l0mem simulator");
@@ -622,13 +655,25 @@ ze_result_t ZE_APICALL sim_zesDeviceEnumMemoryModules(zes_device_handle_t h, uin
     SIM_SYSMAN_ENTER();
     SIM_CHECK_DEVICE((ze_device_handle_t)h);
     SIM_NOTNULL(pCount);
+    /* A multi-tile card reports one memory module per tile, as Intel's driver does. */
+    sim_device_t *d = sysman_root(h);
+    uint32_t total = sim_cfg.subdevices ? sim_cfg.subdevices : 1;
     if (*pCount == 0 || ph == NULL) {
-        *pCount = 1;
+        *pCount = total;
         return sim_leave(ZE_RESULT_SUCCESS);
     }
-    ph[0] = (zes_mem_handle_t)&((sim_device_t *)h)->memmod;
-    *pCount = 1;
+    uint32_t n = *pCount < total ? *pCount : total;
+    for (uint32_t k = 0; k < n; k++)
+        ph[k] = sim_cfg.subdevices ? (zes_mem_handle_t)&sim_subdevices[d->index][k].memmod
+                                   : (zes_mem_handle_t)&d->memmod;
+    *pCount = n;
     return sim_leave(ZE_RESULT_SUCCESS);
+}
+
+/* The root device or tile a Sysman memory module describes. */
+static const sim_device_t *memmod_device(const sim_memmod_t *m)
+{
+    return m->sub < 0 ? &sim_devices[m->device] : &sim_subdevices[m->device][m->sub];
 }
 
 ze_result_t ZE_APICALL sim_zesMemoryGetProperties(zes_mem_handle_t h, zes_mem_properties_t *p)
@@ -636,11 +681,12 @@ ze_result_t ZE_APICALL sim_zesMemoryGetProperties(zes_mem_handle_t h, zes_mem_pr
     SIM_SYSMAN_ENTER();
     SIM_CHECK(h, MAGIC_MEMMOD);
     SIM_NOTNULL(p);
+    const sim_device_t *d = memmod_device((sim_memmod_t *)h);
     p->type = ZES_MEM_TYPE_GDDR6;
-    p->onSubdevice = 0;
-    p->subdeviceId = 0;
+    p->onSubdevice = d->sub >= 0;
+    p->subdeviceId = d->sub >= 0 ? (uint32_t)d->sub : 0;
     p->location = ZES_MEM_LOC_DEVICE;
-    p->physicalSize = sim_cfg.device_memory;
+    p->physicalSize = sim_device_capacity(d);
     p->busWidth = 256;
     p->numChannels = -1;
     return sim_leave(ZE_RESULT_SUCCESS);
@@ -651,10 +697,11 @@ ze_result_t ZE_APICALL sim_zesMemoryGetState(zes_mem_handle_t h, zes_mem_state_t
     SIM_SYSMAN_ENTER();
     SIM_CHECK(h, MAGIC_MEMMOD);
     SIM_NOTNULL(p);
-    const sim_device_t *d = &sim_devices[((sim_memmod_t *)h)->device];
+    const sim_device_t *d = memmod_device((sim_memmod_t *)h);
+    uint64_t size = sim_device_capacity(d);
     p->health = ZES_MEM_HEALTH_OK;
-    p->size = sim_cfg.device_memory;
-    p->free = d->used < sim_cfg.device_memory ? sim_cfg.device_memory - d->used : 0;
+    p->size = size;
+    p->free = d->used < size ? size - d->used : 0;
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 
@@ -703,6 +750,16 @@ SIM_EXPORT uint64_t zesim_device_used(uint32_t device)
         return 0;
     pthread_mutex_lock(&sim_lock);
     uint64_t v = sim_devices[device].used;
+    pthread_mutex_unlock(&sim_lock);
+    return v;
+}
+
+SIM_EXPORT uint64_t zesim_subdevice_used(uint32_t device, uint32_t sub)
+{
+    if (device >= SIM_MAX_DEVICES || sub >= SIM_MAX_SUBDEVICES)
+        return 0;
+    pthread_mutex_lock(&sim_lock);
+    uint64_t v = sim_subdevices[device][sub].used;
     pthread_mutex_unlock(&sim_lock);
     return v;
 }

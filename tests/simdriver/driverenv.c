@@ -62,7 +62,7 @@ static void append(char *buf, size_t len, const char *text)
  * The spec reports the listed devices renumbered from 0, in the driver's own
  * order, "not affected by the order of devices in the affinity mask": here
  * that is ascending configured index. Entries naming no configured device,
- * sub-device entries ("0.1": simulated devices have no sub-devices) and
+ * sub-device entries ("0.1": not modelled, even with the subdevices key) and
  * malformed ones are ignored, reported in one stderr line.
  */
 static void load_affinity_mask(void)
@@ -107,8 +107,10 @@ static void load_affinity_mask(void)
     if (*ignored)
         fprintf(stderr,
                 "zesim: ZE_AFFINITY_MASK=%s: ignored %s: not a device index below %u (the "
-                "simulator has no sub-devices)\n",
-                mask, ignored, sim_cfg.devices);
+                "simulator %s)\n",
+                mask, ignored, sim_cfg.devices,
+                sim_cfg.subdevices ? "does not select sub-devices by mask"
+                                   : "has no sub-devices");
 }
 
 void sim_drv_env_load(void)
@@ -141,6 +143,8 @@ uint32_t sim_visible_devices(ze_device_handle_t *out, uint32_t max)
 
 int sim_device_usable(const sim_device_t *d)
 {
+    if (d->sub >= 0)
+        return (uint32_t)d->sub < sim_cfg.subdevices && sim_device_usable(sim_root_of(d));
     return d->index < sim_cfg.devices && d->visible;
 }
 

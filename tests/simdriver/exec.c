@@ -425,7 +425,7 @@ static ze_result_t list_new(ze_context_handle_t h, ze_device_handle_t dev, uint3
     if (!l)
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     l->immediate = immediate;
-    l->device = ((sim_device_t *)dev)->index;
+    l->device = (const sim_device_t *)dev;
     *ph = (ze_command_list_handle_t)l;
     return ZE_RESULT_SUCCESS;
 }
@@ -522,7 +522,7 @@ ze_result_t ZE_APICALL sim_zeCommandQueueCreate(ze_context_handle_t h, ze_device
     sim_queue_t *q = sim_obj_new(MAGIC_QUEUE, sizeof(*q));
     if (!q)
         return sim_leave(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
-    q->device = d->index;
+    q->device = d;
     *ph = (ze_command_queue_handle_t)q;
     return sim_leave(ZE_RESULT_SUCCESS);
 }

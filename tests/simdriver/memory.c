@@ -132,11 +132,51 @@ static void alloc_unlink(sim_alloc_t *a)
         }
 }
 
+static void adjust(uint64_t *used, uint64_t n, int sign)
+{
+    if (sign > 0)
+        *used += n;
+    else
+        *used -= n;
+}
+
+/*
+ * Add (sign 1) or remove (sign -1) a device allocation's bytes: on its owner and
+ * the owner's root, and for a root allocation on a card with tiles, each
+ * tile's even part.
+ */
+static void charge(int device, int sub, uint64_t size, int sign)
+{
+    adjust(&sim_devices[device].used, size, sign);
+    if (sub >= 0) {
+        adjust(&sim_subdevices[device][sub].used, size, sign);
+        return;
+    }
+    for (uint32_t k = 0; k < sim_cfg.subdevices; k++)
+        adjust(&sim_subdevices[device][k].used, sim_root_part(size, k), sign);
+}
+
+/* Whether a device allocation of size bytes fits on d (and, for a root with tiles, on each tile). */
+static int fits(const sim_device_t *d, uint64_t size)
+{
+    uint64_t cap = sim_device_capacity(d);
+    if (size > cap || d->used + size > cap)
+        return 0;
+    if (d->sub >= 0)
+        return 1;
+    for (uint32_t k = 0; k < sim_cfg.subdevices; k++) {
+        const sim_device_t *t = &sim_subdevices[d->index][k];
+        if (t->used + sim_root_part(size, k) > sim_device_capacity(t))
+            return 0;
+    }
+    return 1;
+}
+
 static void alloc_destroy(sim_alloc_t *a)
 {
     alloc_unlink(a);
     if (a->type == ZE_MEMORY_TYPE_DEVICE)
-        sim_devices[a->device].used -= a->size;
+        charge(a->device, a->sub, a->size, -1);
     mirror_release(a);
     munmap(a->map_base, a->map_size);
     free(a);
@@ -149,18 +189,21 @@ static int alloc_call_fails(void)
     return sim_cfg.fail_alloc_at && sim_alloc_calls == sim_cfg.fail_alloc_at;
 }
 
-static ze_result_t alloc_common(sim_context_t *ctx, ze_memory_type_t type, int device, size_t size,
-                                size_t alignment, int exportable, void **pptr)
+/* owner: the device (root or tile) the allocation is for, NULL for host memory. */
+static ze_result_t alloc_common(sim_context_t *ctx, ze_memory_type_t type, const sim_device_t *owner,
+                                size_t size, size_t alignment, int exportable, void **pptr)
 {
+    int device = owner ? (int)owner->index : -1;
     if (size == 0 || size > SIM_MAX_ALLOC)
         return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
     if (alignment && !is_pow2(alignment))
         return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
     if (type == ZE_MEMORY_TYPE_DEVICE) {
-        sim_device_t *d = &sim_devices[device];
-        if (size > sim_cfg.device_memory || d->used + size > sim_cfg.device_memory)
+        /* The fail_oom_after budget is per card: a tile's allocations count on its root. */
+        sim_device_t *root = &sim_devices[device];
+        if (!fits(owner, size))
             return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
-        if (sim_cfg.oom_after_on && d->oom_bytes + size > sim_cfg.fail_oom_after)
+        if (sim_cfg.oom_after_on && root->oom_bytes + size > sim_cfg.fail_oom_after)
             return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
     }
     size_t ps = page_size();
@@ -186,6 +229,7 @@ static ze_result_t alloc_common(sim_context_t *ctx, ze_memory_type_t type, int d
     a->size = size;
     a->type = type;
     a->device = device;
+    a->sub = owner ? owner->sub : -1;
     a->ctx = ctx;
     a->exportable = exportable;
     a->mirror_fd = -1;
@@ -199,7 +243,7 @@ static ze_result_t alloc_common(sim_context_t *ctx, ze_memory_type_t type, int d
         }
     }
     if (type == ZE_MEMORY_TYPE_DEVICE) {
-        sim_devices[device].used += size;
+        charge(device, a->sub, size, 1);
         sim_devices[device].oom_bytes += size;
     }
     a->next = sim_allocs;
@@ -235,7 +279,7 @@ static ze_result_t device_desc_chain(const ze_device_mem_alloc_desc_t *desc, int
 static ze_result_t check_context_device(ze_context_handle_t h, ze_device_handle_t dev)
 {
     sim_device_t *d = (sim_device_t *)dev;
-    if (!sim_device_usable(d) || !(((sim_context_t *)h)->device_mask & (1u << d->index)))
+    if (!sim_device_usable(d) || !sim_context_has((sim_context_t *)h, d))
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     return ZE_RESULT_SUCCESS;
 }
@@ -258,8 +302,8 @@ ze_result_t ZE_APICALL sim_zeMemAllocDevice(ze_context_handle_t h,
         return sim_leave(r);
     if (alloc_call_fails())
         return sim_leave(ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY);
-    r = alloc_common((sim_context_t *)h, ZE_MEMORY_TYPE_DEVICE, (int)((sim_device_t *)dev)->index,
-                     size, alignment, exportable, pptr);
+    r = alloc_common((sim_context_t *)h, ZE_MEMORY_TYPE_DEVICE, (sim_device_t *)dev, size,
+                     alignment, exportable, pptr);
     return sim_leave(r);
 }
 
@@ -275,7 +319,7 @@ ze_result_t ZE_APICALL sim_zeMemAllocHost(ze_context_handle_t h,
     SIM_NOTNULL(pptr);
     if (alloc_call_fails())
         return sim_leave(ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY);
-    r = alloc_common((sim_context_t *)h, ZE_MEMORY_TYPE_HOST, -1, size, alignment, 0, pptr);
+    r = alloc_common((sim_context_t *)h, ZE_MEMORY_TYPE_HOST, NULL, size, alignment, 0, pptr);
     return sim_leave(r);
 }
 
@@ -291,18 +335,18 @@ ze_result_t ZE_APICALL sim_zeMemAllocShared(ze_context_handle_t h,
     SIM_NOTNULL(ddesc);
     SIM_NOTNULL(hdesc);
     SIM_NOTNULL(pptr);
-    int device = -1;
+    const sim_device_t *owner = NULL;
     if (dev) {
         SIM_CHECK(dev, MAGIC_DEVICE);
         if ((r = check_context_device(h, dev)))
             return sim_leave(r);
-        device = (int)((sim_device_t *)dev)->index;
+        owner = (const sim_device_t *)dev;
     }
     if (ddesc->ordinal != 0)
         return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
     if (alloc_call_fails())
         return sim_leave(ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY);
-    r = alloc_common((sim_context_t *)h, ZE_MEMORY_TYPE_SHARED, device, size, alignment, 0, pptr);
+    r = alloc_common((sim_context_t *)h, ZE_MEMORY_TYPE_SHARED, owner, size, alignment, 0, pptr);
     return sim_leave(r);
 }
 
@@ -364,7 +408,7 @@ ze_result_t ZE_APICALL sim_zeMemGetAllocProperties(ze_context_handle_t h, const 
     p->id = a ? a->id : 0;
     p->pageSize = a ? page_size() : 0;
     if (phDevice)
-        *phDevice = a && a->device >= 0 ? (ze_device_handle_t)&sim_devices[a->device] : NULL;
+        *phDevice = a ? sim_alloc_owner(a) : NULL;
     for (ze_base_properties_t *e = p->pNext; e; e = e->pNext) {
         if (e->stype != ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD)
             continue;
@@ -415,6 +459,22 @@ static sim_alloc_t *resident_target(ze_context_handle_t h, ze_device_handle_t de
     return a;
 }
 
+/* Record (on = 1) or forget residency of a on peer device d, a root or a tile. */
+static void mark_resident(const sim_device_t *d, sim_alloc_t *a, int on)
+{
+    if (d->sub < 0) {
+        if (on)
+            a->resident_peers |= 1u << d->index;
+        else
+            a->resident_peers &= ~(1u << d->index);
+    } else {
+        if (on)
+            a->resident_tiles[d->index] |= (uint8_t)(1u << d->sub);
+        else
+            a->resident_tiles[d->index] &= (uint8_t)~(1u << d->sub);
+    }
+}
+
 ze_result_t ZE_APICALL sim_zeContextMakeMemoryResident(ze_context_handle_t h,
                                                        ze_device_handle_t dev, void *ptr,
                                                        size_t size)
@@ -442,15 +502,16 @@ ze_result_t ZE_APICALL sim_zeContextMakeMemoryResident(ze_context_handle_t h,
         if (r)
             return sim_leave(r);
     }
-    a->resident_peers |= 1u << idx;
+    mark_resident((sim_device_t *)dev, a, 1);
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 
-/* Whether a peer that can access the owner's memory still holds a resident. */
+/* Whether a peer card that can access the owner's memory still holds a resident (root or tile). */
 static int accessing_peers(const sim_alloc_t *a)
 {
     for (uint32_t p = 0; p < SIM_MAX_DEVICES; p++)
-        if ((a->resident_peers & (1u << p)) && sim_can_access(p, (uint32_t)a->device))
+        if (((a->resident_peers & (1u << p)) || a->resident_tiles[p]) &&
+            sim_can_access(p, (uint32_t)a->device))
             return 1;
     return 0;
 }
@@ -470,7 +531,7 @@ ze_result_t ZE_APICALL sim_zeContextEvictMemory(ze_context_handle_t h, ze_device
     uint32_t idx = ((sim_device_t *)dev)->index;
     if (a->type != ZE_MEMORY_TYPE_DEVICE || (int)idx == a->device)
         return sim_leave(ZE_RESULT_SUCCESS);
-    a->resident_peers &= ~(1u << idx);
+    mark_resident((sim_device_t *)dev, a, 0);
     if (sim_cfg.mirror == MIRROR_PEER_RESIDENT && !accessing_peers(a))
         mirror_release(a);
     return sim_leave(ZE_RESULT_SUCCESS);

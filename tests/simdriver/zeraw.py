@@ -70,6 +70,8 @@ ZES_ST_PCI_PROPERTIES = 0x2
 ZES_ST_MEM_PROPERTIES = 0xB
 ZES_ST_MEM_STATE = 0x1E
 
+DEVICE_PROPERTY_FLAG_SUBDEVICE = 2
+
 MEMORY_TYPE_UNKNOWN = 0
 MEMORY_TYPE_HOST = 1
 MEMORY_TYPE_DEVICE = 2
@@ -309,6 +311,20 @@ class ZesMemState(Structure):
     ]
 
 
+class ZesMemProperties(Structure):
+    _fields_ = [
+        ("stype", c_int),
+        ("pNext", c_void_p),
+        ("type", c_int),
+        ("onSubdevice", c_uint8),
+        ("subdeviceId", c_uint32),
+        ("location", c_int),
+        ("physicalSize", c_uint64),
+        ("busWidth", c_int32),
+        ("numChannels", c_int32),
+    ]
+
+
 class ZesDeviceProperties(Structure):
     _fields_ = [
         ("stype", c_int),
@@ -365,6 +381,7 @@ LAYOUTS: dict[str, type[Structure]] = {
     "ze_group_count_t": GroupCount,
     "ze_kernel_properties_t": KernelProperties,
     "zes_mem_state_t": ZesMemState,
+    "zes_mem_properties_t": ZesMemProperties,
     "zes_device_properties_t": ZesDeviceProperties,
     "zes_pci_properties_t": ZesPciProperties,
     "ze_ipc_mem_handle_t": IpcMemHandle,
@@ -423,6 +440,39 @@ class Ze:
         arr = (c_void_p * n.value)()
         self.check("zeDeviceGet", self.lib.zeDeviceGet(self.driver, byref(n), arr))
         return [c_void_p(arr[i]) for i in range(n.value)]
+
+    def sub_devices(self, dev: c_void_p) -> list[c_void_p]:
+        """Return the sub-device handles of `dev`."""
+        n = c_uint32(0)
+        self.check("zeDeviceGetSubDevices", self.lib.zeDeviceGetSubDevices(dev, byref(n), None))
+        arr = (c_void_p * n.value)()
+        if n.value:
+            self.check("zeDeviceGetSubDevices", self.lib.zeDeviceGetSubDevices(dev, byref(n), arr))
+        return [c_void_p(arr[i]) for i in range(n.value)]
+
+    def sysman_memory(self, dev: c_void_p) -> list[tuple[ZesMemProperties, ZesMemState]]:
+        """Return (properties, state) of each Sysman memory module of `dev`."""
+        n = c_uint32(0)
+        self.check(
+            "zesDeviceEnumMemoryModules", self.lib.zesDeviceEnumMemoryModules(dev, byref(n), None)
+        )
+        mods = (c_void_p * n.value)()
+        self.check(
+            "zesDeviceEnumMemoryModules", self.lib.zesDeviceEnumMemoryModules(dev, byref(n), mods)
+        )
+        out = []
+        for i in range(n.value):
+            props = ZesMemProperties(stype=ZES_ST_MEM_PROPERTIES)
+            self.check(
+                "zesMemoryGetProperties",
+                self.lib.zesMemoryGetProperties(c_void_p(mods[i]), byref(props)),
+            )
+            state = ZesMemState(stype=ZES_ST_MEM_STATE)
+            self.check(
+                "zesMemoryGetState", self.lib.zesMemoryGetState(c_void_p(mods[i]), byref(state))
+            )
+            out.append((props, state))
+        return out
 
     def device_properties(
         self, dev: c_void_p, stype: int = ST_DEVICE_PROPERTIES

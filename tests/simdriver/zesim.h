@@ -22,6 +22,7 @@ _Static_assert(ZE_API_VERSION_CURRENT == ZE_MAKE_VERSION(1, 4),
 
 #define SIM_EXPORT __attribute__((visibility("default")))
 #define SIM_MAX_DEVICES 16
+#define SIM_MAX_SUBDEVICES 8 /* per root device; bits of sim_context_t.sub_mask */
 #define SIM_MAX_ARGS 32
 #define SIM_MAX_ARG_SIZE 64
 #define SIM_FILL_PATTERN_MAX 128
@@ -62,20 +63,28 @@ typedef struct sim_config {
     uint64_t fail_oom_after;
     uint64_t fail_alloc_at;  /* 0: off */
     uint64_t device_lost_at; /* 0: off */
+    uint32_t subdevices;     /* sub-devices per root device, 0: none */
 } sim_config_t;
 
 typedef struct sim_memmod {
     uint32_t magic;
     uint32_t device;
+    int sub; /* -1: the whole root device, else the tile it describes */
 } sim_memmod_t;
 
+/*
+ * A root device (sim_devices[index]) or a sub-device (sim_subdevices[index][sub]).
+ * A sub-device keeps its root's configured index, so peers, mirrors, bytes
+ * moved and PCI location follow the card it belongs to.
+ */
 typedef struct sim_device {
     uint32_t magic;
-    uint32_t index;
-    int visible;         /* listed by ZE_AFFINITY_MASK (or no mask) */
-    uint64_t used;       /* live device allocation bytes */
-    uint64_t oom_bytes;  /* bytes allocated since fail_oom_after was set */
-    sim_memmod_t memmod;
+    uint32_t index;      /* configured index of the root device */
+    int visible;         /* listed by ZE_AFFINITY_MASK (or no mask); roots only */
+    uint64_t used;       /* live device allocation bytes (a root's include its sub-devices') */
+    uint64_t oom_bytes;  /* bytes allocated since fail_oom_after was set; roots only */
+    sim_memmod_t memmod; /* a root's Sysman module when it has no sub-devices, else a tile's */
+    int sub;             /* -1 for a root device, else the sub-device id */
 } sim_device_t;
 
 typedef struct sim_driver {
@@ -84,7 +93,8 @@ typedef struct sim_driver {
 
 typedef struct sim_context {
     uint32_t magic;
-    uint32_t device_mask;
+    uint32_t device_mask;                 /* root devices given, with all their sub-devices */
+    uint8_t sub_mask[SIM_MAX_DEVICES];    /* sub-devices given without their root */
 } sim_context_t;
 
 typedef struct sim_alloc {
@@ -95,10 +105,12 @@ typedef struct sim_alloc {
     uint8_t *map_base;
     size_t map_size;
     ze_memory_type_t type;
-    int device; /* owner index, -1 for host allocations */
+    int device; /* owner's configured root index, -1 for host allocations */
+    int sub;    /* owner's sub-device id, -1 when owned by a root device or none */
     sim_context_t *ctx;
     int exportable;
-    uint32_t resident_peers; /* bit per peer device made resident */
+    uint32_t resident_peers; /* bit per peer root device made resident */
+    uint8_t resident_tiles[SIM_MAX_DEVICES]; /* bit per peer sub-device made resident */
     int mirror_fd;
     uint64_t mirror_bytes;
     uint32_t ipc_opens;
@@ -213,7 +225,7 @@ typedef struct sim_list {
     uint32_t magic;
     int immediate;
     int closed;
-    uint32_t device;
+    const sim_device_t *device;
     size_t ncmds;
     size_t cap;
     sim_cmd_t *cmds;
@@ -221,7 +233,7 @@ typedef struct sim_list {
 
 typedef struct sim_queue {
     uint32_t magic;
-    uint32_t device;
+    const sim_device_t *device;
 } sim_queue_t;
 
 /* Driver variables read at the first zeInit (driverenv.c). */
@@ -237,6 +249,7 @@ extern pthread_cond_t sim_cond;
 extern sim_config_t sim_cfg;
 extern sim_driver_t sim_driver;
 extern sim_device_t sim_devices[SIM_MAX_DEVICES];
+extern sim_device_t sim_subdevices[SIM_MAX_DEVICES][SIM_MAX_SUBDEVICES];
 extern int sim_initialized;
 extern int sim_sysman_enabled;
 extern uint64_t sim_moved[SIM_MAX_DEVICES + 1][SIM_MAX_DEVICES + 1];
@@ -276,12 +289,25 @@ int sim_config_set(const char *key, const char *value, int runtime, char *err, s
 void sim_drv_env_load(void);
 /* Handles of the devices zeDeviceGet reports, up to max; returns their number. */
 uint32_t sim_visible_devices(ze_device_handle_t *out, uint32_t max);
-/* Whether d is configured and visible under ZE_AFFINITY_MASK. */
+/* Whether d is configured and visible under ZE_AFFINITY_MASK (a sub-device: its root is). */
 int sim_device_usable(const sim_device_t *d);
 /* zeDeviceCanAccessPeer: device a can access device b's memory (configured indices). */
 int sim_can_access(uint32_t a, uint32_t b);
 /* Whether mirrors are made at all (mirror mode, EnableDeferBacking, defer_backing_mirror). */
 int sim_mirrors_enabled(void);
+
+/* subdev.c */
+void sim_subdevices_init(void);
+/* Bytes of device memory of d: device_memory for a root, its share for a sub-device. */
+uint64_t sim_device_capacity(const sim_device_t *d);
+/* Bytes of a root-device allocation of size bytes that tile sub holds. */
+uint64_t sim_root_part(uint64_t size, uint32_t sub);
+/* Whether context ctx may use device d (a root it names, or a sub-device of one). */
+int sim_context_has(const sim_context_t *ctx, const sim_device_t *d);
+/* The device handle that owns allocation a, or NULL for host memory. */
+ze_device_handle_t sim_alloc_owner(const sim_alloc_t *a);
+/* The root device of d (d itself for a root). */
+sim_device_t *sim_root_of(const sim_device_t *d);
 
 /* memory.c */
 sim_alloc_t *sim_alloc_find(const void *ptr);

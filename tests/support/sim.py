@@ -44,6 +44,7 @@ CONFIG_KEYS = frozenset(
         "fail_alloc_at",
         "device_lost_at",
         "defer_backing_mirror",
+        "subdevices",
         "config",
     }
 )
@@ -179,6 +180,8 @@ class SimControl:
         lib.zesim_mirror_bytes.restype = ctypes.c_uint64
         lib.zesim_device_used.argtypes = [ctypes.c_uint32]
         lib.zesim_device_used.restype = ctypes.c_uint64
+        lib.zesim_subdevice_used.argtypes = [ctypes.c_uint32, ctypes.c_uint32]
+        lib.zesim_subdevice_used.restype = ctypes.c_uint64
         lib.zesim_bytes_moved.argtypes = [ctypes.c_int32, ctypes.c_int32]
         lib.zesim_bytes_moved.restype = ctypes.c_uint64
         lib.zesim_kernel_launches.argtypes = []
@@ -207,8 +210,16 @@ class SimControl:
         return int(self._lib.zesim_mirror_bytes())
 
     def device_used(self, device: int) -> int:
-        """Return the bytes of live device allocations on `device`."""
+        """Return the bytes of live device allocations on `device`, its sub-devices' included."""
         return int(self._lib.zesim_device_used(device))
+
+    def subdevice_used(self, device: int, sub: int) -> int:
+        """Return the live device allocation bytes held by sub-device `sub` of `device`.
+
+        That is the sub-device's own allocations plus its even part of each
+        allocation made on the root device.
+        """
+        return int(self._lib.zesim_subdevice_used(device, sub))
 
     def bytes_moved(self, src: int, dst: int) -> int:
         """Return bytes copied from `src` to `dst` (device index, or -1 for host memory)."""
