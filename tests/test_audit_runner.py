@@ -553,7 +553,7 @@ def test_runs_say_whether_they_are_simulated_and_on_host_memory() -> None:
     sim_inv = l0_inventory(2, name="l0mem simulated GPU")
     plans = {p.setup: p for p in plan_audit(AuditOptions(), sim_inv)}
     assert all(plans[s].simulated for s in L0_SETUPS)
-    # The SYCL set-ups run on the CPU device, never on the simulator.
+    # Here the SYCL set-ups run on the CPU device (the simulator is hidden from them).
     assert not plans["sycl"].simulated and plans["sycl"].host_memory_device
     from l0mem.audit.runner import skipped_run
 

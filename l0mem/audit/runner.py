@@ -219,8 +219,9 @@ def discover(options: AuditOptions, cancel: threading.Event | None = None) -> In
     l0 = _discover(options.python, ["discover-l0"], _child_env({}), cancel)
     names = [str(d.get("name", "")).lower() for d in l0.get("devices", [])]
     sim_only = bool(names) and all("simulated" in n for n in names)
-    # The SYCL runtime cannot drive the simulated driver, and with it in the
-    # loader's list it lists no device at all; the SYCL set-ups use the real ones.
+    # With the simulated driver in its list, Debian's loader 1.8 under the SYCL
+    # runtime lists no device or crashes unless test-side workarounds are in
+    # place (tests/simdriver/README.md); the SYCL set-ups use the real devices.
     unset = ("ZE_ENABLE_ALT_DRIVERS",) if sim_only else ()
     sycl_args = ["discover-sycl"] + ([options.sycl_device] if options.sycl_device else [])
     sycl = _discover(options.python, sycl_args, _child_env({}, unset), cancel)

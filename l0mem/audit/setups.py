@@ -36,9 +36,10 @@ DEFAULT_FREE_FRACTION = 0.5
 DEFAULT_STEPS = 8
 STEP_ALIGN = 2 * MIB  # steps stay page- and pattern-aligned on every driver
 
-# L0 set-ups fill with zeros: real hardware commits zero-filled pages like any
-# others, and the simulator keeps zero pages free, so its numbers are the
-# mirror alone. The SYCL CPU device may leave zero-filled pages uncommitted.
+# Device memory is filled with zeros: real hardware commits zero-filled pages
+# like any others, and the simulator keeps zero pages free, so its numbers are
+# the mirror alone. The SYCL CPU device may leave zero-filled pages
+# uncommitted, so SYCL set-ups on a CPU fill with a non-zero pattern.
 L0_FILL = b"\x00\x00\x00\x00"
 SYCL_FILL = b"\xa5\x5a\xa5\x5a"
 
@@ -384,7 +385,7 @@ def _plan_sycl(
         simulated=is_simulated_device(dev),
         target_bytes=target,
         step_bytes=step,
-        fill_pattern=SYCL_FILL,
+        fill_pattern=SYCL_FILL if dev.get("device_type") == "cpu" else L0_FILL,
         env_unset=unset,
         **common,
     )

@@ -551,6 +551,13 @@ class SyclBackend:
         check_fill(pattern, n)
         if n == 0:
             return self._marker(d.device, wait_for)
+        if pattern.count(pattern[0]) == len(pattern):
+            # One repeated byte: the runtime's own fill (zeCommandListAppendMemoryFill
+            # on Level Zero). dpctl's memset blocks, so the waits happen first.
+            for ev in wait_for:
+                ev.wait()
+            d.view(0, n).memory().memset(pattern[0])
+            return self._marker(d.device, ())
         # dpctl's memset is blocking and byte-only: upload one seed block,
         # then double the filled prefix with in-queue copies.
         seed_len = min(n, max(len(pattern), _FILL_SEED_BYTES // len(pattern) * len(pattern)))

@@ -1,0 +1,144 @@
+"""Run the audit's SYCL set-ups on the simulated Level Zero driver (test support only).
+
+The SYCL runtime pinned in the venv needs two workarounds to run on the
+simulator under Debian's loader 1.8 (tests/simdriver/README.md, "The SYCL
+runtime on the simulator"): a padded ``ZE_ENABLE_ALT_DRIVERS`` and
+``zesim_guard_null_ddi_calls()`` before the runtime loads. The audit runs
+every set-up in a child interpreter, so :func:`sycl_sim_env` puts
+``sycl_sim_site/`` on ``PYTHONPATH``: its ``sitecustomize`` applies both in
+every child when ``L0MEM_TEST_SYCL_SIM`` names the simulator.
+
+The ``sitecustomize`` also puts ``ZE_ENABLE_ALT_DRIVERS`` back in the SYCL
+children, from which the audit removes it when every Level Zero device is
+simulated (``Inventory.simulator_only``): without that no SYCL child would
+see the simulator.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from l0mem.audit.model import AuditReport, SetupRun, SignalFit
+from tests.support import sim
+
+MIB = 1 << 20
+SITE_DIR = Path(__file__).resolve().with_name("sycl_sim_site")
+SIM_VAR = "L0MEM_TEST_SYCL_SIM"
+
+# Loader 1.8 re-initializes once per loader layer of the runtime; absent paths
+# make its driver list large enough never to be reallocated (README, workaround 1).
+PADDING = ",".join(f"/nonexistent/l0mem-sim-pad-{i}.so" for i in range(4))
+
+# Adapter settings only a remedy may set: inherited ones would change every run.
+ADAPTER_KEYS = ("SYCL_UR_USE_LEVEL_ZERO_V2", "UR_L0_USM_RESIDENT")
+
+# Where the simulator's mirror shows: its memfd pages are Shmem, never mapped.
+MIRROR_SIGNAL = "meminfo.Shmem"
+HOST_SIGNAL = "host.available"
+RSS_SIGNAL = "proc.VmRSS"
+RSS_SHMEM_SIGNAL = "proc.RssShmem"
+
+QUIET_MIB = 2.0  # host memory moving less than this over the window counts as quiet
+QUIET_WINDOW_S = 0.5
+QUIET_WAIT_S = 15.0  # longest wait for a quiet window before retaking anyway
+
+
+def sycl_sim_env(
+    driver_env: Mapping[str, str] | None = None, /, **config: object
+) -> dict[str, str]:
+    """Return os.environ set up so that audit children run the SYCL runtime on the simulator."""
+    env = sim.sim_env(driver_env, **config)
+    drivers = f"{sim.build()},{PADDING}"
+    env["ZE_ENABLE_ALT_DRIVERS"] = drivers
+    env[SIM_VAR] = drivers
+    # The conftest selects opencl:* for the rest of the suite.
+    env["ONEAPI_DEVICE_SELECTOR"] = "level_zero:*"
+    for key in ADAPTER_KEYS:
+        env.pop(key, None)
+    inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *inherited])
+    return env
+
+
+@contextmanager
+def sycl_sim_environ(
+    driver_env: Mapping[str, str] | None = None, /, **config: object
+) -> Iterator[dict[str, str]]:
+    """Point this process's environment (inherited by audit children) at the simulator; restore it on exit."""
+    env = sycl_sim_env(driver_env, **config)
+    with pytest.MonkeyPatch.context() as mp:
+        for key in list(os.environ):
+            if key not in env:
+                mp.delenv(key)
+        for key, value in env.items():
+            if os.environ.get(key) != value:
+                mp.setenv(key, value)
+        yield env
+
+
+def fit_of(run: SetupRun, signal: str) -> SignalFit:
+    """Return the analysed fit of ``signal`` in ``run`` (fail the test when it has none)."""
+    assert run.result is not None, f"{run.label}: not analysed ({run.status}: {run.reason})"
+    fit = run.result.fit(signal)
+    assert fit is not None and fit.slope is not None, f"{run.label}: no {signal} fit"
+    return fit
+
+
+def mirror_slope(run: SetupRun) -> float:
+    """Return MiB of the simulator's host mirror per GiB of device memory in ``run`` (Shmem)."""
+    return float(fit_of(run, MIRROR_SIGNAL).slope or 0.0)
+
+
+def unmapped_slope(run: SetupRun) -> float:
+    """Return MiB per GiB of host memory taken that the process's VmRSS does not account for."""
+    host, rss = fit_of(run, HOST_SIGNAL), fit_of(run, RSS_SIGNAL)
+    assert host.slope is not None and rss.slope is not None
+    return host.slope - rss.slope
+
+
+def disturbed(report: AuditReport, tolerance: float, labels: Collection[str] | None = None) -> bool:
+    """Return True when a run's host signals were too noisy to hold ``tolerance`` MiB/GiB.
+
+    ``labels`` limits the check to the runs a test asserts on (default: every run).
+    """
+    for run in report.runs:
+        res = run.result
+        if run.status == "skipped" or res is None:
+            continue
+        if labels is not None and run.label not in labels:
+            continue
+        if res.verdict == "inconclusive":
+            return True
+        for name in (MIRROR_SIGNAL, HOST_SIGNAL, RSS_SIGNAL):
+            fit = res.fit(name)
+            if fit is None or fit.uncertainty is None or fit.uncertainty > tolerance:
+                return True
+    return False
+
+
+def _host_available() -> int:
+    from l0mem.probe import take_snapshot
+
+    values = take_snapshot().values
+    return values.get(HOST_SIGNAL, values["meminfo.MemAvailable"])
+
+
+def wait_for_quiet() -> bool:
+    """Wait until host memory holds still for QUIET_WINDOW_S; return False on giving up."""
+    # Retaking at once would most likely fall into the same burst of other processes.
+    deadline = time.monotonic() + QUIET_WAIT_S
+    while time.monotonic() < deadline:
+        seen = []
+        end = time.monotonic() + QUIET_WINDOW_S
+        while time.monotonic() < end:
+            seen.append(_host_available())
+            time.sleep(0.02)
+        if max(seen) - min(seen) <= QUIET_MIB * MIB:
+            return True
+    return False
