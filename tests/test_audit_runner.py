@@ -5,7 +5,7 @@ disturb a measurement. A measurement the analysis itself reports as disturbed
 (inconclusive, a prioritised signal passed over as too noisy, or a deciding
 slope less precise than the tolerance checked) is taken again, at most
 ATTEMPTS times in all, each time once host memory has held still for a moment
-(:func:`wait_for_quiet`); the assertions are made on the last one. Results the
+(:func:`tests.support.quiet.wait_for_quiet`); the assertions are made on the last one. Results the
 analysis trusts are never retaken. These tests stay sensitive to sustained
 memory churn by other processes: on a machine that never holds still for
 half a second they can fail.
@@ -18,7 +18,6 @@ import dataclasses
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +41,7 @@ from l0mem.audit.model import AuditReport, Sample, SetupRun
 from l0mem.audit.runner import CHILD_MODULE, _assemble
 from l0mem.audit.setups import L0_FILL, SYCL_FILL, NoDeviceError, size_plan
 from tests.support import sim
+from tests.support.quiet import wait_for_quiet
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -50,9 +50,6 @@ L0_SETUPS = ("l0", "l0-multi", "l0-peer-resident", "l0-dmabuf")
 SMALL: dict[str, Any] = {"size_bytes": 512 * MIB, "steps": 8, "settle_s": 0.0}
 FLOOR = Guard(floor_bytes=2 * GIB)
 ATTEMPTS = 5
-QUIET_MIB = 2.0  # host memory moving less than this over the window counts as quiet
-QUIET_WINDOW_S = 0.5
-QUIET_WAIT_S = 15.0  # longest wait for a quiet window before retaking anyway
 
 
 # ---------------------------------------------------------------- helpers
@@ -86,30 +83,6 @@ def disturbed(report: AuditReport) -> bool:
             return True
         fit = res.fit(res.deciding_signal) if res.deciding_signal else None
         if fit is None or fit.uncertainty is None or fit.uncertainty > TOLERANCE:
-            return True
-    return False
-
-
-def _host_available() -> int:
-    """Return the bytes of host memory available (per-CPU free lists counted, where read)."""
-    from l0mem.probe import take_snapshot
-
-    values = take_snapshot().values
-    return values.get("host.available", values["meminfo.MemAvailable"])
-
-
-def wait_for_quiet() -> bool:
-    """Wait until host memory holds still for QUIET_WINDOW_S; return False on giving up."""
-    # A disturbed measurement means other processes were allocating or freeing:
-    # retaking it at once would most likely fall into the same burst.
-    deadline = time.monotonic() + QUIET_WAIT_S
-    while time.monotonic() < deadline:
-        seen = []
-        end = time.monotonic() + QUIET_WINDOW_S
-        while time.monotonic() < end:
-            seen.append(_host_available())
-            time.sleep(0.02)
-        if max(seen) - min(seen) <= QUIET_MIB * MIB:
             return True
     return False
 

@@ -36,6 +36,7 @@ from l0mem.audit.model import AuditReport, SetupRun
 from l0mem.audit.report import read_json
 from tests.support import sycl_sim
 from tests.support.cli import run_l0mem
+from tests.support.quiet import wait_for_quiet
 from tests.support.sycl_sim import (
     RSS_SHMEM_SIGNAL,
     fit_of,
@@ -62,7 +63,7 @@ def measure(options: AuditOptions) -> AuditReport:
     for _ in range(ATTEMPTS - 1):
         if not sycl_sim.disturbed(report, TOLERANCE):
             break
-        sycl_sim.wait_for_quiet()
+        wait_for_quiet()
         report = run_audit(options, guard=FLOOR)
     return report
 
@@ -193,7 +194,7 @@ def test_pooled_small_allocations_keep_their_mirror_after_free() -> None:
         for _ in range(ATTEMPTS - 1):
             if _shmem_quiet(report):
                 break
-            sycl_sim.wait_for_quiet()
+            wait_for_quiet()
             report = run_audit(options, guard=FLOOR)
     run = ran(report, "sycl")
     shmem = fit_of(run, sycl_sim.MIRROR_SIGNAL)
@@ -239,7 +240,7 @@ def test_the_command_line_audit_reports_the_simulated_mirror(tmp_path: Path) -> 
     for attempt in range(1, ATTEMPTS):
         if not sycl_sim.disturbed(report, TOLERANCE, CLI_CHECKED):
             break
-        sycl_sim.wait_for_quiet()
+        wait_for_quiet()
         stdout, report, raw = _cli_report(tmp_path, attempt)
     assert "SIMULATOR: simulated Level Zero driver, not hardware results" in stdout
     assert raw["fingerprint"]["simulated"] is True

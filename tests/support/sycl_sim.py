@@ -17,7 +17,6 @@ see the simulator.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,9 +43,6 @@ HOST_SIGNAL = "host.available"
 RSS_SIGNAL = "proc.VmRSS"
 RSS_SHMEM_SIGNAL = "proc.RssShmem"
 
-QUIET_MIB = 2.0  # host memory moving less than this over the window counts as quiet
-QUIET_WINDOW_S = 0.5
-QUIET_WAIT_S = 15.0  # longest wait for a quiet window before retaking anyway
 
 
 def sycl_sim_env(
@@ -122,23 +118,3 @@ def disturbed(report: AuditReport, tolerance: float, labels: Collection[str] | N
     return False
 
 
-def _host_available() -> int:
-    from l0mem.probe import take_snapshot
-
-    values = take_snapshot().values
-    return values.get(HOST_SIGNAL, values["meminfo.MemAvailable"])
-
-
-def wait_for_quiet() -> bool:
-    """Wait until host memory holds still for QUIET_WINDOW_S; return False on giving up."""
-    # Retaking at once would most likely fall into the same burst of other processes.
-    deadline = time.monotonic() + QUIET_WAIT_S
-    while time.monotonic() < deadline:
-        seen = []
-        end = time.monotonic() + QUIET_WINDOW_S
-        while time.monotonic() < end:
-            seen.append(_host_available())
-            time.sleep(0.02)
-        if max(seen) - min(seen) <= QUIET_MIB * MIB:
-            return True
-    return False

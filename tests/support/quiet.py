@@ -1,0 +1,37 @@
+"""Wait for system-wide host memory to hold still before a measurement is retaken.
+
+Host memory signals are system-wide: other processes allocating or freeing move
+them, so a disturbed audit measurement is retaken after a quiet window.
+"""
+
+from __future__ import annotations
+
+import time
+
+MIB = 1 << 20
+QUIET_MIB = 2.0  # host memory moving less than this over the window counts as quiet
+QUIET_WINDOW_S = 0.5
+QUIET_WAIT_S = 15.0  # longest wait for a quiet window before retaking anyway
+
+
+def host_available() -> int:
+    """Return the host memory available now (host.available, else MemAvailable), in bytes."""
+    from l0mem.probe import take_snapshot
+
+    values = take_snapshot().values
+    return values.get("host.available", values["meminfo.MemAvailable"])
+
+
+def wait_for_quiet() -> bool:
+    """Wait until host memory holds still for QUIET_WINDOW_S; return False on giving up."""
+    # Retaking at once would most likely fall into the same burst of other processes.
+    deadline = time.monotonic() + QUIET_WAIT_S
+    while time.monotonic() < deadline:
+        seen = []
+        end = time.monotonic() + QUIET_WINDOW_S
+        while time.monotonic() < end:
+            seen.append(host_available())
+            time.sleep(0.02)
+        if max(seen) - min(seen) <= QUIET_MIB * MIB:
+            return True
+    return False
