@@ -53,6 +53,18 @@ static uint64_t host_wait_timeout(uint64_t timeout)
     return timeout == UINT64_MAX ? SIM_HOST_WAIT_CAP_NS : timeout;
 }
 
+/* A host synchronize on *flag: an infinite wait gives up at the cap and says why on stderr. */
+static ze_result_t host_sync(const int *flag, uint64_t timeout, const char *routine,
+                             const char *what)
+{
+    if (wait_flag(flag, host_wait_timeout(timeout)))
+        return ZE_RESULT_SUCCESS;
+    if (timeout == UINT64_MAX)
+        fprintf(stderr, "zesim: %s gave up after %llu s on %s\n", routine,
+                SIM_HOST_WAIT_CAP_NS / 1000000000ull, what);
+    return ZE_RESULT_NOT_READY;
+}
+
 static void event_signal(sim_event_t *e, uint64_t t0, uint64_t t1)
 {
     if (!sim_obj_is(e, MAGIC_EVENT))
@@ -679,13 +691,8 @@ ze_result_t ZE_APICALL sim_zeEventHostSynchronize(ze_event_handle_t h, uint64_t 
     if (r)
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_EVENT);
-    sim_event_t *e = (sim_event_t *)h;
-    if (wait_flag(&e->signaled, host_wait_timeout(timeout)))
-        return sim_leave(ZE_RESULT_SUCCESS);
-    if (timeout == UINT64_MAX)
-        fprintf(stderr, "zesim: zeEventHostSynchronize gave up after %llu s on an event nothing "
-                        "signaled\n", SIM_HOST_WAIT_CAP_NS / 1000000000ull);
-    return sim_leave(ZE_RESULT_NOT_READY);
+    return sim_leave(host_sync(&((sim_event_t *)h)->signaled, timeout, "zeEventHostSynchronize",
+                               "an event nothing signaled"));
 }
 
 ze_result_t ZE_APICALL sim_zeEventQueryStatus(ze_event_handle_t h)
@@ -761,13 +768,8 @@ ze_result_t ZE_APICALL sim_zeFenceHostSynchronize(ze_fence_handle_t h, uint64_t 
     if (r)
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_FENCE);
-    sim_fence_t *f = (sim_fence_t *)h;
-    if (wait_flag(&f->signaled, host_wait_timeout(timeout)))
-        return sim_leave(ZE_RESULT_SUCCESS);
-    if (timeout == UINT64_MAX)
-        fprintf(stderr, "zesim: zeFenceHostSynchronize gave up after %llu s on a fence no "
-                        "submission signals\n", SIM_HOST_WAIT_CAP_NS / 1000000000ull);
-    return sim_leave(ZE_RESULT_NOT_READY);
+    return sim_leave(host_sync(&((sim_fence_t *)h)->signaled, timeout, "zeFenceHostSynchronize",
+                               "a fence no submission signals"));
 }
 
 ze_result_t ZE_APICALL sim_zeFenceQueryStatus(ze_fence_handle_t h)
