@@ -12,19 +12,10 @@ import pytest
 import l0mem.core as core
 from l0mem.allreduce import AllReduce, allreduce, error_bound, roundings, scratch_bytes
 from l0mem.core.backend import LevelZeroBackend
-from tests.support import ze_session
+from tests.support import core_fixtures
 
-
-@pytest.fixture(scope="module")
-def sim():
-    return ze_session.simulator()
-
-
-@pytest.fixture
-def clean(sim):
-    ze_session.reset(sim)
-    yield sim
-    ze_session.reset(sim)
+sim = core_fixtures.sim
+clean = core_fixtures.clean
 
 
 @pytest.fixture

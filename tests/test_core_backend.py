@@ -12,19 +12,10 @@ from l0mem.backend import Backend, DeviceBuffer, Event
 from l0mem.bf16 import bf16_to_f32, f32_to_bf16
 from l0mem.core.backend import LevelZeroBackend
 from l0mem.kernels import add_f32, compress_bf16, decompress_add_bf16
-from tests.support import ze_session
+from tests.support import core_fixtures, ze_session
 
-
-@pytest.fixture(scope="module")
-def sim():
-    return ze_session.simulator()
-
-
-@pytest.fixture
-def clean(sim):
-    ze_session.reset(sim)
-    yield sim
-    ze_session.reset(sim)
+sim = core_fixtures.sim
+clean = core_fixtures.clean
 
 
 @pytest.fixture(params=["multi", "single"])

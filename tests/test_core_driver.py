@@ -8,24 +8,11 @@ import pytest
 
 import l0mem.core as core
 from l0mem._ze.errors import MissingFunctionError, UnsupportedFeatureError
-from tests.support import ze_session
+from tests.support import core_fixtures, ze_session
 
-
-@pytest.fixture(scope="module")
-def sim():
-    return ze_session.simulator()
-
-
-@pytest.fixture
-def clean(sim):
-    ze_session.reset(sim)
-    yield sim
-    ze_session.reset(sim)
-
-
-@pytest.fixture(scope="module")
-def driver(sim):
-    return core.drivers()[0]
+sim = core_fixtures.sim
+clean = core_fixtures.clean
+driver = core_fixtures.driver
 
 
 def test_decode_driver_version_matches_compute_runtime_packing():

@@ -18,19 +18,10 @@ from l0mem.p2p import (
     run_p2p,
     staged_copy,
 )
-from tests.support import ze_session
+from tests.support import core_fixtures
 
-
-@pytest.fixture(scope="module")
-def sim():
-    return ze_session.simulator()
-
-
-@pytest.fixture
-def clean(sim):
-    ze_session.reset(sim)
-    yield sim
-    ze_session.reset(sim)
+sim = core_fixtures.sim
+clean = core_fixtures.clean
 
 
 @pytest.fixture
