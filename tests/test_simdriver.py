@@ -229,22 +229,26 @@ def test_unknown_environment_key_is_rejected() -> None:
     assert "unknown key 'device_memroy'" in proc.stderr
 
 
+# Child script: CanAccessPeer and the P2P properties (flags, bandwidth) of every ordered pair.
+PEER_MATRIX = """
+acc, flags, bw = {}, {}, {}
+for i, a in enumerate(devs):
+    for j, b in enumerate(devs):
+        v = c_uint32(0)
+        ze.check("peer", ze.lib.zeDeviceCanAccessPeer(a, b, byref(v)))
+        acc[f"{i}{j}"] = v.value & 0xff
+        chained = zr.P2PBandwidthProperties(stype=zr.ST_DEVICE_P2P_BANDWIDTH_EXP_PROPERTIES)
+        p = zr.P2PProperties(stype=zr.ST_DEVICE_P2P_PROPERTIES, pNext=ctypes.addressof(chained))
+        ze.check("p2p", ze.lib.zeDeviceGetP2PProperties(a, b, byref(p)))
+        flags[f"{i}{j}"] = p.flags
+        bw[f"{i}{j}"] = chained.logicalBandwidth
+out(acc=acc, flags=flags, bw=bw)
+"""
+
+
 def test_peer_matrix_and_p2p_properties() -> None:
     r = run(
-        """
-        acc, flags, bw = {}, {}, {}
-        for i, a in enumerate(devs):
-            for j, b in enumerate(devs):
-                v = c_uint32(0)
-                ze.check("peer", ze.lib.zeDeviceCanAccessPeer(a, b, byref(v)))
-                acc[f"{i}{j}"] = v.value & 0xff
-                chained = zr.P2PBandwidthProperties(stype=zr.ST_DEVICE_P2P_BANDWIDTH_EXP_PROPERTIES)
-                p = zr.P2PProperties(stype=zr.ST_DEVICE_P2P_PROPERTIES, pNext=ctypes.addressof(chained))
-                ze.check("p2p", ze.lib.zeDeviceGetP2PProperties(a, b, byref(p)))
-                flags[f"{i}{j}"] = p.flags
-                bw[f"{i}{j}"] = chained.logicalBandwidth
-        out(acc=acc, flags=flags, bw=bw)
-        """,
+        PEER_MATRIX,
         devices=3,
         peers="0>1,1>0,2>0",
     )
@@ -1197,20 +1201,7 @@ def test_neo_key_overrides_can_access_peer_only_with_read_debug_keys(
     extra: dict[str, str], expected: int | str, warning: str | None
 ) -> None:
     r = run(
-        """
-        acc, flags, bw = {}, {}, {}
-        for i, a in enumerate(devs):
-            for j, b in enumerate(devs):
-                v = c_uint32(0)
-                ze.check("peer", ze.lib.zeDeviceCanAccessPeer(a, b, byref(v)))
-                acc[f"{i}{j}"] = v.value & 0xff
-                chained = zr.P2PBandwidthProperties(stype=zr.ST_DEVICE_P2P_BANDWIDTH_EXP_PROPERTIES)
-                p = zr.P2PProperties(stype=zr.ST_DEVICE_P2P_PROPERTIES, pNext=ctypes.addressof(chained))
-                ze.check("p2p", ze.lib.zeDeviceGetP2PProperties(a, b, byref(p)))
-                flags[f"{i}{j}"] = p.flags
-                bw[f"{i}{j}"] = chained.logicalBandwidth
-        out(acc=acc, flags=flags, bw=bw)
-        """,
+        PEER_MATRIX,
         extra,
         devices=3,
         peers="0>1,2>0",
