@@ -4,7 +4,7 @@
     python benchmarks/bench_kernels.py --device level_zero:gpu --sizes 64,256,1024
     python benchmarks/bench_kernels.py --json sweep.json
 
-Each work-group size is one :func:`l0mem.kernel_bench.run_kernel_bench` run
+Each work-group size is one :func:`l0mem.bench.kernels.run_kernel_bench` run
 (the copy is re-measured in every run, so each ratio compares like with like).
 ``l0mem bench kernels`` is the single-run command-line form. Options and the
 ``--json`` path are checked before anything is measured.
@@ -13,11 +13,7 @@ Each work-group size is one :func:`l0mem.kernel_bench.run_kernel_bench` run
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +21,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from l0mem.kernel_bench import KernelBenchResult, check_writable, run_kernel_bench
-from l0mem.kernels import KERNELS
-from l0mem.sycl import SyclBackend, SyclNoDeviceError, SyclUnavailableError, parse_filter
+from l0mem.backends import SyclBackend
+from l0mem.backends.kernels import KERNELS
+from l0mem.bench.kernels import KernelBenchResult, run_kernel_bench
+from l0mem.files import check_writable, write_json
+from l0mem.sycl import SyclNoDeviceError, SyclUnavailableError, parse_filter
 
 SCHEMA = "l0mem.bench.kernels-sweep/1"
 
@@ -63,20 +61,6 @@ def to_json(runs: list[tuple[int, KernelBenchResult]]) -> dict[str, Any]:
         "schema": SCHEMA,
         "runs": [dict(r.to_dict(), work_group_size=size) for size, r in runs],
     }
-
-
-def _write_atomic(path: Path, payload: dict[str, Any]) -> None:
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(payload, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def render(runs: list[tuple[int, KernelBenchResult]], console: Console) -> None:
@@ -151,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated work-group sizes ('default' = the backend's choice)",
     )
     parser.add_argument("--elements", type=_positive, default=1 << 24)
-    parser.add_argument("--repetitions", type=_positive, default=20)
+    parser.add_argument("--reps", type=_positive, default=20)
     parser.add_argument("--warmup", type=_non_negative, default=3)
     parser.add_argument("--json", type=Path, help="write the sweep as JSON to this path")
     try:
@@ -167,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             check_writable(args.json)
         except OSError as err:
-            _error(f"cannot write {args.json}: {err.strerror or err}")
+            _error(str(err))
             return 4
     try:
         check_sizes(args.device, args.sizes)
@@ -182,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             args.device,
             args.sizes,
             elements=args.elements,
-            repetitions=args.repetitions,
+            repetitions=args.reps,
             warmup=args.warmup,
         )
     except (SyclUnavailableError, SyclNoDeviceError) as err:
@@ -197,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     render(runs, Console())
     if args.json is not None:
         try:
-            _write_atomic(args.json, to_json(runs))
+            write_json(args.json, to_json(runs))
         except OSError as err:
-            _error(f"cannot write {args.json}: {err.strerror or err}")
+            _error(str(err))
             return 4
     return 0
 

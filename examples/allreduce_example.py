@@ -15,21 +15,22 @@ from typing import Any
 import numpy as np
 
 from l0mem.allreduce import AllReduce, error_bound
-from l0mem.backend import Backend
+from l0mem.backends import Backend
 
 
 def open_backend() -> Backend:
     """Return a backend with at least two devices: Level Zero if it has them, else SYCL sub-devices."""
     try:
+        from l0mem.backends.levelzero import LevelZeroBackend
         from l0mem.core import drivers
-        from l0mem.core.backend import LevelZeroBackend
 
         found = drivers()
         if found and len(found[0].devices()) >= 2:
             return LevelZeroBackend(found[0].devices(), context="multi")
     except Exception as err:
         print(f"Level Zero unavailable ({type(err).__name__}); trying SYCL")
-    from l0mem.sycl import SyclBackend, load_dpctl
+    from l0mem.backends import SyclBackend
+    from l0mem.sycl import load_dpctl
 
     dpctl: Any = load_dpctl()
     root = dpctl.select_default_device()

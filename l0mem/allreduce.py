@@ -1,4 +1,4 @@
-"""In-place sum of an FP32 buffer held by each of N devices, over any :class:`l0mem.backend.Backend`.
+"""In-place sum of an FP32 buffer held by each of N devices, over any :class:`l0mem.backends.Backend`.
 
 Two paths, chosen by size (``threshold``, default 32768 elements, as in
 llama.cpp's split-mode tensor all-reduce for SYCL):
@@ -50,8 +50,8 @@ the all-reduce keeps each device's last event (the guard the next call's
 writes into that device wait for, and :attr:`AllReduceStats.done`), updated
 per device so a device without work in a call keeps its older guard. Keeping
 an event that a pending operation waits for alive until that operation has
-run is the backend's part of the contract (:mod:`l0mem.core.backend`,
-:mod:`l0mem.sycl`). tests/test_allreduce_sycl_queues.py runs back-to-back
+run is the backend's part of the contract (:mod:`l0mem.backends.levelzero`,
+:mod:`l0mem.backends.sycl`). tests/test_allreduce_sycl_queues.py runs back-to-back
 calls on concurrently running SYCL queues and checks every result.
 """
 
@@ -62,9 +62,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from l0mem.backend import Backend, DeviceBuffer, Event
-from l0mem.kernels import add_f32, compress_bf16, decompress_add_bf16
-from l0mem.p2p import cleanup, copy_route, staged_copy
+from l0mem.backends import Backend, DeviceBuffer, Event, cleanup, staged_copy
+from l0mem.backends.kernels import add_f32, compress_bf16, decompress_add_bf16
 
 DEFAULT_THRESHOLD = 32768
 BF16_UNIT = 2.0**-8
@@ -280,7 +279,7 @@ class AllReduce:
             for d in devs:
                 if s == d:
                     continue
-                route, why = copy_route(backend, s, d)
+                route, why = backend.copy_route(s, d)
                 if transport == "direct" and route != "direct":
                     raise ValueError(f"no direct copy from device {s} to {d}: {why}")
                 self.routes[(s, d)] = "staged" if transport == "staged" else route

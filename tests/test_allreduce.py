@@ -11,7 +11,7 @@ import pytest
 
 import l0mem.core as core
 from l0mem.allreduce import AllReduce, allreduce, error_bound, roundings, scratch_bytes
-from l0mem.core.backend import LevelZeroBackend
+from l0mem.backends.levelzero import LevelZeroBackend
 from tests.support import core_fixtures
 
 sim = core_fixtures.sim

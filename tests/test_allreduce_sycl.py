@@ -31,7 +31,8 @@ _SCRIPT = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from l0mem.sycl import SyclBackend, load_dpctl
+    from l0mem.backends import SyclBackend
+    from l0mem.sycl import load_dpctl
     from l0mem.allreduce import AllReduce
 
     dpctl = load_dpctl()

@@ -16,23 +16,23 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-import l0mem.kernel_bench
-from l0mem.cli import cli
-from l0mem.cli.bench import render
-from l0mem.kernel_bench import (
+import l0mem.bench.kernels
+from l0mem.backends import SyclBackend, SyclBuffer
+from l0mem.backends.kernels import KERNELS
+from l0mem.bench.kernels import (
     SCHEMA,
     KernelBenchResult,
     Measurement,
-    check_writable,
     run_kernel_bench,
-    write_json,
 )
-from l0mem.kernels import KERNELS
-from l0mem.sycl import SyclBackend, SyclBuffer
+from l0mem.cli import cli
+from l0mem.cli.bench import render
+from l0mem.files import ReportWriteError, check_writable
+from l0mem.files import write_json as write_json_data
 from tests.support import sim
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = ["--elements", "5000", "--repetitions", "2", "--warmup", "1"]
+SMALL = ["--backend", "sycl", "--elements", "5000", "--reps", "2", "--warmup", "1"]
 
 
 class _Tracking(SyclBackend):
@@ -105,7 +105,7 @@ def test_bad_arguments(profiled: _Tracking) -> None:
 def test_json_is_written_atomically_and_round_trips(profiled: _Tracking, tmp_path: Path) -> None:
     r = run_kernel_bench(profiled, elements=2000, repetitions=2, warmup=0)
     path = tmp_path / "bench.json"
-    write_json(path, r)
+    write_json_data(path, r.to_dict())
     data = json.loads(path.read_text())
     assert data["schema"] == SCHEMA
     assert data["elements"] == 2000 and data["timing"] == "device" and data["simulated"] is False
@@ -114,7 +114,7 @@ def test_json_is_written_atomically_and_round_trips(profiled: _Tracking, tmp_pat
         assert k["ratio_to_copy"] == pytest.approx(k["gbps"] / data["copy"]["gbps"])
     assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]
     with pytest.raises(OSError):
-        write_json(tmp_path / "missing" / "bench.json", r)
+        write_json_data(tmp_path / "missing" / "bench.json", r.to_dict())
 
 
 def test_cli_prints_ratios_and_writes_json(tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_cli_without_dpctl_says_how_to_install() -> None:
     code = (
         "import sys; sys.modules['dpctl'] = None\n"
         "from l0mem.cli import main\n"
-        "sys.argv = ['l0mem', 'bench', 'kernels', '--elements', '10']\n"
+        "sys.argv = ['l0mem', 'bench', 'kernels', '--backend', 'sycl', '--elements', '10']\n"
         "main()\n"
     )
     proc = subprocess.run(
@@ -172,7 +172,7 @@ def test_cli_on_the_level_zero_simulator(tmp_path: Path) -> None:
         "import sys\n"
         "from l0mem.cli import main\n"
         f"sys.argv = ['l0mem', 'bench', 'kernels', '--backend', 'l0', '--device', '1', "
-        f"'--elements', '5000', '--repetitions', '2', '--json', {str(out)!r}]\n"
+        f"'--elements', '5000', '--reps', '2', '--json', {str(out)!r}]\n"
         "main()\n"
     )
     proc = sim.run_python(code, timeout=120, devices=2)
@@ -198,7 +198,7 @@ def sweep_script() -> ModuleType:
 def test_sweep_script(sweep_script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "sweep.json"
     status = sweep_script.main(
-        ["--sizes", "default,64", "--elements", "3000", "--repetitions", "2", "--warmup", "0",
+        ["--sizes", "default,64", "--elements", "3000", "--reps", "2", "--warmup", "0",
          "--json", str(out)]
     )
     assert status == 0
@@ -216,7 +216,7 @@ def _no_measuring(monkeypatch: pytest.MonkeyPatch) -> list[object]:
         calls.append(args)
         raise AssertionError("measured although the options were bad")
 
-    monkeypatch.setattr(l0mem.kernel_bench, "run_kernel_bench", spy)
+    monkeypatch.setattr(l0mem.bench.kernels, "run_kernel_bench", spy)
     return calls
 
 
@@ -241,7 +241,7 @@ def test_cli_unwritable_json_fails_before_measuring(
     target = tmp_path / where
     res = CliRunner().invoke(cli, ["bench", "kernels", *SMALL, "--json", str(target)])
     assert res.exit_code == 4, res.output
-    assert res.output == f"l0mem bench kernels: cannot write {target}: {why}\n"
+    assert res.output == f"l0mem bench kernels: {target}: cannot write ({why})\n"
     assert calls == []
     assert [p.name for p in tmp_path.iterdir()] == ["plain"], "the probe must not leave files"
 
@@ -250,9 +250,9 @@ def test_check_writable(tmp_path: Path) -> None:
     check_writable(tmp_path / "fine.json")
     (tmp_path / "old.json").write_text("{}")
     check_writable(tmp_path / "old.json")
-    with pytest.raises(FileNotFoundError, match="no such directory"):
+    with pytest.raises(ReportWriteError, match="no such directory"):
         check_writable(tmp_path / "nope" / "x.json")
-    with pytest.raises(IsADirectoryError):
+    with pytest.raises(ReportWriteError, match="is a directory"):
         check_writable(tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["old.json"]
 
@@ -320,7 +320,7 @@ def test_cli_table_fits_80_columns() -> None:
     ("args", "message"),
     [
         (["--elements", "0"], "--elements: must be >= 1"),
-        (["--repetitions", "-1"], "--repetitions: must be >= 1"),
+        (["--reps", "-1"], "--reps"),
         (["--warmup", "x"], "--warmup: expected an integer"),
         (["--sizes", "64,0"], "--sizes: work-group sizes must be positive"),
     ],
@@ -345,7 +345,7 @@ def test_sweep_script_checks_everything_before_measuring(
     missing = tmp_path / "missing" / "s.json"
     assert sweep_script.main(["--json", str(missing)]) == 4
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"cannot write {missing}: no such directory" in err
+    assert err.count("\n") == 1 and f"{missing}: cannot write (no such directory)" in err
     assert sweep_script.main(["--sizes", "64,100000"]) == 2
     assert "exceeds the kernels' limit" in capsys.readouterr().err
     assert sweep_script.main(["--device", "hip:gpu"]) == 3
@@ -358,15 +358,15 @@ def test_sweep_script_reports_failures_in_one_line(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    small = ["--sizes", "64", "--elements", "100", "--repetitions", "1", "--warmup", "0"]
+    small = ["--sizes", "64", "--elements", "100", "--reps", "1", "--warmup", "0"]
     out = tmp_path / "s.json"
 
     def broken_write(path: Path, payload: object) -> None:
-        raise PermissionError(13, "Permission denied", str(path))
+        raise ReportWriteError.of(path, PermissionError(13, "Permission denied", str(path)))
 
-    monkeypatch.setattr(sweep_script, "_write_atomic", broken_write)
+    monkeypatch.setattr(sweep_script, "write_json", broken_write)
     assert sweep_script.main([*small, "--json", str(out)]) == 4
-    assert capsys.readouterr().err == f"bench_kernels.py: cannot write {out}: Permission denied\n"
+    assert capsys.readouterr().err == f"bench_kernels.py: {out}: cannot write (Permission denied)\n"
 
     def failing_sweep(*args: object, **kwargs: object) -> None:
         raise RuntimeError("device lost\nsecond line")

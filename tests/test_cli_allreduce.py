@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from l0mem.cli._common import write_json
-from l0mem.cli.allreduce import _check
+from l0mem.bench.allreduce import _check
+from l0mem.files import write_json
 from tests.support import sim
 from tests.support.cli import (
     no_driver_env,

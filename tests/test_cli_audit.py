@@ -49,7 +49,7 @@ def _one_line_error(stderr: str) -> str:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--size", "lots"], "not a size"),
+        (["--size", "lots"], "bad size"),
         (["--setups", "l0,bogus"], "unknown set-up 'bogus'"),
         (["--env", "NOEQUALS"], "expected KEY=VALUE"),
         (["--env", "1BAD=x"], "not an environment variable name"),
@@ -208,7 +208,7 @@ def test_help_lists_setups_and_exit_codes() -> None:
 
 @pytest.mark.parametrize("floor", ["99%", "above-available"])
 def test_floor_above_available_stops_early_and_kills_nothing(tmp_path: Path, floor: str) -> None:
-    from l0mem.audit.guard import mem_available
+    from l0mem.probe import mem_available
 
     if floor == "above-available":
         floor = str(mem_available() + (4 << 30))

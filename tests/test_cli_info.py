@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from l0mem.files import write_json
 from tests.support import sim as simsupport
 
 
@@ -69,6 +70,7 @@ def test_json_output(sim_env, tmp_path):
     d0 = drv["devices"][0]
     assert set(d0) == {
         "index",
+        "driver_index",
         "name",
         "type",
         "vendor_id",
@@ -146,7 +148,6 @@ def test_80_columns_show_whole_identifiers(sim_env, tmp_path):
 def test_json_report_is_shareable_and_synced(sim_env, tmp_path, monkeypatch):
     import stat
 
-    from l0mem.cli import info as info_mod
 
     path = tmp_path / "info.json"
     proc = run_info(["--json", str(path)], sim_env)
@@ -160,7 +161,7 @@ def test_json_report_is_shareable_and_synced(sim_env, tmp_path, monkeypatch):
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    info_mod.write_json(tmp_path / "direct.json", {"x": 1})
+    write_json(tmp_path / "direct.json", {"x": 1})
     assert synced  # flushed to disk before the rename
     assert json.loads((tmp_path / "direct.json").read_text()) == {"x": 1}
 

@@ -76,8 +76,9 @@ def test_sycl_cpu_sub_devices(tmp_path):
     ("args", "code", "needle"),
     [
         (["--sizes", "12X"], 2, "bad size"),
-        (["--sizes", "4K", "--device", "7"], 2, "device index"),
-        (["--sizes", "4K", "--sub-devices", "2"], 2, "sycl only"),
+        (["--sizes", "4K", "--device", "7"], 3, "no Level Zero device 7"),
+        (["--sizes", "4K", "--device", "x"], 2, "device index"),
+        (["--sizes", "4K", "--backend", "l0", "--sub-devices", "2"], 2, "SYCL backend only"),
         (["--reps", "0"], 2, "--reps"),
     ],
 )
@@ -88,7 +89,7 @@ def test_bad_options(args, code, needle):
 
 
 def test_no_driver_is_exit_3():
-    proc = _cli(["--sizes", "4K"], no_driver_env())
+    proc = _cli(["--backend", "l0", "--sizes", "4K"], no_driver_env())
     assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("l0mem p2p:")
@@ -168,8 +169,8 @@ def test_sizes_beyond_memory(config, code, needle):
 
 
 def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
+    from l0mem.bench.copies import CopyTiming, P2PResult, PeerInfo
     from l0mem.cli.p2p import render
-    from l0mem.p2p import CopyTiming, P2PResult, PeerInfo
 
     n = 1 << 20
     fast = (7000, 8000, 9500)  # 149.80, 131.07 and 110.38 GB/s

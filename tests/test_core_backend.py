@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import l0mem.core as core
-from l0mem.backend import Backend, DeviceBuffer, Event
+from l0mem.backends import Backend, DeviceBuffer, Event, open_backend
+from l0mem.backends.kernels import add_f32, compress_bf16, decompress_add_bf16
+from l0mem.backends.levelzero import LevelZeroBackend
 from l0mem.bf16 import bf16_to_f32, f32_to_bf16
-from l0mem.core.backend import LevelZeroBackend
-from l0mem.kernels import add_f32, compress_bf16, decompress_add_bf16
 from tests.support import core_fixtures, ze_session
 
 sim = core_fixtures.sim
@@ -116,7 +116,7 @@ def test_events_are_recycled(backend):
         backend.fill(buf, b"\x01").wait()
     gc.collect()
     backend.synchronize()
-    recycler = backend._recyclers[id(backend.context_of(0))]
+    recycler = backend._recycler(0)
     assert len(recycler._pools) <= 2
 
 
@@ -145,10 +145,10 @@ def test_close_frees_everything(clean):
 
 
 def test_default_devices_and_bad_mode(clean):
-    with LevelZeroBackend() as b:
+    with open_backend("l0") as b:
         assert b.device_count() == ze_session.DEFAULT_CONFIG["devices"]
     with pytest.raises(ValueError, match="single"):
-        LevelZeroBackend(context="both")  # type: ignore[arg-type]
+        LevelZeroBackend(core.drivers()[0].devices(), context="both")  # type: ignore[arg-type]
 
 
 def _record_launches(monkeypatch):
@@ -221,7 +221,7 @@ def test_launch_checks_arguments_against_the_kernel_layout(backend, clean):
 
 
 def test_fill_follows_the_shared_pattern_rule(backend):
-    from l0mem.backend import MAX_FILL_PATTERN
+    from l0mem.backends.base import MAX_FILL_PATTERN
 
     buf = backend.allocate(0, 1024)
     with pytest.raises(ValueError, match="power of two"):
@@ -237,13 +237,13 @@ def test_fill_follows_the_shared_pattern_rule(backend):
 
 
 def test_a_slot_waited_on_by_a_pending_command_is_not_reused(clean, monkeypatch):
-    import l0mem.core.backend as backend_mod
+    import l0mem.backends.l0_events as events_mod
 
-    monkeypatch.setattr(backend_mod, "_POOL_SIZE", 2)
+    monkeypatch.setattr(events_mod, "POOL_SIZE", 2)
     devs = core.drivers()[0].devices()[:2]
     with LevelZeroBackend(devs, context="multi") as b:
         src, dst = b.allocate(0, 64), b.allocate(1, 64)
-        recycler = b._recyclers[id(b.context_of(0))]
+        recycler = b._recycler(0)
         for _ in range(3):  # back to back, each copy on device 1 waiting on device 0's fill
             first = b.fill(src, b"\x07")
             waited = first.core

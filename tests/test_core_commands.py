@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import l0mem.core as core
+from l0mem.backends.kernels import spirv_bytes
 from l0mem.bf16 import bf16_to_f32, f32_to_bf16
-from l0mem.kernels import spirv_bytes
 from tests.support import core_fixtures
 
 sim = core_fixtures.sim

@@ -117,7 +117,7 @@ def test_allocation_copy_and_kernel_on_sub_devices() -> None:
     r = run(
         """
         import numpy as np
-        from l0mem.kernels import spirv_bytes
+        from l0mem.backends.kernels import spirv_bytes
         t0, t1 = roots[0].sub_devices()
         u0, _ = roots[1].sub_devices()
         ctx = driver.create_context([t0, t1, u0])

@@ -13,13 +13,8 @@ from typing import Any
 import pytest
 
 from l0mem.audit import AuditOptions, Guard, discover, plan_audit, run_audit, run_setup
-from l0mem.audit.guard import (
-    DEFAULT_FLOOR_MIN,
-    MeminfoError,
-    default_floor,
-    mem_available,
-    read_meminfo,
-)
+from l0mem.audit.guard import DEFAULT_FLOOR_MIN, default_floor
+from l0mem.probe import MeminfoError, mem_available, read_meminfo
 from tests.test_audit_runner import (  # noqa: F401  (simulator is a fixture)
     ATTEMPTS,
     GIB,

@@ -20,9 +20,9 @@ import json
 import numpy as np
 import l0mem.core as core
 from l0mem.bf16 import bf16_to_f32, f32_to_bf16
-from l0mem.core.backend import LevelZeroBackend
+from l0mem.backends.levelzero import LevelZeroBackend
 from l0mem.core.commands import ImmediateCommandList
-from l0mem.kernels import add_f32, compress_bf16, decompress_add_bf16
+from l0mem.backends.kernels import add_f32, compress_bf16, decompress_add_bf16
 
 # Every launch as [global size, group size, group count], to check the rounding.
 LAUNCHES = []

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from l0mem import kernels
-from l0mem.backend import DeviceBuffer, Event
+from l0mem.backends import DeviceBuffer, Event, kernels
 
 
 @dataclass

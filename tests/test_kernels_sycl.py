@@ -10,9 +10,8 @@ import numpy.typing as npt
 import pytest
 from typing_extensions import Buffer
 
-from l0mem import kernels
+from l0mem.backends import SyclBackend, SyclBuffer, kernels
 from l0mem.bf16 import bf16_to_f32, f32_to_bf16
-from l0mem.sycl import SyclBackend, SyclBuffer
 
 pytestmark = [
     pytest.mark.sycl,

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 import l0mem.core as core
-from l0mem.core.backend import LevelZeroBackend
-from l0mem.p2p import (
-    copy_route,
-    is_simulated,
-    measure_copies,
-    parse_size,
-    parse_sizes,
-    peer_matrix,
-    run_p2p,
+from l0mem.backends import (
+    DeviceMemory,
+    PeerAccess,
+    RouteKind,
+    is_simulator_name,
     staged_copy,
 )
+from l0mem.backends.levelzero import LevelZeroBackend
+from l0mem.bench.copies import measure_copies, peer_matrix, run_p2p
+from l0mem.units import parse_size, parse_sizes
 from tests.support import core_fixtures
 
 sim = core_fixtures.sim
@@ -38,7 +35,8 @@ def test_parse_sizes():
     assert parse_size("16m") == 16 << 20
     assert parse_size("1GiB") == 1 << 30
     assert parse_sizes("1M, 4K,1M") == [1 << 20, 4 << 10]
-    for bad in ("", "0", "-4K", "1.5M", "12X", "M"):
+    assert parse_size("1.5M") == 3 << 19
+    for bad in ("", "0", "-4K", "0.3", "12X", "M", "9" * 300):
         with pytest.raises(ValueError):
             parse_sizes(bad)
 
@@ -59,8 +57,8 @@ def test_peer_matrix_follows_the_driver(backend, clean):
 def test_separate_contexts_are_staged(clean):
     b = LevelZeroBackend(core.drivers()[0].devices()[:2], context="single")
     try:
-        assert copy_route(b, 0, 1) == ("staged", "separate contexts")
-        assert copy_route(b, 1, 1)[0] == "direct"
+        assert b.copy_route(0, 1) == ("staged", "separate contexts")
+        assert b.copy_route(1, 1)[0] == "direct"
     finally:
         b.close()
 
@@ -115,7 +113,7 @@ def test_host_timing_is_used_when_asked(backend):
 
 
 def test_run_p2p_labels_the_simulator(backend):
-    assert is_simulated(backend)
+    assert backend.simulated
     result = run_p2p(backend, sizes=[2048], reps=2, warmup=0)
     assert result.simulated and any("simulator" in n for n in result.notes)
     d = result.to_dict()
@@ -138,7 +136,7 @@ def test_bad_arguments(backend):
 def test_staged_copy_time_includes_the_host_wait(monkeypatch):
     # Device time of each leg is 7 ns; every host wait advances the clock by 1000 ns.
     clock = FakeClock()
-    monkeypatch.setattr("l0mem.p2p.time.perf_counter_ns", clock.now)
+    monkeypatch.setattr("l0mem.bench.copies.time.perf_counter_ns", clock.now)
     backend = FakeCopyBackend(clock, leg_ns=7, wait_ns=1000)
     timings = measure_copies(backend, sizes=[64], reps=2, warmup=0)
     by_kind = {(t.kind, t.src, t.dst): t for t in timings}
@@ -209,11 +207,29 @@ class FakeCopyBackend:
         self.broken = False
         self.close_calls = self.failed_syncs = 0
 
+    simulated = False
+    closed = False
+
     def same_context(self, a: int, b: int) -> bool:
         return True
 
+    def copy_route(self, src: int, dst: int) -> tuple[RouteKind, str]:
+        return "direct", "same device" if src == dst else "one context"
+
+    def memory(self, device: int) -> DeviceMemory:
+        return DeviceMemory(total=None, max_alloc=None, free=None, host_backed=False)
+
+    def peer_access(self, src: int, dst: int) -> PeerAccess:
+        return PeerAccess(src, dst, True, False)
+
     def device_count(self) -> int:
         return 2
+
+    def __enter__(self) -> FakeCopyBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def device_name(self, index: int) -> str:
         return f"fake {index}"
@@ -253,25 +269,11 @@ class FakeCopyBackend:
         pass
 
 
-@dataclass
-class _Named:
-    name: str
-    names: tuple[str, ...]
-
-    def device_count(self) -> int:
-        return len(self.names)
-
-    def device_name(self, index: int) -> str:
-        return self.names[index]
-
-
-def test_is_simulated_reads_the_device_names(monkeypatch):
+def test_simulator_is_known_by_the_device_names(monkeypatch):
     # A real driver named through ZE_ENABLE_ALT_DRIVERS is still hardware.
     monkeypatch.setenv("ZE_ENABLE_ALT_DRIVERS", "/opt/intel/libze_intel_gpu.so.1")
-    real = _Named("l0", ("Intel(R) Arc(TM) Pro B70", "Intel(R) Arc(TM) Pro B70"))
-    assert not is_simulated(real)  # type: ignore[arg-type]
-    sim = _Named("l0", ("l0mem simulated GPU 0", "l0mem simulated GPU 1"))
-    assert is_simulated(sim)  # type: ignore[arg-type]
+    assert not is_simulator_name("Intel(R) Arc(TM) Pro B70")
+    assert is_simulator_name("l0mem simulated GPU 0")
     monkeypatch.delenv("ZE_ENABLE_ALT_DRIVERS")
-    assert is_simulated(sim)  # type: ignore[arg-type]
-    assert not is_simulated(_Named("sycl", ("simulated annealing accelerator",)))  # type: ignore[arg-type]
+    assert is_simulator_name("l0mem simulated GPU 1")
+    assert not is_simulator_name("simulated annealing accelerator")

@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 
-from l0mem.p2p import copy_route, peer_matrix, sycl_direct_copy_hazard
-from l0mem.sycl import SyclBackend, load_dpctl
+from l0mem.backends import SyclBackend
+from l0mem.backends.sycl import direct_copy_hazard as sycl_direct_copy_hazard
+from l0mem.bench.copies import peer_matrix
+from l0mem.sycl import load_dpctl
 
 pytestmark = pytest.mark.sycl
 
@@ -33,7 +35,7 @@ def test_hazard_is_cpu_sub_devices_only(subs):
 def test_sub_devices_are_staged(subs):
     _, a, b = subs
     with SyclBackend([a, b]) as backend:
-        assert copy_route(backend, 0, 1)[0] == "staged"
+        assert backend.copy_route(0, 1)[0] == "staged"
         peers = peer_matrix(backend)
         assert [(p.src, p.dst) for p in peers] == [(0, 1), (1, 0)]
         for p in peers:
@@ -45,6 +47,6 @@ def test_two_queues_on_one_root_device_copy_directly(subs):
     root = subs[0]
     with SyclBackend([root, root]) as backend:
         assert backend.same_context(0, 1)
-        assert copy_route(backend, 0, 1) == ("direct", "one context")
+        assert backend.copy_route(0, 1) == ("direct", "one context")
         peers = peer_matrix(backend)
         assert all(p.can_access and p.route == "direct" for p in peers)

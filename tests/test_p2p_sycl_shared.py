@@ -4,7 +4,7 @@ With the pinned CPU runtime a device-to-device ``memcpy`` between allocations
 of two CPU sub-devices that share a context never returns in most runs.
 :class:`l0mem.sycl.SyclBackend` gives every sub-device a context of its own,
 so it never meets the case; a backend whose queues share one context does,
-and l0mem must detect it (:func:`l0mem.p2p.sycl_direct_copy_hazard`) and
+and l0mem must detect it (:func:`l0mem.backends.sycl.direct_copy_hazard`) and
 stage those copies. Both tests run in subprocesses with hard timeouts:
 
 - l0mem's own copy paths (route, copy measurements, the all-reduce) over a
@@ -39,7 +39,8 @@ _SETUP = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from l0mem.sycl import SyclBackend, load_dpctl
+    from l0mem.backends import SyclBackend
+    from l0mem.sycl import load_dpctl
 
     dpctl = load_dpctl()
     root = dpctl.get_devices(device_type="cpu")[0]
@@ -55,7 +56,8 @@ _SETUP = textwrap.dedent(
 _L0MEM_PATHS = _SETUP + textwrap.dedent(
     """
     from l0mem.allreduce import AllReduce
-    from l0mem.p2p import copy_route, measure_copies, sycl_direct_copy_hazard
+    from l0mem.backends.sycl import direct_copy_hazard as sycl_direct_copy_hazard
+    from l0mem.bench.copies import measure_copies
 
 
     class SharedContextBackend(SyclBackend):
@@ -71,7 +73,7 @@ _L0MEM_PATHS = _SETUP + textwrap.dedent(
     report = {
         "same_context": backend.same_context(0, 1),
         "hazard": [sycl_direct_copy_hazard(s0, s1), sycl_direct_copy_hazard(s1, s0)],
-        "routes": [list(copy_route(backend, 0, 1)), list(copy_route(backend, 1, 0))],
+        "routes": [list(backend.copy_route(0, 1)), list(backend.copy_route(1, 0))],
     }
     timings = measure_copies(backend, sizes=[4096], reps=2, warmup=1)
     report["copies"] = {f"{t.kind} {t.src}>{t.dst}": t.skipped or t.timing for t in timings}

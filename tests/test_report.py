@@ -15,7 +15,6 @@ from l0mem.audit import report as report_mod
 from l0mem.audit.model import AuditReport, ReportFormatError
 from l0mem.audit.report import (
     MissingDependencyError,
-    ReportWriteError,
     junit_xml,
     read_json,
     summary_rows,
@@ -23,6 +22,7 @@ from l0mem.audit.report import (
     write_junit,
     write_plot,
 )
+from l0mem.files import ReportWriteError
 from tests.test_analysis import synthetic_report, synthetic_run
 
 DATA = Path(__file__).parent / "data" / "reports"

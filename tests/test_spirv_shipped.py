@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from l0mem.kernels import KERNELS, spirv_bytes
+from l0mem.backends.kernels import KERNELS, spirv_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_SCRIPT = ROOT / "native_kernels" / "build.py"

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from typing_extensions import Buffer
 
-from l0mem.backend import Backend, DeviceBuffer, Event, check_fill
-from l0mem.kernels import KERNELS, add_f32
-from l0mem.sycl import SyclBackend, load_dpctl
-from l0mem.sycl.backend import CPU_GROUPS_PER_UNIT, CPU_MAX_WORK_GROUP_SIZE
+from l0mem.backends import Backend, DeviceBuffer, Event, SyclBackend, check_fill
+from l0mem.backends.kernels import KERNELS, add_f32
+from l0mem.backends.sycl import CPU_GROUPS_PER_UNIT, CPU_MAX_WORK_GROUP_SIZE
+from l0mem.sycl import load_dpctl
 
 pytestmark = pytest.mark.sycl
 
@@ -398,9 +398,10 @@ def test_work_group_size_is_checked_before_any_launch() -> None:
 
 _NO_DEVICE = """
 import l0mem.sycl as s
+import l0mem.backends as b
 for devices in (None, ["opencl:cpu"]):
     try:
-        s.SyclBackend(devices)
+        b.SyclBackend(devices)
     except s.SyclNoDeviceError as err:
         print(type(err).__name__, isinstance(err, LookupError), err)
     else:

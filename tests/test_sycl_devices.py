@@ -82,14 +82,14 @@ def test_devices_lists_the_cpu_device() -> None:
 
 def test_without_dpctl_importing_works_and_sycl_calls_fail_in_one_line() -> None:
     code = BLOCK_DPCTL + (
-        "import l0mem, l0mem.kernels, l0mem.sycl\n"
-        "assert len(l0mem.kernels.spirv_bytes()) > 0\n"
+        "import l0mem, l0mem.backends, l0mem.backends.kernels, l0mem.sycl\n"
+        "assert len(l0mem.backends.kernels.spirv_bytes()) > 0\n"
         "try:\n"
         "    l0mem.sycl.devices()\n"
         "except l0mem.sycl.SyclUnavailableError as exc:\n"
         "    print(exc)\n"
         "try:\n"
-        "    l0mem.sycl.SyclBackend()\n"
+        "    l0mem.backends.SyclBackend()\n"
         "except RuntimeError as exc:\n"
         "    print(exc)\n"
     )
@@ -103,7 +103,7 @@ def test_without_dpctl_importing_works_and_sycl_calls_fail_in_one_line() -> None
 
 
 def test_kernels_module_needs_neither_dpctl_nor_numpy() -> None:
-    code = BLOCK_DPCTL + "sys.modules['numpy'] = None\nimport l0mem.kernels\nprint(len(l0mem.kernels.KERNELS))"
+    code = BLOCK_DPCTL + "sys.modules['numpy'] = None\nimport l0mem.backends.kernels\nprint(len(l0mem.backends.kernels.KERNELS))"
     proc = _run(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "3"

@@ -24,7 +24,6 @@ from l0mem.audit.model import (
 from l0mem.audit.remedies import KNOWN_REMEDIES, Remedy, custom_remedy
 from l0mem.audit.report import (
     MissingDependencyError,
-    ReportWriteError,
     read_json,
     summary_rows,
     write_json,
@@ -33,6 +32,7 @@ from l0mem.audit.report import (
 )
 from l0mem.audit.runner import AuditInterrupted, RunEvent, discover, run_audit, run_setup
 from l0mem.audit.setups import AuditOptions, Inventory, NoDeviceError, SetupPlan, plan_audit
+from l0mem.files import ReportWriteError
 
 __all__ = [
     "KNOWN_REMEDIES",

@@ -38,7 +38,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import IO, Any, Literal
 
-from l0mem.audit.guard import Guard, MeminfoError, mem_available
+from l0mem.audit.guard import Guard
+from l0mem.probe import MeminfoError, mem_available
 
 _PR_SET_PDEATHSIG = 1
 
@@ -121,35 +122,36 @@ def _one_line(exc: BaseException) -> str:
 
 
 class _Experiment:
-    """What a set-up does: allocate and fill, free, and read device-side values."""
+    """A set-up as a backend configuration plus an allocation policy.
 
-    devices: list[dict[str, Any]]
-    max_alloc: int
-    note: str | None = None
+    Both kinds of set-up run through :func:`l0mem.backends.open_backend`: the
+    configuration is the backend kind, its devices and its context; the policy
+    is what happens to each allocation (dma-buf export, residency on peers)
+    before it is filled on its device. Device 0 of the backend is the owner.
+    """
 
-    def allocate(self, nbytes: int, pattern: bytes) -> None:
-        """Allocate ``nbytes`` on the owner device and fill it there."""
-        raise NotImplementedError
-
-    def free_all(self) -> tuple[int, int]:
-        """Free every allocation; return (allocations, bytes) freed."""
-        raise NotImplementedError
-
-    def device_values(self) -> dict[str, int]:
-        """Return ``sysman.<index>.used`` for the devices of the run (empty without Sysman)."""
-        return {}
-
-    def close(self) -> None:
-        """Release the context and everything else the experiment holds."""
-
-
-class _L0Experiment(_Experiment):
     def __init__(self, spec: dict[str, Any]) -> None:
-        # Sysman must be requested before zeInit for device-side memory values.
-        os.environ.setdefault("ZES_ENABLE_SYSMAN", "1")
-        from l0mem.core import drivers
+        from l0mem.backends import open_backend
 
-        flat = [dev for drv in drivers() for dev in drv.devices()]
+        self.note: str | None = None
+        self.peers: list[int] = []
+        self.dmabuf = False
+        self.flat_index: list[int] = []
+        self.buffers: list[Any] = []
+        if spec["backend"] == "l0":
+            self.backend: Any = self._open_l0(spec)
+        else:
+            mode: Literal["default", "single"] = (
+                "default" if spec["context"] == "default" else "single"
+            )
+            self.backend = open_backend("sycl", [spec["sycl_filter"]], context=mode, profiling=False)
+            self.devices = [self._sycl_description(mode)]
+        self.max_alloc = self.backend.memory(0).max_alloc or (1 << 62)
+
+    def _open_l0(self, spec: dict[str, Any]) -> Any:
+        from l0mem.backends import level_zero_devices, open_backend
+
+        flat = level_zero_devices()
         wanted = [int(i) for i in spec["l0_devices"]]
         present = [i for i in wanted if i < len(flat)]
         if not wanted or wanted[0] not in present:
@@ -164,105 +166,79 @@ class _L0Experiment(_Experiment):
                 )
             self.note = f"{len(present)} of {len(wanted)} planned device(s) visible"
         owner = flat[present[0]]
-        members = [flat[i] for i in present if flat[i].driver is owner.driver]
+        # A context holds devices of one driver; "single" is the owner alone.
+        members = [i for i in present if flat[i].driver is owner.driver]
         if spec["context"] == "single":
-            members = [owner]
-        self.index = {flat[i]: i for i in present if flat[i] in members}
-        self.owner = owner
-        self.members = members
-        self.ctx = owner.driver.create_context(members)
-        self.list = self.ctx.immediate_command_list(owner)
-        self.peers = (
-            [m for m in members[1:] if m.can_access_peer(owner)] if spec["peer_resident"] else []
-        )
+            members = members[:1]
+        self.flat_index = members
+        backend = open_backend("l0", [flat[i] for i in members])
+        if spec["peer_resident"]:
+            self.peers = [
+                i for i in range(1, len(members)) if backend.peer_access(i, 0).access
+            ]
         self.dmabuf = bool(spec["dmabuf"])
-        self.allocs: list[Any] = []
-        self.max_alloc = owner.properties.max_mem_alloc_size or (1 << 62)
         self.devices = [
             {
                 "backend": "l0",
-                "index": self.index[m],
-                "name": m.name,
-                "role": "owner"
-                if m is owner
-                else ("peer-resident" if m in self.peers else "member"),
+                "index": flat_i,
+                "name": backend.device_name(i),
+                "role": "owner" if i == 0 else ("peer-resident" if i in self.peers else "member"),
             }
-            for m in members
+            for i, flat_i in enumerate(members)
         ]
+        return backend
+
+    def _sycl_description(self, mode: str) -> dict[str, Any]:
+        from l0mem.sycl import describe
+
+        info = describe(self.backend.device_of(0))
+        return {
+            "backend": "sycl",
+            "filter_string": info.filter_string,
+            "name": info.name,
+            "device_type": info.device_type,
+            "context": mode,
+            "context_devices": len(self.backend.context_of(0).get_devices()),
+        }
 
     def allocate(self, nbytes: int, pattern: bytes) -> None:
-        alloc = self.ctx.allocate_device(self.owner, nbytes, export_dmabuf=self.dmabuf)
-        self.allocs.append(alloc)
+        """Allocate ``nbytes`` on the owner device, apply the policy, and fill it there."""
+        if self.dmabuf:
+            buf = self.backend.allocate(0, nbytes, export_dmabuf=True)
+        else:
+            buf = self.backend.allocate(0, nbytes)
+        self.buffers.append(buf)
         if self.dmabuf:
             # The export descriptor alone may never reach a driver's export path
             # (xe_gem_prime_export); asking for the fd does, as an importer would.
             # The allocation owns the new descriptor and closes it when it is freed.
-            alloc.dmabuf_fd()
+            buf.allocation.dmabuf_fd()
         for peer in self.peers:
-            self.ctx.make_resident(peer, alloc)
-        self.list.fill(alloc, pattern)
-
-    def free_all(self) -> tuple[int, int]:
-        count, total = 0, 0
-        while self.allocs:
-            alloc = self.allocs.pop()
-            nbytes = alloc.nbytes
-            alloc.close()  # closes the allocation's dma-buf descriptor too, once
-            count, total = count + 1, total + nbytes
-        return count, total
-
-    def device_values(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for member, index in self.index.items():
-            states = member.sysman_memory()
-            if states:
-                out[f"sysman.{index}.used"] = sum(s.used for s in states if s.location == "device")
-        return out
-
-    def close(self) -> None:
-        try:
-            self.list.close()
-        finally:
-            self.ctx.close()
-
-
-class _SyclExperiment(_Experiment):
-    def __init__(self, spec: dict[str, Any]) -> None:
-        from l0mem.sycl import SyclBackend, describe
-
-        mode: Literal["default", "single"] = "default" if spec["context"] == "default" else "single"
-        self.backend = SyclBackend([spec["sycl_filter"]], context=mode)
-        dev = self.backend.device_of(0)
-        info = describe(dev)
-        self.max_alloc = int(dev.max_mem_alloc_size) or (1 << 62)
-        self.buffers: list[Any] = []
-        self.devices = [
-            {
-                "backend": "sycl",
-                "filter_string": info.filter_string,
-                "name": info.name,
-                "device_type": info.device_type,
-                "context": mode,
-                "context_devices": len(self.backend.context_of(0).get_devices()),
-            }
-        ]
-
-    def allocate(self, nbytes: int, pattern: bytes) -> None:
-        buf = self.backend.allocate(0, nbytes)
-        self.buffers.append(buf)
+            self.backend.make_resident(buf, peer)
         self.backend.fill(buf, pattern).wait()
 
     def free_all(self) -> tuple[int, int]:
+        """Free every allocation; return (allocations, bytes) freed."""
         self.backend.synchronize()
         count, total = 0, 0
         while self.buffers:
             buf = self.buffers.pop()
             total += buf.nbytes
-            buf.close()
+            buf.close()  # closes an allocation's dma-buf descriptor too, once
             count += 1
         return count, total
 
+    def device_values(self) -> dict[str, int]:
+        """Return ``sysman.<index>.used`` for the devices of the run (empty without Sysman)."""
+        out: dict[str, int] = {}
+        for i, flat_i in enumerate(self.flat_index):
+            used = self.backend.sysman_used(i)
+            if used is not None:
+                out[f"sysman.{flat_i}.used"] = used
+        return out
+
     def close(self) -> None:
+        """Release the backend and everything it holds."""
         self.backend.close()
 
 
@@ -307,11 +283,7 @@ class _Runner:
 
     def run(self) -> tuple[str, str | None]:
         """Run the set-up; return (status, reason)."""
-        spec = self.spec
-        if spec["backend"] == "l0":
-            self.exp = _L0Experiment(spec)
-        else:
-            self.exp = _SyclExperiment(spec)
+        self.exp = _Experiment(self.spec)
         self.emit("devices", devices=self.exp.devices, note=self.exp.note)
         status: tuple[str, str | None] = ("ok", None)
         try:

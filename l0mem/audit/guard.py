@@ -12,50 +12,17 @@ another process taking memory).
 from __future__ import annotations
 
 import dataclasses
-import os
 
-from l0mem.probe.parse import parse_meminfo
-
-GIB = 1 << 30
-MIB = 1 << 20
+from l0mem.probe import read_meminfo
+from l0mem.units import GIB, format_bytes
 
 DEFAULT_FLOOR_MIN = 2 * GIB
 DEFAULT_FLOOR_FRACTION = 0.10
 
 
-class MeminfoError(OSError):
-    """/proc/meminfo cannot be read or lacks a field the guard needs."""
-
-
-def read_meminfo(proc_root: str = "/proc") -> dict[str, int]:
-    """Return the ``meminfo.<Key>`` values (bytes) of ``/proc/meminfo``; raise MeminfoError."""
-    path = os.path.join(proc_root, "meminfo")
-    try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            values = parse_meminfo(f.read())
-    except OSError as exc:
-        raise MeminfoError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    for key in ("meminfo.MemAvailable", "meminfo.MemTotal"):
-        if key not in values:
-            raise MeminfoError(f"{path}: no {key.partition('.')[2]} field (kernel too old?)")
-    return values
-
-
-def mem_available(proc_root: str = "/proc") -> int:
-    """Return MemAvailable in bytes; raise MeminfoError when it cannot be read."""
-    return read_meminfo(proc_root)["meminfo.MemAvailable"]
-
-
 def default_floor(mem_total: int) -> int:
     """Return the default floor: the larger of 2 GiB and 10% of MemTotal."""
     return max(DEFAULT_FLOOR_MIN, int(mem_total * DEFAULT_FLOOR_FRACTION))
-
-
-def format_bytes(n: float) -> str:
-    """Return ``n`` bytes as a short human-readable string in MiB or GiB."""
-    if abs(n) >= GIB:
-        return f"{n / GIB:.2f} GiB"
-    return f"{n / MIB:.0f} MiB"
 
 
 @dataclasses.dataclass(frozen=True)

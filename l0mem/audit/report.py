@@ -8,70 +8,25 @@ The JSON schema is documented in docs/report-schema.md.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
 import os
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from l0mem.audit.analysis import DEFAULT_CONFIG, GIB, cost_series, recorded_signals
 from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun, parse_schema
+from l0mem.files import write_bytes
 
 PathLike = str | os.PathLike[str]
 
 JUNIT_CLASSNAME = "l0mem.audit"
 
 
-class ReportWriteError(OSError):
-    """A report file could not be written; the message is one line naming the file."""
-
-    @classmethod
-    def of(cls, path: Path, exc: OSError) -> ReportWriteError:
-        """Return the error for failing to write ``path`` because of ``exc``."""
-        err = cls(f"{path}: cannot write ({exc.strerror or exc})")
-        err.errno = exc.errno
-        return err
-
-
 class MissingDependencyError(ImportError):
     """An optional dependency needed for the request is not installed."""
-
-
-# ---------------------------------------------------------------- atomic files
-
-
-def atomic_write_bytes(path: PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file, fsync, rename); raise ReportWriteError."""
-    target = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise ReportWriteError.of(target, exc) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            # mkstemp creates 0600; a report is meant to be shared like any output file.
-            os.fchmod(f.fileno(), 0o644)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise ReportWriteError.of(target, exc) from None
-        raise
-    # Make the rename itself durable; not every file system lets a directory be fsynced.
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def dumps_json(data: Any, path: PathLike) -> bytes:
@@ -93,7 +48,7 @@ def write_json(report: AuditReport, path: PathLike) -> None:
         AuditReport.from_dict(json.loads(data))
     except ReportFormatError as exc:
         raise ReportFormatError(f"{path}: {exc}") from None
-    atomic_write_bytes(path, data)
+    write_bytes(path, data)
 
 
 def _reject_constant(name: str) -> Any:
@@ -236,7 +191,7 @@ def junit_xml(report: AuditReport) -> bytes:
 
 def write_junit(report: AuditReport, path: PathLike) -> None:
     """Write the report as JUnit XML to ``path``, atomically."""
-    atomic_write_bytes(path, junit_xml(report))
+    write_bytes(path, junit_xml(report))
 
 
 # ---------------------------------------------------------------- plot
@@ -318,7 +273,7 @@ def write_plot(report: AuditReport, path: PathLike) -> None:
     # Text kept as text in an SVG: smaller, searchable, and its labels readable by tools.
     with matplotlib.rc_context({"svg.fonttype": "none"}):
         fig.savefig(buf, format=fmt)
-    atomic_write_bytes(path, buf.getvalue())
+    write_bytes(path, buf.getvalue())
 
 
 # ---------------------------------------------------------------- terminal rows

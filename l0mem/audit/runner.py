@@ -33,7 +33,7 @@ from typing import IO, Any, Literal
 
 from l0mem import __version__
 from l0mem.audit.analysis import analyze_report, analyze_run
-from l0mem.audit.guard import Guard, MeminfoError, format_bytes, mem_available
+from l0mem.audit.guard import Guard
 from l0mem.audit.model import AuditReport, ReportFormatError, Sample, SetupRun, utc_now
 from l0mem.audit.remedies import KNOWN_REMEDIES, Remedy, custom_remedy, remedies_for
 from l0mem.audit.setups import (
@@ -43,6 +43,8 @@ from l0mem.audit.setups import (
     SetupPlan,
     plan_audit,
 )
+from l0mem.probe import MeminfoError, mem_available
+from l0mem.units import format_bytes
 
 CHILD_MODULE = "l0mem.audit.child"
 DISCOVERY_TIMEOUT_S = 120.0

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from l0mem.audit.remedies import ALL_SETUPS, L0_SETUPS, SYCL_SETUPS, Remedy
+from l0mem.backends.base import is_simulator_name
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -45,7 +46,6 @@ SYCL_FILL = b"\xa5\x5a\xa5\x5a"
 
 MULTI_DEVICE_SETUPS = ("l0-multi", "l0-peer-resident")
 
-SIMULATOR_NAME_MARK = "simulated"
 ALT_DRIVERS_VAR = "ZE_ENABLE_ALT_DRIVERS"
 
 
@@ -136,7 +136,7 @@ class Inventory:
 
 def is_simulated_device(device: Mapping[str, Any]) -> bool:
     """Return True when a discovered Level Zero device is the simulated driver's (by its name)."""
-    return SIMULATOR_NAME_MARK in str(device.get("name", "")).lower()
+    return is_simulator_name(str(device.get("name", "")))
 
 
 @dataclasses.dataclass(frozen=True)

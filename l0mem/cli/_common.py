@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import json
-import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -27,14 +25,6 @@ class ExitCode(enum.IntEnum):
     MISMATCH = 5  # inputs are well-formed but cannot be compared
     DRIVER_ERROR = 6  # the driver or runtime failed while working
     INTERRUPTED = 130  # Ctrl-C: device memory was freed, partial results written
-
-
-class Unavailable(Exception):
-    """The requested backend or devices cannot be used here."""
-
-
-class HostTooSmall(Exception):
-    """The request needs more host memory than is available (a usage error, exit 2)."""
 
 
 def notice(command: str, message: str) -> None:
@@ -93,11 +83,17 @@ def measuring(command: str) -> Iterator[None]:
     _replay(caught, skip_release=True)
     # Objects the traceback still holds are freed at exit: keep that quiet too.
     warnings.simplefilter("ignore", _release_warning())
+    from l0mem.backends import DeviceSelectionError, NoDeviceError
+    from l0mem.bench.fit import HostTooSmall
+    from l0mem.files import ReportWriteError
+
     try:
         raise failure
-    except Unavailable as err:
+    except ReportWriteError as err:
+        fail(command, ExitCode.BAD_INPUT, str(err))
+    except NoDeviceError as err:
         fail(command, ExitCode.NO_DEVICE, str(err))
-    except HostTooSmall as err:
+    except (HostTooSmall, DeviceSelectionError) as err:
         fail(command, ExitCode.USAGE, str(err))
     except KeyboardInterrupt:
         fail(command, ExitCode.INTERRUPTED, "interrupted; device memory was freed")
@@ -112,10 +108,10 @@ def measuring(command: str) -> Iterator[None]:
 # Options of the commands that measure on a backend (p2p, allreduce).
 backend_option = click.option(
     "--backend",
-    type=click.Choice(["l0", "sycl"]),
-    default="l0",
+    type=click.Choice(["auto", "l0", "sycl"]),
+    default="auto",
     show_default=True,
-    help="Level Zero binding or SYCL (dpctl).",
+    help="Level Zero binding or SYCL (dpctl); auto: Level Zero when a driver has a device.",
 )
 sub_devices_option = click.option(
     "--sub-devices",
@@ -132,7 +128,7 @@ json_option = click.option(
 
 def device_option(default_note: str = "") -> Callable[[_F], _F]:
     """Return the repeatable ``--device`` option; ``default_note`` ends its help text."""
-    text = "Level Zero device index (or comma list) or SYCL filter string; repeatable."
+    text = "Device index as `l0mem info` lists it (or a comma list), or a SYCL filter string; repeatable."
     return click.option(
         "--device",
         "device_specs",
@@ -143,7 +139,7 @@ def device_option(default_note: str = "") -> Callable[[_F], _F]:
 
 def sizes_option(value: str, param_hint: str) -> list[int]:
     """Return the parsed size list of an option value or raise click.BadParameter."""
-    from l0mem.p2p import parse_sizes
+    from l0mem.units import parse_sizes
 
     try:
         return parse_sizes(value)
@@ -151,96 +147,18 @@ def sizes_option(value: str, param_hint: str) -> list[int]:
         raise click.BadParameter(str(err), param_hint=param_hint) from None
 
 
-def _l0_devices(specs: Sequence[str]) -> list[Any]:
-    from l0mem._ze.errors import LoaderError, UninitializedError
-    from l0mem.core import drivers
-
-    try:
-        found = drivers()
-    except (LoaderError, UninitializedError) as err:
-        raise Unavailable(f"no usable Level Zero driver: {err}") from None
-    devs = found[0].devices() if found else []
-    if not devs:
-        raise Unavailable("no Level Zero device found")
-    if not specs:
-        return list(devs)
-    chosen = []
-    for spec in specs:
-        for part in spec.split(","):
-            part = part.strip()
-            if not part.isdigit() or int(part) >= len(devs):
-                raise click.BadParameter(
-                    f"expected a Level Zero device index 0..{len(devs) - 1}, got {part!r}",
-                    param_hint="--device",
-                )
-            if devs[int(part)] in chosen:
-                raise click.BadParameter(f"device {part} given twice", param_hint="--device")
-            chosen.append(devs[int(part)])
-    return chosen
-
-
-def _sycl_devices(specs: Sequence[str], sub_devices: int | None) -> list[Any]:
-    from l0mem.sycl import SyclUnavailableError, find_devices, load_dpctl, parse_filter
-
-    try:
-        dpctl = load_dpctl()
-    except SyclUnavailableError as err:
-        raise Unavailable(str(err)) from None
-    chosen: list[Any] = []
-    for spec in specs:
-        try:
-            parse_filter(spec)
-        except ValueError as err:
-            raise click.BadParameter(str(err), param_hint="--device") from None
-        found = find_devices(spec)
-        if not found:
-            raise Unavailable(f"no SYCL device matches {spec!r}")
-        chosen.append(found[0])
-    if not chosen:
-        chosen = list(dpctl.get_devices(backend="level_zero", device_type="gpu"))
-        if not chosen:
-            try:
-                chosen = [dpctl.select_default_device()]
-            except Exception as err:
-                raise Unavailable(f"no SYCL device found: {err}") from None
-    if sub_devices is None:
-        return chosen
-    if len(chosen) != 1:
-        raise click.UsageError("--sub-devices partitions one device: select exactly one")
-    root = chosen[0]
-    units = int(root.max_compute_units)
-    per = units // sub_devices
-    if per < 1:
-        # The options are fine; this machine's device cannot serve them.
-        raise Unavailable(
-            f"{root.name.strip()} has {units} compute units, too few for {sub_devices} sub-devices"
-        )
-    try:
-        return list(root.create_sub_devices(partition=[per] * sub_devices))
-    except Exception as err:
-        raise Unavailable(f"cannot partition {root.name.strip()}: {err}") from None
-
-
 @contextlib.contextmanager
 def open_backend(
-    kind: str, specs: Sequence[str] = (), sub_devices: int | None = None
+    kind: str,
+    specs: Sequence[Any] = (),
+    sub_devices: int | None = None,
+    *,
+    context: str = "default",
 ) -> Iterator[Any]:
-    """Yield an open backend ("l0" or "sycl") over the selected devices; close it afterwards."""
-    backend: Any
-    if kind == "sycl":
-        from l0mem.sycl import SyclBackend, SyclNoDeviceError
+    """Yield an open backend (:func:`l0mem.backends.open_backend`); close it afterwards."""
+    from l0mem.backends import open_backend as open_library_backend
 
-        devs = _sycl_devices(specs, sub_devices)
-        try:
-            backend = SyclBackend(devs, profiling=True)
-        except SyclNoDeviceError as err:
-            raise Unavailable(str(err)) from None
-    else:
-        if sub_devices is not None:
-            raise click.UsageError("--sub-devices applies to --backend sycl only")
-        from l0mem.core.backend import LevelZeroBackend
-
-        backend = LevelZeroBackend(_l0_devices(specs), context="multi")
+    backend = open_library_backend(kind, specs, sub_devices=sub_devices, context=context)  # type: ignore[arg-type]
     try:
         yield backend
     except BaseException:
@@ -261,69 +179,12 @@ def close_quietly(backend: Any) -> None:
             backend.close()
 
 
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / (1 << 30):.1f} GiB"
-
-
-def check_memory(
-    backend: Any,
-    devices: Sequence[int],
-    *,
-    per_device: int,
-    largest: int,
-    host: int,
-    what: str,
-) -> None:
-    """Raise Unavailable when a device cannot hold ``per_device`` bytes (or one ``largest``
-    allocation), HostTooSmall when the host lacks ``host`` bytes plus host-backed device memory."""
-    import psutil
-
-    from l0mem.p2p import device_memory, device_memory_is_host
-
-    host_need = host
-    for d in devices:
-        total, max_alloc = device_memory(backend, d)
-        name = backend.device_name(d)
-        if total is not None and per_device > total:
-            raise Unavailable(
-                f"{what} need {_gib(per_device)} on device {d} ({name}), "
-                f"which has {_gib(total)} of memory"
-            )
-        if max_alloc is not None and largest > max_alloc:
-            raise Unavailable(
-                f"{what} need one allocation of {_gib(largest)} on device {d} ({name}), "
-                f"larger than its limit of {_gib(max_alloc)}"
-            )
-        if device_memory_is_host(backend, d):
-            host_need += per_device
-    available = int(psutil.virtual_memory().available)
-    if host_need > available:
-        raise HostTooSmall(
-            f"{what} need about {_gib(host_need)} of host memory, {_gib(available)} available"
-        )
-
-
-def finite(data: Any) -> Any:
-    """Return ``data`` with every non-finite float (inf, nan) replaced by None, for strict JSON."""
-    if isinstance(data, float):
-        return data if math.isfinite(data) else None
-    if isinstance(data, dict):
-        return {k: finite(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [finite(v) for v in data]
-    return data
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as strict JSON (non-finite numbers as null) to ``path`` atomically (raises OSError)."""
-    from l0mem.audit.report import atomic_write_bytes
-
-    text = json.dumps(finite(data), indent=2, allow_nan=False)
-    atomic_write_bytes(path, (text + "\n").encode())
 
 
 def save_json(command: str, path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` as JSON to ``path`` atomically, or fail ``command`` with BAD_INPUT."""
+    from l0mem.files import write_json
+
     try:
         write_json(path, data)
     except OSError as err:

@@ -31,10 +31,6 @@ cannot be written, 6 when the driver or runtime fails, 130 on Ctrl-C.
 
 from __future__ import annotations
 
-import functools
-import statistics
-import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,12 +40,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from l0mem import __version__
 from l0mem.cli._common import (
     ExitCode,
-    Unavailable,
     backend_option,
-    check_memory,
     device_option,
     fail,
     json_option,
@@ -59,161 +52,6 @@ from l0mem.cli._common import (
     sizes_option,
     sub_devices_option,
 )
-
-SCHEMA = "l0mem.allreduce/1"
-
-
-def _check(np: Any, xs: list[Any], outs: list[Any], path: Literal["f32", "bf16"]) -> dict[str, Any]:
-    from l0mem.allreduce import error_bound
-
-    stacked = np.stack(xs).astype(np.float64)
-    exact = stacked.sum(axis=0)
-    bound = error_bound(path, len(xs)) * np.abs(stacked).sum(axis=0)
-    err = np.abs(outs[0].astype(np.float64) - exact)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(
-            bound > 0, err / np.where(bound > 0, bound, 1.0), np.where(err > 0, np.inf, 0.0)
-        )
-    identical = all(np.array_equal(outs[0].view(np.uint32), o.view(np.uint32)) for o in outs[1:])
-    return {
-        "max_abs_error": float(err.max()) if err.size else 0.0,
-        "error_gamma": error_bound(path, len(xs)),
-        "max_error_to_bound": float(ratio.max()) if ratio.size else 0.0,
-        "within_bound": bool((err <= bound).all()),
-        "identical": bool(identical),
-    }
-
-
-def host_bytes(n_devices: int, nelem: int) -> int:
-    """Return about how much host memory ``measure`` needs for one size (inputs, outputs, checks)."""
-    # Per device: FP32 input and output, FP64 copy and |x| in the check;
-    # shared: float64 draws and the check's sum, bound, error and ratio arrays.
-    return (24 * n_devices + 48) * nelem
-
-
-def check_sizes(backend: Any, devices: Sequence[int], sizes: Sequence[int]) -> None:
-    """Raise Unavailable (a device too small) or HostTooSmall before inputs are generated."""
-    from l0mem.allreduce import scratch_bytes
-
-    nelem = max(sizes)
-    scratch = scratch_bytes(len(devices), nelem)
-    check_memory(
-        backend,
-        devices,
-        per_device=4 * nelem + scratch,
-        largest=max(4 * nelem, scratch),
-        host=host_bytes(len(devices), nelem),
-        what=f"--sizes {nelem:,} elements",
-    )
-
-
-def measure(
-    backend: Any,
-    devices: Sequence[int],
-    sizes: Sequence[int],
-    *,
-    threshold: int,
-    reps: int = 5,
-    warmup: int = 1,
-    seed: int = 0,
-    transport: Literal["auto", "staged"] = "auto",
-) -> dict[str, Any]:
-    """Run both paths for every size over ``devices``; return the JSON-ready report (no printing)."""
-    try:
-        import numpy as np
-    except ImportError:
-        raise Unavailable("l0mem allreduce needs NumPy: pip install numpy") from None
-    from l0mem.allreduce import AllReduce
-    from l0mem.p2p import cleanup, is_simulated
-
-    rng = np.random.default_rng(seed)
-    rows: list[dict[str, Any]] = []
-    with AllReduce(backend, devices, threshold=threshold, transport=transport) as ar:
-        for nelem in sizes:
-            xs = [rng.standard_normal(nelem).astype(np.float32) for _ in devices]
-            bufs: list[Any] = []
-            ok = False
-            try:
-                bufs.extend(backend.allocate(d, 4 * nelem) for d in devices)
-                for path in ("f32", "bf16"):
-                    rows.append(_one(np, backend, ar, devices, bufs, xs, nelem, path, reps, warmup))
-                ok = True
-            finally:
-                waits = [functools.partial(backend.synchronize, d) for d in devices]
-                cleanup([*waits, *(b.close for b in bufs)], strict=ok)
-    return {
-        "schema": SCHEMA,
-        "l0mem_version": __version__,
-        "backend": backend.name,
-        "simulated": is_simulated(backend),
-        "devices": [{"index": d, "name": backend.device_name(d)} for d in devices],
-        "threshold": threshold,
-        "transport": transport,
-        "routes": {f"{s}>{d}": r for (s, d), r in sorted(ar.routes.items())},
-        "reps": reps,
-        "warmup": warmup,
-        "seed": seed,
-        "results": rows,
-        "ok": all(r["within_bound"] and r["identical"] for r in rows),
-    }
-
-
-def _one(
-    np: Any,
-    backend: Any,
-    ar: Any,
-    devices: Sequence[int],
-    bufs: list[Any],
-    xs: list[Any],
-    nelem: int,
-    path: Literal["f32", "bf16"],
-    reps: int,
-    warmup: int,
-) -> dict[str, Any]:
-    def load() -> None:
-        for b, x in zip(bufs, xs, strict=True):
-            backend.upload(b, x)
-        for d in devices:
-            backend.synchronize(d)
-
-    load()
-    stats = ar(bufs, nelem, path=path)
-    stats.wait()
-    outs = []
-    for b in bufs:
-        out = np.empty(nelem, dtype=np.float32)
-        backend.download(b, out).wait()
-        outs.append(out)
-    check = _check(np, xs, outs, path)
-    samples: list[int] = []
-    for i in range(warmup + reps):
-        load()
-        start = time.perf_counter_ns()
-        ar(bufs, nelem, path=path)
-        for d in devices:
-            backend.synchronize(d)
-        if i >= warmup:
-            samples.append(time.perf_counter_ns() - start)
-    n = len(devices)
-    med = float(statistics.median(samples))
-    payload = 4 * nelem
-    return {
-        "nelem": nelem,
-        "nbytes": payload,
-        "path": path,
-        "auto": ar.path_for(nelem) == path,
-        "algorithm": stats.algorithm,
-        "time_ns": {"samples": samples, "median": med, "min": min(samples), "max": max(samples)},
-        "bytes_crossed": stats.to_dict()["bytes_crossed"],
-        "total_bytes_crossed": stats.total_bytes,
-        "copies": stats.copies,
-        "local_copies": stats.local_copies,
-        "staged_copies": stats.staged_copies,
-        "kernel_launches": stats.kernel_launches,
-        "busbw_gbps": payload / max(med, 1.0) * 2 * (n - 1) / n,
-        "wire_gbps": stats.total_bytes / max(med, 1.0),
-        **check,
-    }
 
 
 def _ms(ns: float) -> str:
@@ -340,12 +178,15 @@ def allreduce(
     json_path: Path | None,
 ) -> None:
     """Time the FP32 and BF16-compressed all-reduce and check its sums against FP64."""
+    from l0mem.backends import NoDeviceError
+    from l0mem.bench.allreduce import check_sizes, measure
+
     size_list = sizes_option(sizes, "--sizes")
     with measuring("allreduce"), open_backend(backend, device_specs, sub_devices) as b:
         available = b.device_count()
         want = available if count is None else count
         if want > available or available < 2:
-            raise Unavailable(
+            raise NoDeviceError(
                 f"all-reduce needs {max(want, 2)} devices, {available} available"
                 + (" (SYCL: try --sub-devices 2)" if backend == "sycl" else "")
             )
@@ -371,4 +212,4 @@ def allreduce(
         )
 
 
-__all__ = ["SCHEMA", "allreduce", "check_sizes", "host_bytes", "measure", "render"]
+__all__ = ["allreduce", "render"]

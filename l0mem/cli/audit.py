@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import signal
 import sys
 import threading
@@ -19,12 +18,10 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from l0mem.audit.analysis import remedy_effects
-from l0mem.audit.guard import MeminfoError, format_bytes, read_meminfo
 from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
 from l0mem.audit.remedies import ALL_SETUPS, parse_env_assignments
 from l0mem.audit.report import (
     MissingDependencyError,
-    ReportWriteError,
     write_json,
     write_junit,
     write_plot,
@@ -32,6 +29,9 @@ from l0mem.audit.report import (
 from l0mem.audit.runner import AuditInterrupted, RunEvent, run_audit
 from l0mem.audit.setups import AuditOptions, NoDeviceError, SetupPlan
 from l0mem.cli._common import ExitCode, fail, notice
+from l0mem.files import ReportWriteError
+from l0mem.probe import MeminfoError, read_meminfo
+from l0mem.units import format_bytes, parse_size
 
 _EPILOG = f"""\b
 Set-ups: {", ".join(ALL_SETUPS)}.
@@ -50,19 +50,8 @@ Exit codes:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
-_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
-
 # Signals shown per set-up besides the prioritised ones: where a mirror also shows.
 _EXTRA_SIGNALS = ("meminfo.Shmem", "meminfo.Committed_AS", "proc.RssAnon")
-
-
-def parse_size(text: str) -> int:
-    """Return the bytes in ``text`` (``4GiB``, ``512M``, ``1.5G``, ``1048576``); raise ValueError."""
-    m = _SIZE.match(text)
-    if m is None:
-        raise ValueError(f"not a size: {text!r} (examples: 4GiB, 512MiB, 1073741824)")
-    return int(float(m.group(1)) * (1 << _SHIFT[m.group(2).lower()]))
 
 
 def _size_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
@@ -90,7 +79,10 @@ def _floor_option(ctx: click.Context, param: click.Parameter, value: str | None)
         except MeminfoError as exc:
             raise click.BadParameter(str(exc)) from None
         return int(total * share / 100)
-    return _size_option(ctx, param, value)
+    try:
+        return parse_size(value, minimum=0)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _setups_option(

@@ -4,7 +4,7 @@
 size on one device (round-robin, after warm-up) and prints each kernel's
 effective bandwidth (bytes read + written per second) and its ratio to the copy
 bandwidth. ``--json PATH`` writes the run atomically (schema
-``l0mem.bench.kernels/1``, see :meth:`l0mem.kernel_bench.KernelBenchResult.to_dict`);
+``l0mem.bench.kernels/1``, see :meth:`l0mem.bench.kernels.KernelBenchResult.to_dict`);
 the path is checked before measuring, so a bad one does not cost the run.
 
 Exit codes: 0 on success, 2 on bad options (including a work-group size above
@@ -15,9 +15,6 @@ cannot be written, 6 when the runtime fails while measuring, 130 on Ctrl-C.
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,72 +23,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from l0mem.cli._common import ExitCode
+from l0mem.cli._common import (
+    backend_option,
+    device_option,
+    json_option,
+    measuring,
+    open_backend,
+    save_json,
+)
 
 GOAL_RATIO = 0.9
 MIB = 1 << 20
-
-
-class _Unavailable(Exception):
-    """The requested backend or device cannot be used here."""
-
-
-def _fail(code: ExitCode, message: str) -> None:
-    click.echo(f"l0mem bench kernels: {message}", err=True)
-    raise SystemExit(int(code))
-
-
-@contextlib.contextmanager
-def _open_backend(
-    backend: str, device: str | None, context: str, work_group_size: int | None
-) -> Iterator[tuple[Any, int, bool]]:
-    """Yield (backend object, device index, simulated) for the options given."""
-    if backend == "sycl":
-        from l0mem.sycl import SyclBackend, SyclNoDeviceError, SyclUnavailableError
-
-        try:
-            sb = SyclBackend(
-                None if device is None else [device],
-                context="single" if context == "single" else "default",
-                profiling=True,
-            )
-        except (SyclUnavailableError, SyclNoDeviceError) as err:
-            raise _Unavailable(str(err)) from None
-        try:
-            try:
-                sb.set_work_group_size(work_group_size)
-            except ValueError as err:
-                raise click.BadParameter(str(err), param_hint="--work-group-size") from None
-            yield sb, 0, False
-        finally:
-            sb.close()
-        return
-    if work_group_size is not None:
-        raise click.UsageError("--work-group-size applies to --backend sycl only")
-    from l0mem._ze.errors import LoaderError, UninitializedError
-    from l0mem.core import drivers
-    from l0mem.core.backend import LevelZeroBackend
-
-    try:
-        found = drivers()
-    except (LoaderError, UninitializedError) as err:
-        raise _Unavailable(f"no usable Level Zero driver: {err}") from None
-    devs = found[0].devices() if found else []
-    if not devs:
-        raise _Unavailable("no Level Zero device found")
-    index = 0
-    if device is not None:
-        if not device.isdigit() or int(device) >= len(devs):
-            raise click.BadParameter(
-                f"expected a Level Zero device index 0..{len(devs) - 1}, got {device!r}",
-                param_hint="--device",
-            )
-        index = int(device)
-    b = LevelZeroBackend([devs[index]], context="single" if context == "single" else "multi")
-    try:
-        yield b, 0, bool(os.environ.get("ZE_ENABLE_ALT_DRIVERS"))
-    finally:
-        b.close()
 
 
 def render(result: Any, console: Console) -> None:
@@ -128,7 +70,7 @@ def render(result: Any, console: Console) -> None:
     )
     if result.simulated:
         console.print(
-            "[yellow]Simulated driver (ZE_ENABLE_ALT_DRIVERS): these are a simulator's "
+            "[yellow]Simulated driver: these are a simulator's "
             "numbers, not hardware results.[/yellow]"
         )
 
@@ -139,92 +81,68 @@ def bench() -> None:
 
 
 @bench.command()
-@click.option(
-    "--backend",
-    type=click.Choice(["sycl", "l0"]),
-    default="sycl",
-    show_default=True,
-    help="Run through dpctl (SYCL) or the Level Zero binding.",
-)
-@click.option(
-    "--device",
-    help="SYCL filter string (e.g. level_zero:gpu:0, opencl:cpu) or Level Zero device index.",
-)
+@backend_option
+@device_option("Default: the first device.")
 @click.option(
     "--context",
     type=click.Choice(["default", "single"]),
     default="default",
     show_default=True,
-    help="Platform default (multi-device) context or a context holding the device alone.",
+    help="The runtime's default (multi-device) context or a context holding the device alone.",
 )
 @click.option(
     "--elements",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=1 << 40),
     default=1 << 24,
     show_default=True,
     help="Elements per kernel launch (the copy moves 4 bytes per element).",
 )
-@click.option("--repetitions", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--reps", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
 @click.option(
     "--work-group-size",
     type=click.IntRange(min=1),
     help="Override the work-group size (SYCL only).",
 )
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the results as JSON to PATH.",
-)
+@json_option
 def kernels(
     backend: str,
-    device: str | None,
+    device_specs: tuple[str, ...],
     context: str,
     elements: int,
-    repetitions: int,
+    reps: int,
     warmup: int,
     work_group_size: int | None,
     json_path: Path | None,
 ) -> None:
     """Measure each kernel's bandwidth against the same device's copy bandwidth."""
-    from l0mem.kernel_bench import check_writable, run_kernel_bench, write_json
+    from l0mem.bench.kernels import run_kernel_bench
+    from l0mem.files import check_writable
 
-    if backend == "sycl" and device is not None:
-        from l0mem.sycl import parse_filter
-
-        try:
-            parse_filter(device)
-        except ValueError as err:
-            raise click.BadParameter(str(err), param_hint="--device") from None
     if json_path is not None:
-        try:
+        with measuring("bench kernels"):
             check_writable(json_path)
-        except OSError as err:
-            _fail(ExitCode.BAD_INPUT, f"cannot write {json_path}: {err.strerror or err}")
-    try:
-        with _open_backend(backend, device, context, work_group_size) as (b, index, simulated):
-            result = run_kernel_bench(
-                b,
-                index,
-                elements=elements,
-                repetitions=repetitions,
-                warmup=warmup,
-                simulated=simulated,
-            )
-    except _Unavailable as err:
-        _fail(ExitCode.NO_DEVICE, str(err))
-    except KeyboardInterrupt:
-        _fail(ExitCode.INTERRUPTED, "interrupted; device memory was freed")
-    except MemoryError as err:
-        _fail(ExitCode.DRIVER_ERROR, f"out of device memory: {err}")
-    except click.ClickException:
-        raise
-    except Exception as err:
-        _fail(ExitCode.DRIVER_ERROR, f"{type(err).__name__}: {err}".splitlines()[0])
+    from l0mem.backends import select_devices
+
+    if backend == "l0" and work_group_size is not None:
+        raise click.UsageError("--work-group-size applies to --backend sycl only")
+
+    if len(device_specs) > 1 or "," in "".join(device_specs):
+        raise click.BadParameter("bench kernels runs on one device", param_hint="--device")
+    with measuring("bench kernels"):
+        kind, chosen = select_devices(backend, device_specs)
+    with measuring("bench kernels"), open_backend(kind, chosen[:1], context=context) as b:
+        if work_group_size is not None:
+            set_size = getattr(b, "set_work_group_size", None)
+            if set_size is None:
+                raise click.UsageError("--work-group-size applies to --backend sycl only")
+            try:
+                set_size(work_group_size)
+            except ValueError as err:
+                raise click.BadParameter(str(err), param_hint="--work-group-size") from None
+        result = run_kernel_bench(
+            b, 0, elements=elements, repetitions=reps, warmup=warmup, simulated=b.simulated
+        )
     render(result, Console())
     if json_path is not None:
-        try:
-            write_json(json_path, result)
-        except OSError as err:
-            _fail(ExitCode.BAD_INPUT, f"cannot write {json_path}: {err.strerror or err}")
+        save_json("bench kernels", json_path, result.to_dict())

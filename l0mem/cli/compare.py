@@ -20,8 +20,9 @@ from l0mem.audit.compare import (
     load_pair,
 )
 from l0mem.audit.model import ReportFormatError
-from l0mem.audit.report import ReportWriteError, atomic_write_bytes, dumps_json
+from l0mem.audit.report import dumps_json
 from l0mem.cli._common import ExitCode, fail
+from l0mem.files import ReportWriteError, write_bytes
 
 _EPILOG = f"""\b
 Exit codes:
@@ -172,7 +173,7 @@ def compare(
             exit_code=int(code),
         )
         try:
-            atomic_write_bytes(json_path, dumps_json(data, json_path))
+            write_bytes(json_path, dumps_json(data, json_path))
         except (ReportWriteError, ReportFormatError) as exc:
             _fail(ExitCode.BAD_INPUT, str(exc))
 

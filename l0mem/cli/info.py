@@ -16,7 +16,9 @@ fsync, rename; mode 0644) as JSON with these keys:
   raw 32-bit value), ``version`` (decoded as ``major.minor.build``, see
   :func:`l0mem.core.decode_driver_version`), ``uuid``, ``api_version``
   ("major.minor"), ``devices`` and ``peer_access``.
-- each device: ``index``, ``name``, ``type``, ``vendor_id`` and ``device_id``
+- each device: ``index`` (l0mem's device index, over all drivers: what
+  ``--device`` takes in every command), ``driver_index`` (its index within
+  its driver), ``name``, ``type``, ``vendor_id`` and ``device_id``
   (hex strings), ``pci_address`` ("DDDD:BB:DD.F" or null), ``uuid``,
   ``memory_bytes`` (sum of the device memories), ``kernel_driver`` (the Linux
   driver bound in sysfs, e.g. xe or i915, or null), ``sub_devices`` (count).
@@ -30,7 +32,6 @@ Exit codes: 0 on success, 3 when there is no loader, no driver or no device,
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 from l0mem import __version__
-from l0mem.cli._common import ExitCode
+from l0mem.cli._common import ExitCode, save_json
 
 _EPILOG = f"""\b
 Exit codes:
@@ -92,6 +93,7 @@ def collect() -> dict[str, Any]:
     for drv in found:
         props = drv.properties
         devices = drv.devices()
+        first = total_devices
         total_devices += len(devices)
         report["drivers"].append(
             {
@@ -102,7 +104,8 @@ def collect() -> dict[str, Any]:
                 "api_version": f"{props.api_version[0]}.{props.api_version[1]}",
                 "devices": [
                     {
-                        "index": dev.index,
+                        "index": first + pos,
+                        "driver_index": dev.index,
                         "name": dev.name,
                         "type": dev.type,
                         "vendor_id": _hex(dev.vendor_id),
@@ -113,7 +116,7 @@ def collect() -> dict[str, Any]:
                         "kernel_driver": dev.kernel_driver,
                         "sub_devices": len(dev.sub_devices()),
                     }
-                    for dev in devices
+                    for pos, dev in enumerate(devices)
                 ],
                 "peer_access": [[a is b or a.can_access_peer(b) for b in devices] for a in devices],
             }
@@ -173,22 +176,15 @@ def render(report: dict[str, Any], console: Console) -> None:
             peers.add_column("")
             for dev in drv["devices"]:
                 peers.add_column(str(dev["index"]), justify="center")
-            for dev, row in zip(drv["devices"], drv["peer_access"], strict=True):
+            for pos, (dev, row) in enumerate(zip(drv["devices"], drv["peer_access"], strict=True)):
                 peers.add_row(
                     str(dev["index"]),
                     *(
-                        "-" if i == dev["index"] else ("yes" if ok else "no")
+                        "-" if i == pos else ("yes" if ok else "no")
                         for i, ok in enumerate(row)
                     ),
                 )
             console.print(peers)
-
-
-def write_json(path: Path, report: dict[str, Any]) -> None:
-    """Write ``report`` to ``path`` as JSON atomically (raises OSError on failure)."""
-    from l0mem.audit.report import atomic_write_bytes
-
-    atomic_write_bytes(path, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
 
 
 @click.command(epilog=_EPILOG)
@@ -213,10 +209,4 @@ def info(json_path: Path | None) -> None:
         raise SystemExit(int(ExitCode.DRIVER_ERROR)) from None
     render(report, Console())
     if json_path is not None:
-        try:
-            write_json(json_path, report)
-        except OSError as err:
-            # ReportWriteError's message already names the file and the reason.
-            message = str(err) if err.strerror is None else f"{json_path}: {err.strerror}"
-            click.echo(f"l0mem info: {message}", err=True)
-            raise SystemExit(int(ExitCode.BAD_INPUT)) from None
+        save_json("info", json_path, report)

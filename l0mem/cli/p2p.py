@@ -36,19 +36,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from l0mem.cli._common import (
-    Unavailable,
     backend_option,
-    check_memory,
     device_option,
-    fail,
     json_option,
     measuring,
     open_backend,
     save_json,
     sizes_option,
     sub_devices_option,
-    write_json,
 )
+from l0mem.units import format_size
 
 
 def _gbps(value: float | None) -> str:
@@ -64,13 +61,6 @@ def _cell(c: Any) -> str:
     return f"{_gbps(c.gbps)}\n({_gbps(c.gbps_min)}-{_gbps(c.gbps_max)})"
 
 
-def _size(nbytes: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale} {unit}"
-    return f"{nbytes} B"
-
-
 def _table(title: str, columns: Sequence[str], justify: str = "left") -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in columns:
@@ -80,7 +70,7 @@ def _table(title: str, columns: Sequence[str], justify: str = "left") -> Table:
 
 
 def render(result: Any, console: Console) -> None:
-    """Print a :class:`l0mem.p2p.P2PResult` as rich tables (numbers are never cut short)."""
+    """Print a :class:`l0mem.bench.copies.P2PResult` as rich tables (numbers are never cut short)."""
     devices = _table(f"Devices ({result.backend})", ("#", "name"))
     for i, name in enumerate(result.devices):
         devices.add_row(str(i), escape(name))
@@ -114,7 +104,7 @@ def render(result: Any, console: Console) -> None:
             {c.timing for k, c in kinds.items() if not c.skipped and k != "staged"}
         )
         table.add_row(
-            _size(nbytes),
+            format_size(nbytes),
             f"{src}>{dst}",
             *(_cell(kinds.get(k)) for k in ("same_device", "direct", "staged")),
             "/".join(clocks) or "-",
@@ -158,13 +148,14 @@ def p2p(
     json_path: Path | None,
 ) -> None:
     """Show peer access between devices and measure direct, host-staged and same-device copies."""
-    from l0mem.p2p import run_p2p
+    from l0mem.bench.copies import run_p2p
+    from l0mem.bench.fit import check_fits
 
     size_list = sizes_option(sizes, "--sizes")
     with measuring("p2p"), open_backend(backend, device_specs, sub_devices) as b:
         biggest = max(size_list)
         # A source and a destination buffer per device; the staged copy's host buffer.
-        check_memory(
+        check_fits(
             b,
             range(b.device_count()),
             per_device=2 * biggest,
@@ -178,4 +169,4 @@ def p2p(
         save_json("p2p", json_path, result.to_dict())
 
 
-__all__ = ["Unavailable", "fail", "open_backend", "p2p", "render", "sizes_option", "write_json"]
+__all__ = ["p2p", "render"]

@@ -3,9 +3,20 @@
 ``take_snapshot()`` (or a long-lived :class:`Prober`) reads every memory source
 of this process and machine in one cheap pass; signal names and meaning are in
 :mod:`l0mem.probe.signals`, sources in :mod:`l0mem.probe.readers`, parsers in
-:mod:`l0mem.probe.parse`. :mod:`l0mem.probe.fingerprint` describes the host.
+:mod:`l0mem.probe.parse`. :mod:`l0mem.probe.fingerprint` describes the host; :mod:`l0mem.probe.host` is the one
+reader of MemAvailable/MemTotal. Imports nothing of l0mem outside this package.
 """
 
+from l0mem.probe.host import MeminfoError, mem_available, mem_total, read_meminfo
 from l0mem.probe.snapshot import Prober, Snapshot, changes, take_snapshot
 
-__all__ = ["Prober", "Snapshot", "changes", "take_snapshot"]
+__all__ = [
+    "MeminfoError",
+    "Prober",
+    "Snapshot",
+    "changes",
+    "mem_available",
+    "mem_total",
+    "read_meminfo",
+    "take_snapshot",
+]

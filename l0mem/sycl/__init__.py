@@ -1,4 +1,7 @@
-"""The SYCL path of l0mem, through dpctl (an optional dependency).
+"""The SYCL runtime as l0mem reaches it: loading dpctl (optional) and naming devices.
+
+This package imports nothing of l0mem; the SYCL backend built on it lives in
+:mod:`l0mem.backends.sycl`.
 
 Importing this package needs nothing beyond l0mem itself; the first call that
 needs the SYCL runtime imports dpctl and raises :class:`SyclUnavailableError`
@@ -10,7 +13,6 @@ device appears when running from a virtual environment.
 """
 
 from l0mem.sycl._runtime import INSTALL_HINT, SyclNoDeviceError, SyclUnavailableError, load_dpctl
-from l0mem.sycl.backend import SyclBackend, SyclBuffer, SyclEvent
 from l0mem.sycl.devices import (
     DeviceFilter,
     SyclDeviceInfo,
@@ -24,10 +26,7 @@ from l0mem.sycl.devices import (
 __all__ = [
     "INSTALL_HINT",
     "DeviceFilter",
-    "SyclBackend",
-    "SyclBuffer",
     "SyclDeviceInfo",
-    "SyclEvent",
     "SyclNoDeviceError",
     "SyclUnavailableError",
     "describe",

@@ -1,144 +1,45 @@
-"""The Level Zero implementation of :class:`l0mem.backend.Backend`.
+"""The Level Zero implementation of :class:`l0mem.backends.Backend`.
 
 One in-order immediate command list per device carries every operation;
-events come from recycled timestamp pools, so ``Event.elapsed_ns`` reports the
-device-measured duration. l0mem's kernels are built per device from the
-shipped SPIR-V on first use. ``context="multi"`` puts all devices in one
-context (the layout the SYCL runtime uses, and where peer residency applies);
-``context="single"`` gives every device its own context, so a device-to-device
-copy between contexts is staged through host memory.
+events come from recycled timestamp pools (:mod:`l0mem.backends.l0_events`),
+so ``Event.elapsed_ns`` reports the device-measured duration. l0mem's kernels
+are built per device from the shipped SPIR-V on first use.
+``context="multi"`` puts all devices of a driver in one context (the layout
+the SYCL runtime uses, and where peer residency applies); ``context="single"``
+gives every device its own context, so a device-to-device copy between
+contexts is staged through host memory.
 
-Event slots are recycled, so a slot is handed out again only when nothing
-can still refer to it: its backend event is gone, it has completed, and no
-command that waits on it is still pending. Each command's device-side waits
-stay recorded until its own event is observed complete (``Event.wait``, a
-later recycling pass, or ``synchronize``).
+Beyond the protocol, the backend offers what the audit's Level Zero set-ups
+need: allocations with the dma-buf export descriptor, residency on a peer
+device (``zeContextMakeMemoryResident``) and Sysman's view of device memory.
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from l0mem.backend import DeviceBuffer, Event, HostBuffer, check_fill
-from l0mem.core.commands import UINT32_MAX, ImmediateCommandList
-from l0mem.core.context import Context
-from l0mem.core.device import Device
-from l0mem.core.driver import drivers
-from l0mem.core.events import Event as CoreEvent
-from l0mem.core.events import EventPool
-from l0mem.core.memory import DeviceAllocation
-from l0mem.core.module import Kernel, Module
+from l0mem.backends.base import (
+    DeviceBuffer,
+    DeviceMemory,
+    Event,
+    HostBuffer,
+    PeerAccess,
+    RouteKind,
+    check_fill,
+    is_simulator_name,
+)
+from l0mem.backends.kernels import check_launch_args, spirv_bytes
+from l0mem.backends.l0_events import L0Event, Recycler
+from l0mem.core import Context, Device, DeviceAllocation, ImmediateCommandList, Kernel, Module
+from l0mem.core import Event as CoreEvent
+from l0mem.core.commands import UINT32_MAX
 
-_POOL_SIZE = 64
 # Kernels launch over a global size rounded up to this, so the group size the
 # driver suggests is a full work-group even for prime element counts.
 _GROUP_ROUNDING = 256
-_UINT64_MAX = 2**64 - 1
-
-
-class L0Event:
-    """A backend event: one recycled Level Zero event with kernel timestamps."""
-
-    def __init__(self, event: CoreEvent, recycler: _Recycler) -> None:
-        """Wrap ``event``; it goes back to ``recycler`` when this wrapper is collected."""
-        self._event = event
-        self._recycler = recycler
-        self._device: Device | None = None
-        weakref.finalize(self, recycler.give_back, event)
-
-    @property
-    def core(self) -> CoreEvent:
-        """Return the underlying :class:`l0mem.core.Event`."""
-        return self._event
-
-    def wait(self) -> None:
-        """Block until the operation has finished."""
-        if self._event.wait():
-            self._recycler.completed(self._event)
-
-    def elapsed_ns(self) -> int | None:
-        """Return the device-measured duration in ns once done (None after the backend closed)."""
-        if self._event.closed:
-            return None
-        self._event.wait()
-        return self._event.duration_ns(self._device)
-
-
-class _Recycler:
-    """Events of one context, handed out unsignalled and taken back once signalled."""
-
-    def __init__(self, context: Context) -> None:
-        """Hand out events of ``context``, creating pools on demand."""
-        self._context = context
-        self._pools: list[EventPool] = []
-        self._clean: list[CoreEvent] = []
-        self._returned: list[CoreEvent] = []
-        # Pending command's event -> the events it waits on, and how many pending
-        # commands wait on each event: those slots must not be reset and reused.
-        self._waits_of: dict[CoreEvent, list[CoreEvent]] = {}
-        self._waiters: dict[CoreEvent, int] = {}
-        # Reentrant: a collection inside take() can run give_back() on the same thread.
-        self._lock = threading.RLock()
-
-    def take(self) -> CoreEvent:
-        """Return an unsignalled event, reusing finished, unreferenced ones before growing."""
-        with self._lock:
-            if not self._clean:
-                self.sweep()
-                for ev in list(self._returned):
-                    if ev.closed:
-                        self._returned.remove(ev)
-                    elif ev not in self._waiters and ev.query():
-                        self._returned.remove(ev)
-                        self.completed(ev)
-                        ev.reset()
-                        self._clean.append(ev)
-            if not self._clean:
-                pool = self._context.event_pool(_POOL_SIZE, timestamps=True)
-                self._pools.append(pool)
-                self._clean.extend(pool.event(i) for i in range(_POOL_SIZE))
-            return self._clean.pop()
-
-    def depend(self, event: CoreEvent, waits: Sequence[CoreEvent]) -> None:
-        """Record that the command signalling ``event`` waits on ``waits`` until it completes."""
-        if not waits:
-            return
-        with self._lock:
-            self._waits_of.setdefault(event, []).extend(waits)
-            for w in waits:
-                self._waiters[w] = self._waiters.get(w, 0) + 1
-
-    def completed(self, event: CoreEvent) -> None:
-        """Forget the waits of the command signalling ``event``, observed complete."""
-        with self._lock:
-            for w in self._waits_of.pop(event, []):
-                left = self._waiters[w] - 1
-                if left:
-                    self._waiters[w] = left
-                else:
-                    del self._waiters[w]
-
-    def sweep(self) -> None:
-        """Forget the waits of every recorded command that has completed."""
-        with self._lock:
-            for ev in list(self._waits_of):
-                if ev.closed or ev.query():
-                    self.completed(ev)
-
-    def referenced(self, event: CoreEvent) -> bool:
-        """Return True while a pending command waits on ``event``."""
-        with self._lock:
-            return event in self._waiters
-
-    def give_back(self, event: CoreEvent) -> None:
-        """Accept an event whose backend wrapper is gone; it is reused once signalled."""
-        with self._lock:
-            if not event.closed:
-                self._returned.append(event)
 
 
 class L0Buffer:
@@ -206,18 +107,13 @@ class LevelZeroBackend:
 
     def __init__(
         self,
-        devices: Sequence[Device] | None = None,
+        devices: Sequence[Device],
         *,
         context: Literal["single", "multi"] = "multi",
     ) -> None:
-        """Open contexts and one immediate command list per device (default: all of driver 0)."""
+        """Open contexts and one immediate command list per device (see :func:`open_backend`)."""
         if context not in ("single", "multi"):
             raise ValueError(f"context must be 'single' or 'multi', got {context!r}")
-        if devices is None:
-            found = drivers()
-            if not found or not found[0].devices():
-                raise RuntimeError("no Level Zero device found")
-            devices = found[0].devices()
         self._devices = list(devices)
         if not self._devices:
             raise ValueError("the backend needs at least one device")
@@ -225,31 +121,50 @@ class LevelZeroBackend:
         self._contexts: list[Context] = []
         self._ctx_of: list[Context] = []
         self._lists: list[ImmediateCommandList] = []
-        self._recyclers: dict[int, _Recycler] = {}
+        self._recyclers: list[Recycler] = []
         self._modules: dict[int, Module] = {}
         self._kernels: dict[tuple[int, str], Kernel] = {}
         self._lock = threading.Lock()
+        self._closed = False
         try:
             if context == "multi":
-                ctx = self._devices[0].driver.create_context(self._devices)
-                self._contexts = [ctx]
-                self._ctx_of = [ctx] * len(self._devices)
+                # A context holds devices of one driver: one context per driver.
+                by_driver: dict[int, Context] = {}
+                for d in self._devices:
+                    ctx = by_driver.get(d.driver.index)
+                    if ctx is None:
+                        members = [m for m in self._devices if m.driver.index == d.driver.index]
+                        ctx = d.driver.create_context(members)
+                        by_driver[d.driver.index] = ctx
+                        self._contexts.append(ctx)
+                    self._ctx_of.append(ctx)
             else:
                 self._contexts = [d.driver.create_context([d]) for d in self._devices]
                 self._ctx_of = list(self._contexts)
-            for ctx in self._contexts:
-                self._recyclers[id(ctx)] = _Recycler(ctx)
+            self._recyclers = [Recycler(ctx) for ctx in self._contexts]
             self._lists = [
                 self._ctx_of[i].immediate_command_list(d) for i, d in enumerate(self._devices)
             ]
         except BaseException:
-            self.close()
+            self._release()
             raise
+
+    # -- capabilities ------------------------------------------------------
 
     @property
     def devices(self) -> list[Device]:
         """Return the core devices in backend index order."""
         return list(self._devices)
+
+    @property
+    def simulated(self) -> bool:
+        """Return True when a device is l0mem's simulated driver (by the name the driver reports)."""
+        return any(is_simulator_name(d.name) for d in self._devices)
+
+    @property
+    def closed(self) -> bool:
+        """Return True once :meth:`close` has run."""
+        return self._closed
 
     def context_of(self, device: int) -> Context:
         """Return the context holding device ``device``."""
@@ -263,30 +178,77 @@ class LevelZeroBackend:
         """Return a human-readable name of device ``index``."""
         return self._devices[self._index(index)].name
 
+    def memory(self, device: int) -> DeviceMemory:
+        """Return device ``device``'s memory size, largest allocation and Sysman free bytes."""
+        dev = self._devices[self._index(device)]
+        states = dev.sysman_memory()
+        free = sum(s.free for s in states if s.location == "device") if states else None
+        return DeviceMemory(
+            total=int(dev.total_memory) or None,
+            max_alloc=int(dev.properties.max_mem_alloc_size) or None,
+            free=free,
+            host_backed=is_simulator_name(dev.name),
+        )
+
+    def sysman_used(self, device: int) -> int | None:
+        """Return the device memory in use by Sysman's count, None without Sysman."""
+        states = self._devices[self._index(device)].sysman_memory()
+        if not states:
+            return None
+        return sum(s.used for s in states if s.location == "device")
+
+    def peer_access(self, src: int, dst: int) -> PeerAccess:
+        """Return ``zeDeviceCanAccessPeer`` and the P2P properties of the pair."""
+        a, b = self._devices[self._index(src)], self._devices[self._index(dst)]
+        if a is b:
+            return PeerAccess(src, dst, True, True)
+        p = a.p2p_properties(b)
+        return PeerAccess(
+            src,
+            dst,
+            bool(a.can_access_peer(b)),
+            bool(p.atomics),
+            p.logical_bandwidth,
+            p.bandwidth_unit,
+            p.logical_latency,
+            p.latency_unit,
+        )
+
+    def same_context(self, a: int, b: int) -> bool:
+        """Return whether devices ``a`` and ``b`` share a context."""
+        return self._ctx_of[self._index(a)] is self._ctx_of[self._index(b)]
+
+    def copy_route(self, src: int, dst: int) -> tuple[RouteKind, str]:
+        """Return "direct" for one context with peer access, else "staged", and why."""
+        if self._index(src) == self._index(dst):
+            return "direct", "same device"
+        if not self.same_context(src, dst):
+            return "staged", "separate contexts"
+        if not self._devices[src].can_access_peer(self._devices[dst]):
+            return "staged", "no peer access"
+        return "direct", "peer access in one context"
+
     def _index(self, device: int) -> int:
+        if self._closed:
+            raise ValueError("the Level Zero backend is closed")
+        if isinstance(device, bool) or not isinstance(device, int):
+            raise TypeError(f"device index must be an int, got {type(device).__name__}")
         if not 0 <= device < len(self._devices):
             raise IndexError(f"device index {device} out of range 0..{len(self._devices) - 1}")
         return device
 
-    def _event(self, device: int) -> L0Event:
-        recycler = self._recyclers[id(self._ctx_of[device])]
-        ev = L0Event(recycler.take(), recycler)
-        ev._device = self._devices[device]
-        return ev
+    def _recycler(self, device: int) -> Recycler:
+        return self._recyclers[self._contexts.index(self._ctx_of[device])]
 
-    def _submitted(self, ev: L0Event, waits: Sequence[CoreEvent]) -> L0Event:
-        """Record that ``ev``'s command waits on ``waits``; return ``ev``."""
-        ev._recycler.depend(ev.core, waits)
-        return ev
+    def _event(self, device: int) -> L0Event:
+        return L0Event(self._recycler(device), self._devices[device])
 
     def _waits(self, device: int, wait_for: Sequence[Event]) -> list[CoreEvent]:
         """Return device-side waits in ``device``'s context; host-wait the others."""
         ctx = self._ctx_of[device]
         waits = []
         for ev in wait_for:
-            if not isinstance(ev, L0Event):
-                ev.wait()
-            elif ev.core.pool.context is ctx:
+            if isinstance(ev, L0Event) and ev.core.pool.context is ctx:
                 waits.append(ev.core)
             else:
                 ev.wait()
@@ -301,11 +263,25 @@ class LevelZeroBackend:
             raise ValueError(f"{what}: the buffer belongs to another Level Zero backend")
         return buf
 
-    def allocate(self, device: int, nbytes: int) -> L0Buffer:
-        """Return a new device allocation of ``nbytes`` on ``device``."""
+    def allocate(self, device: int, nbytes: int, *, export_dmabuf: bool = False) -> L0Buffer:
+        """Return a new device allocation of ``nbytes`` on ``device`` (``zeMemAllocDevice``).
+
+        ``export_dmabuf`` chains the dma-buf export descriptor; the allocation
+        (:attr:`L0Buffer.allocation`) then hands out its dma-buf descriptor.
+        """
         i = self._index(device)
-        alloc = self._ctx_of[i].allocate_device(self._devices[i], nbytes)
+        alloc = self._ctx_of[i].allocate_device(
+            self._devices[i], nbytes, export_dmabuf=export_dmabuf
+        )
         return L0Buffer(alloc, i, backend=self)
+
+    def make_resident(self, buf: DeviceBuffer, device: int) -> None:
+        """Make ``buf`` resident on ``device`` too (``zeContextMakeMemoryResident``)."""
+        b = self._buffer(buf)
+        i = self._index(device)
+        if not self.same_context(i, b.device):
+            raise ValueError(f"device {i} is not in the context of the buffer's device {b.device}")
+        self._ctx_of[i].make_resident(self._devices[i], b.allocation)
 
     def upload(
         self, dst: DeviceBuffer, data: HostBuffer, *, wait_for: Sequence[Event] = ()
@@ -336,7 +312,7 @@ class LevelZeroBackend:
         copy = cl.copy_to_host if to_host else cl.copy_from_host
         waits = self._waits(b.device, wait_for)
         copy(b.address, host, wait_for=waits, signal=ev.core)
-        return self._submitted(ev, waits)
+        return ev.submitted(waits)
 
     def copy(
         self,
@@ -357,7 +333,7 @@ class LevelZeroBackend:
             ev = self._event(q)
             waits = self._waits(q, wait_for)
             self._lists[q].copy(d.address, s.address, n, wait_for=waits, signal=ev.core)
-            return self._submitted(ev, waits)
+            return ev.submitted(waits)
         # Separate contexts cannot address each other's memory: stage through the host.
         for w in wait_for:
             w.wait()
@@ -386,7 +362,7 @@ class LevelZeroBackend:
         ev = self._event(d.device)
         waits = self._waits(d.device, wait_for)
         self._lists[d.device].fill(d.address, pattern, n, wait_for=waits, signal=ev.core)
-        return self._submitted(ev, waits)
+        return ev.submitted(waits)
 
     def kernel(self, name: str, device: int) -> Kernel:
         """Return l0mem's kernel ``name`` built for ``device`` (built once per device)."""
@@ -396,8 +372,6 @@ class LevelZeroBackend:
             if k is None:
                 module = self._modules.get(i)
                 if module is None:
-                    from l0mem.kernels import spirv_bytes
-
                     module = self._ctx_of[i].create_module(self._devices[i], spirv_bytes())
                     self._modules[i] = module
                 k = module.kernel(name)
@@ -415,7 +389,7 @@ class LevelZeroBackend:
     ) -> L0Event:
         """Run one of l0mem's kernels over ``global_size`` work-items; return its event.
 
-        ``args`` must match the kernel's layout in :data:`l0mem.kernels.KERNELS`:
+        ``args`` must match the kernel's layout in :data:`l0mem.backends.kernels.KERNELS`:
         buffers of this backend on ``device`` holding the elements the kernel
         touches, and ints for the scalars. The group size is the driver's
         suggestion for ``global_size`` rounded up to a multiple of 256, and
@@ -435,7 +409,7 @@ class LevelZeroBackend:
             ev = self._event(i)
             waits = self._waits(i, wait_for)
             self._lists[i].barrier(wait_for=waits, signal=ev.core)
-            return self._submitted(ev, waits)
+            return ev.submitted(waits)
         k = self.kernel(kernel, i)
         ev = self._event(i)
         padded = min(-(-global_size // _GROUP_ROUNDING) * _GROUP_ROUNDING, UINT32_MAX)
@@ -446,14 +420,12 @@ class LevelZeroBackend:
             k.set_arg(index, value)
         waits = self._waits(i, wait_for)
         self._lists[i].launch(k, groups, wait_for=waits, signal=ev.core)
-        return self._submitted(ev, waits)
+        return ev.submitted(waits)
 
     def _kernel_args(
         self, kernel: str, device: int, args: Sequence[DeviceBuffer | int]
     ) -> list[Any]:
         """Return ``args`` as C values after checking them against ``kernel``'s layout."""
-        from l0mem.kernels import check_launch_args
-
         info = check_launch_args(kernel, args, self, device=device)
         values: list[Any] = []
         for spec, value in zip(info.args, args, strict=True):
@@ -473,11 +445,17 @@ class LevelZeroBackend:
         targets = range(len(self._lists)) if device is None else [self._index(device)]
         for i in targets:
             self._lists[i].synchronize()
-        for recycler in self._recyclers.values():
+        for recycler in self._recyclers:
             recycler.sweep()
 
     def close(self) -> None:
         """Release every list, module, event and allocation, then the contexts."""
+        if self._closed:
+            return
+        self._closed = True
+        self._release()
+
+    def _release(self) -> None:
         self._kernels.clear()
         self._modules.clear()
         self._lists = []

@@ -3,7 +3,7 @@
 :func:`peer_matrix` reads, for every ordered device pair, whether the first
 device can access the second one's memory, whether atomics work across, and
 the P2P bandwidth and latency where the driver reports them (Level Zero's
-``ZE_experimental_bandwidth_properties``). :func:`copy_route` decides how
+``ZE_experimental_bandwidth_properties``). :meth:`Backend.copy_route` decides how
 l0mem copies between two devices: ``direct`` (one device-to-device copy on the
 source device's queue) or ``staged`` (device to host, then host to device).
 :func:`measure_copies` times the same-device copy (the reference), the direct
@@ -26,7 +26,7 @@ without a GPU), measured with the pinned 2025.3 OpenCL CPU runtime:
   (also the same sub-device twice). A direct ``memcpy`` between device USM of
   two such contexts completed and copied correctly in every try, but USM of one
   context used on a queue of another is outside the SYCL specification, and
-  :class:`l0mem.sycl.SyclBackend` refuses it; l0mem stages these copies
+  :class:`l0mem.backends.SyclBackend` refuses it; l0mem stages these copies
   (route reason "separate contexts").
 - One context over both sub-devices (``dpctl.SyclContext([s0, s1])``): a
   device-to-device ``memcpy``/``memcpy_async`` of device or shared USM hangs
@@ -38,60 +38,29 @@ without a GPU), measured with the pinned 2025.3 OpenCL CPU runtime:
   (``SyclQueueCreationError``); two queues on the root device copy fine.
 - dpctl exposes ``memcpy`` only (no ``queue.copy``).
 
-:class:`l0mem.sycl.SyclBackend` never puts two sub-devices in one context, so
-with it the route is "separate contexts". :func:`sycl_direct_copy_hazard`
+:class:`l0mem.backends.SyclBackend` never puts two sub-devices in one context, so
+with it the route is "separate contexts". :func:`l0mem.backends.sycl.direct_copy_hazard`
 guards the other case: a backend whose devices share a context (one built over
-a user-made ``dpctl.SyclContext``) reports CPU sub-devices to
-:func:`copy_route`, which then stages the copies. tests/test_p2p_sycl_shared.py
+a user-made ``dpctl.SyclContext``) routes copies between CPU sub-devices
+through the host (``copy_route`` says "staged"). tests/test_p2p_sycl_shared.py
 runs that set-up, and the raw hanging copy, in subprocesses with a timeout.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from l0mem import __version__
-from l0mem.backend import Backend, DeviceBuffer, Event
+from l0mem.backends import Backend, DeviceBuffer, Event, cleanup, staged_copy
 
 SCHEMA = "l0mem.p2p/1"
 DEFAULT_SIZES = (1 << 20, 16 << 20, 64 << 20)
 CopyKind = Literal["same_device", "direct", "staged"]
 Timing = Literal["device", "host"]
-
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-# The name every device of l0mem's simulated Level Zero driver reports (tests/simdriver).
-_SIMULATOR_NAME = re.compile(r"^l0mem simulated GPU \d+\b")
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMG]?)(?:I?B)?\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """Return the integer of ``text`` with an optional binary suffix (``4096``, ``64K``, ``16M``, ``1G``)."""
-    m = _SIZE_RE.match(text)
-    if m is None:
-        raise ValueError(f"bad size {text!r}: expected a number with optional K, M or G suffix")
-    value = int(m.group(1)) * _UNITS[m.group(2).upper()]
-    if value < 1:
-        raise ValueError(f"bad size {text!r}: must be at least 1")
-    return value
-
-
-def parse_sizes(text: str) -> list[int]:
-    """Return the sizes of a comma-separated list like ``1M,16M,256K`` (order kept, duplicates dropped)."""
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
-        raise ValueError("no sizes given")
-    sizes: list[int] = []
-    for p in parts:
-        v = parse_size(p)
-        if v not in sizes:
-            sizes.append(v)
-    return sizes
-
 
 # ------------------------------------------------------------------ peer matrix
 
@@ -127,157 +96,31 @@ class PeerInfo:
         }
 
 
-def _core_devices(backend: Backend) -> list[Any] | None:
-    devices = getattr(backend, "devices", None)
-    if backend.name == "l0" and isinstance(devices, list):
-        return devices
-    return None
-
-
-def _sycl_device(backend: Backend, index: int) -> Any | None:
-    device_of = getattr(backend, "device_of", None)
-    if backend.name == "sycl" and callable(device_of):
-        return device_of(index)
-    return None
-
-
-def _same_context(backend: Backend, a: int, b: int) -> bool | None:
-    if backend.name == "l0":
-        context_of = getattr(backend, "context_of", None)
-        if callable(context_of):
-            return context_of(a) is context_of(b)
-    same = getattr(backend, "same_context", None)
-    if callable(same):
-        return bool(same(a, b))
-    return None
-
-
-def sycl_direct_copy_hazard(src: Any, dst: Any) -> bool:
-    """Return True when a direct copy between these dpctl devices is known to hang (CPU sub-devices)."""
-    if src == dst:
-        return False
-    try:
-        cpu = bool(src.is_cpu) and bool(dst.is_cpu)
-        sub = src.parent_device is not None or dst.parent_device is not None
-    except Exception:
-        return False
-    return cpu and sub
-
-
-def _can_access(backend: Backend, src: int, dst: int) -> tuple[bool | None, bool | None]:
-    core = _core_devices(backend)
-    if core is not None:
-        if src == dst:
-            return True, True
-        props = core[src].p2p_properties(core[dst])
-        return bool(core[src].can_access_peer(core[dst])), bool(props.atomics)
-    a, b = _sycl_device(backend, src), _sycl_device(backend, dst)
-    if a is not None and b is not None:
-        if src == dst or a == b:
-            return True, True
-        try:
-            return (
-                bool(a.can_access_peer(b, value="access_supported")),
-                bool(a.can_access_peer(b, value="atomics_supported")),
-            )
-        except Exception:
-            return None, None
-    return None, None
-
-
-def device_memory(backend: Backend, index: int) -> tuple[int | None, int | None]:
-    """Return (total bytes, largest single allocation) of device ``index``; None where unknown."""
-    core = _core_devices(backend)
-    if core is not None:
-        dev = core[index]
-        total = int(dev.total_memory) or None
-        largest = int(dev.properties.max_mem_alloc_size) or None
-        return total, largest
-    dev = _sycl_device(backend, index)
-    if dev is not None:
-        return int(dev.global_mem_size) or None, int(dev.max_mem_alloc_size) or None
-    return None, None
-
-
-def device_memory_is_host(backend: Backend, index: int) -> bool:
-    """Return True when allocations on device ``index`` take host RAM (a CPU device, the simulator)."""
-    return _is_cpu(backend, index) or bool(
-        _SIMULATOR_NAME.match(backend.device_name(index))
-    )
-
-
-def cleanup(steps: Iterable[Callable[[], object]], *, strict: bool) -> None:
-    """Run every step; raise the first error if ``strict``, else (after a failure) swallow them.
-
-    Teardown after a failure must not replace the original exception with a
-    release error of its own (a lost device fails every later call).
-    """
-    first: Exception | None = None
-    for step in steps:
-        try:
-            step()
-        except Exception as err:
-            first = first or err
-    if strict and first is not None:
-        raise first
-
-
-def copy_route(backend: Backend, src: int, dst: int) -> tuple[Literal["direct", "staged"], str]:
-    """Return how l0mem copies from device ``src`` to ``dst`` ("direct" or "staged") and why."""
-    if src == dst:
-        return "direct", "same device"
-    same = _same_context(backend, src, dst)
-    if same is False:
-        return "staged", "separate contexts"
-    core = _core_devices(backend)
-    if core is not None:
-        if not core[src].can_access_peer(core[dst]):
-            return "staged", "no peer access"
-        return "direct", "peer access in one context"
-    a, b = _sycl_device(backend, src), _sycl_device(backend, dst)
-    if a is not None and b is not None:
-        if sycl_direct_copy_hazard(a, b):
-            return "staged", "CPU sub-devices: direct copies hang"
-        return "direct", "one context"
-    return ("direct", "one context") if same else ("staged", "unknown backend")
-
-
 def peer_matrix(backend: Backend, devices: Sequence[int] | None = None) -> list[PeerInfo]:
     """Return a :class:`PeerInfo` for every ordered pair of distinct ``devices`` (default: all)."""
     idx = list(range(backend.device_count())) if devices is None else list(devices)
-    core = _core_devices(backend)
     out: list[PeerInfo] = []
     for s in idx:
         for d in idx:
             if s == d:
                 continue
-            access, atomics = _can_access(backend, s, d)
-            route, why = copy_route(backend, s, d)
-            bw = bw_unit = lat = lat_unit = None
-            if core is not None:
-                p = core[s].p2p_properties(core[d])
-                bw, bw_unit = p.logical_bandwidth, p.bandwidth_unit
-                lat, lat_unit = p.logical_latency, p.latency_unit
-            out.append(PeerInfo(s, d, access, atomics, bw, bw_unit, lat, lat_unit, route, why))
+            p = backend.peer_access(s, d)
+            route, why = backend.copy_route(s, d)
+            out.append(
+                PeerInfo(
+                    s,
+                    d,
+                    p.access,
+                    p.atomics,
+                    p.bandwidth,
+                    p.bandwidth_unit,
+                    p.latency,
+                    p.latency_unit,
+                    route,
+                    why,
+                )
+            )
     return out
-
-
-# --------------------------------------------------------------------- copying
-
-
-def staged_copy(
-    backend: Backend,
-    dst: DeviceBuffer,
-    src: DeviceBuffer,
-    nbytes: int,
-    *,
-    wait_for: Sequence[Event] = (),
-) -> tuple[Event, Event]:
-    """Copy ``nbytes`` from ``src`` to ``dst`` through host memory; return (download, upload) events."""
-    staging = bytearray(nbytes)
-    down = backend.download(src.view(0, nbytes), staging, wait_for=wait_for)
-    up = backend.upload(dst.view(0, nbytes), staging, wait_for=[down])
-    return down, up
 
 
 # ------------------------------------------------------------------ bandwidth
@@ -453,7 +296,7 @@ def _measure_one(
         samples, used = _measure(staged, reps, warmup, "host")
         return CopyTiming(kind, s, d, n, samples, used)
     if kind == "direct":
-        route, why = copy_route(backend, s, d)
+        route, why = backend.copy_route(s, d)
         if route != "direct":
             return CopyTiming(kind, s, d, n, skipped=why)
 
@@ -465,19 +308,6 @@ def _measure_one(
 
 
 # -------------------------------------------------------------------- the run
-
-
-def _is_cpu(backend: Backend, index: int) -> bool:
-    dev = _sycl_device(backend, index)
-    return bool(getattr(dev, "is_cpu", False))
-
-
-def is_simulated(backend: Backend) -> bool:
-    """Return True when a device is l0mem's simulated driver ("l0mem simulated GPU <i>"): not hardware."""
-    # ZE_ENABLE_ALT_DRIVERS may name a real driver too: the device names decide.
-    return any(
-        _SIMULATOR_NAME.match(backend.device_name(i)) for i in range(backend.device_count())
-    )
 
 
 @dataclass(frozen=True)
@@ -531,11 +361,11 @@ def run_p2p(
     n = backend.device_count()
     peers = peer_matrix(backend)
     copies = measure_copies(backend, sizes=sizes, reps=reps, warmup=warmup, timing=timing)
-    sim = is_simulated(backend) if simulated is None else simulated
+    sim = backend.simulated if simulated is None else simulated
     notes: list[str] = []
     if sim:
         notes.append("simulated driver: these are a simulator's numbers, not hardware results")
-    if any(_is_cpu(backend, i) for i in range(n)):
+    if any(backend.memory(i).host_backed for i in range(n)) and not sim:
         notes.append("SYCL CPU devices: every copy moves host memory; no GPU link is measured")
     if any(c.kind == "staged" and not c.skipped for c in copies):
         notes.append(
@@ -562,16 +392,7 @@ __all__ = [
     "CopyTiming",
     "P2PResult",
     "PeerInfo",
-    "cleanup",
-    "copy_route",
-    "device_memory",
-    "device_memory_is_host",
-    "is_simulated",
     "measure_copies",
-    "parse_size",
-    "parse_sizes",
     "peer_matrix",
     "run_p2p",
-    "staged_copy",
-    "sycl_direct_copy_hazard",
 ]

@@ -1,4 +1,4 @@
-"""The SYCL implementation of :class:`l0mem.backend.Backend`, through dpctl.
+"""The SYCL implementation of :class:`l0mem.backends.Backend`, through dpctl.
 
 Every device gets one in-order queue. ``context="default"`` puts each queue in
 the context a plain ``sycl::queue(device)`` gets (for root devices, the
@@ -22,10 +22,18 @@ from typing import Any, Literal
 
 from typing_extensions import Self
 
-from l0mem.backend import DeviceBuffer, Event, HostBuffer, check_fill
-from l0mem.kernels import KERNELS, KernelArgumentError, check_launch_args, spirv_bytes
-from l0mem.sycl._runtime import SyclNoDeviceError, load_dpctl
-from l0mem.sycl.devices import resolve_device
+from l0mem.backends.base import (
+    DeviceBuffer,
+    DeviceMemory,
+    Event,
+    HostBuffer,
+    PeerAccess,
+    RouteKind,
+    check_fill,
+    is_simulator_name,
+)
+from l0mem.backends.kernels import KERNELS, KernelArgumentError, check_launch_args, spirv_bytes
+from l0mem.sycl import SyclNoDeviceError, load_dpctl, resolve_device
 
 # Work-group sizes from benchmarks/bench_kernels.py: on the OpenCL CPU device
 # groups of 1024 or more beat 256 by about 10 % for every kernel (fewer,
@@ -228,6 +236,23 @@ def _check_group_size_type(size: object) -> None:
         raise ValueError(f"work-group size must be positive, got {size}")
 
 
+def direct_copy_hazard(src: Any, dst: Any) -> bool:
+    """Return True when a direct copy between these dpctl devices is known to hang (CPU sub-devices).
+
+    One context over two CPU sub-devices of the pinned 2025.3 OpenCL CPU
+    runtime: a device-to-device ``memcpy`` of device USM hangs in most runs;
+    tests/test_p2p_sycl_shared.py records whether it still does.
+    """
+    if src == dst:
+        return False
+    try:
+        cpu = bool(src.is_cpu) and bool(dst.is_cpu)
+        sub = src.parent_device is not None or dst.parent_device is not None
+    except Exception:
+        return False
+    return cpu and sub
+
+
 def _default_context(dpctl: Any, device: Any) -> Any:
     """Return the context a plain ``sycl::queue(device)`` would use."""
     platform_ctx = device.sycl_platform.default_context
@@ -328,6 +353,46 @@ class SyclBackend:
     def queue_of(self, index: int) -> Any:
         """Return the in-order ``dpctl.SyclQueue`` of device ``index``."""
         return self._queues[self._index(index)]
+
+    @property
+    def simulated(self) -> bool:
+        """Return True when a device is l0mem's simulated driver (by the name the driver reports)."""
+        return any(is_simulator_name(str(d.name)) for d in self._devices)
+
+    def memory(self, device: int) -> DeviceMemory:
+        """Return device ``device``'s global memory and largest allocation (free bytes unknown)."""
+        dev = self._devices[self._index(device)]
+        return DeviceMemory(
+            total=int(dev.global_mem_size) or None,
+            max_alloc=int(dev.max_mem_alloc_size) or None,
+            free=None,
+            host_backed=bool(dev.is_cpu) or is_simulator_name(str(dev.name)),
+        )
+
+    def peer_access(self, src: int, dst: int) -> PeerAccess:
+        """Return what ``ext_oneapi_can_access_peer`` reports for the pair (None if it cannot say)."""
+        a, b = self._devices[self._index(src)], self._devices[self._index(dst)]
+        if src == dst or a == b:
+            return PeerAccess(src, dst, True, True)
+        try:
+            return PeerAccess(
+                src,
+                dst,
+                bool(a.can_access_peer(b, value="access_supported")),
+                bool(a.can_access_peer(b, value="atomics_supported")),
+            )
+        except Exception:
+            return PeerAccess(src, dst, None, None)
+
+    def copy_route(self, src: int, dst: int) -> tuple[RouteKind, str]:
+        """Return "direct" within one context (unless known to hang), else "staged", and why."""
+        if self._index(src) == self._index(dst):
+            return "direct", "same device"
+        if not self.same_context(src, dst):
+            return "staged", "separate contexts"
+        if direct_copy_hazard(self._devices[src], self._devices[dst]):
+            return "staged", "CPU sub-devices: direct copies hang"
+        return "direct", "one context"
 
     def work_group_limit(self, device: int) -> int:
         """Return the largest work-group size every l0mem kernel accepts on ``device``."""
@@ -485,8 +550,8 @@ class SyclBackend:
         """Copy ``nbytes`` (default: all of ``src``) device to device; return its event.
 
         ``staged=None`` copies directly on the queue of ``queue_device`` (default
-        ``src.device``) when both buffers share its context and through host
-        memory otherwise; ``True`` forces the host-staged (legacy) path,
+        ``src.device``) when both buffers share its context and
+        :meth:`copy_route` allows it, and through host memory otherwise; ``True`` forces the host-staged (legacy) path,
         ``False`` forbids it.
         """
         d = self._buffer(dst, "copy destination")
@@ -496,6 +561,8 @@ class SyclBackend:
             raise ValueError(f"copy of {n} bytes does not fit the buffers ({s.nbytes}, {d.nbytes})")
         q = s.device if queue_device is None else self._index(queue_device)
         direct_ok = self.same_context(d.device, s.device) and self.same_context(q, s.device)
+        if staged is None and direct_ok and d.device != s.device:
+            direct_ok = self.copy_route(s.device, d.device)[0] == "direct"
         if staged is False and not direct_ok:
             raise ValueError(
                 "direct copy needs both buffers and the queue in one context; use staged=True"

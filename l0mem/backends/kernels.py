@@ -7,7 +7,7 @@ work-item per element over ``n`` elements:
 - ``l0mem_bf16_add_to_f32(src u16*, acc f32*, n)``: ``acc[i] += bf16 src[i]``;
 - ``l0mem_f32_add(src f32*, acc f32*, n)``: ``acc[i] += src[i]``.
 
-The launchers below take buffers of any :class:`l0mem.backend.Backend`, check
+The launchers below take buffers of any :class:`l0mem.backends.Backend`, check
 sizes and devices, and call ``backend.launch``; :func:`check_launch_args` is
 the argument check every backend's ``launch`` applies as well, so a bad call
 fails the same way on either. NumPy is not needed here.
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from l0mem.backend import Backend, DeviceBuffer, Event
+from l0mem.backends.base import Backend, DeviceBuffer, Event
 
 SPIRV_RESOURCE = "_spirv/l0mem_kernels.spv"
 

@@ -11,20 +11,15 @@ otherwise. Nothing is printed here: the functions return results.
 from __future__ import annotations
 
 import contextlib
-import errno
-import json
-import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from l0mem import __version__
-from l0mem.backend import Backend, DeviceBuffer, Event
-from l0mem.kernels import KERNELS, launch_elementwise
+from l0mem.backends import Backend, DeviceBuffer, Event
+from l0mem.backends.kernels import KERNELS, launch_elementwise
 
 SCHEMA = "l0mem.bench.kernels/1"
 COPY = "copy"
@@ -222,49 +217,11 @@ def run_kernel_bench(
     )
 
 
-def check_writable(path: Path) -> None:
-    """Raise OSError (with a one-line message) unless ``write_json`` could create ``path``.
-
-    Run before measuring, so that a bad path does not throw a long run away.
-    """
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-    if not folder.exists():
-        raise FileNotFoundError(errno.ENOENT, "no such directory", str(folder))
-    if not folder.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(folder))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as err:
-        # Name the file asked for, not the probe.
-        raise OSError(err.errno, err.strerror, str(path)) from None
-    os.close(fd)
-    os.unlink(tmp)
-
-
-def write_json(path: Path, result: KernelBenchResult) -> None:
-    """Write ``result`` to ``path`` as JSON atomically (temporary file, then rename)."""
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(result.to_dict(), f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 __all__ = [
     "COPY",
     "DEFAULT_ELEMENTS",
     "SCHEMA",
     "KernelBenchResult",
     "Measurement",
-    "check_writable",
     "run_kernel_bench",
-    "write_json",
 ]

@@ -1,0 +1,63 @@
+"""Backends: one interface over Level Zero (:mod:`l0mem.core`) and SYCL (:mod:`l0mem.sycl`).
+
+What lives here: the :class:`Backend` protocol with its capability queries
+(:mod:`.base`), the Level Zero backend (:mod:`.levelzero`, events in
+:mod:`.l0_events`), the SYCL backend (:mod:`.sycl`), l0mem's kernel catalog
+and launchers (:mod:`.kernels`), copy routes and host-staged copies, and the
+device inventory with :func:`open_backend` (:mod:`.select`), which the CLI and
+library users share.
+
+Imports: :mod:`l0mem._ze`, :mod:`l0mem.core` and :mod:`l0mem.sycl` only; the
+measurement, audit and CLI layers import from here, never the other way.
+"""
+
+from l0mem.backends.base import (
+    Backend,
+    DeviceBuffer,
+    DeviceMemory,
+    Event,
+    HostBuffer,
+    PeerAccess,
+    RouteKind,
+    check_fill,
+    cleanup,
+    is_simulator_name,
+    staged_copy,
+)
+from l0mem.backends.levelzero import L0Buffer, LevelZeroBackend
+from l0mem.backends.select import (
+    DeviceSelectionError,
+    NoDeviceError,
+    level_zero_devices,
+    open_backend,
+    resolve_kind,
+    select_devices,
+    sycl_devices,
+)
+from l0mem.backends.sycl import SyclBackend, SyclBuffer, SyclEvent
+
+__all__ = [
+    "Backend",
+    "DeviceBuffer",
+    "DeviceMemory",
+    "DeviceSelectionError",
+    "Event",
+    "HostBuffer",
+    "L0Buffer",
+    "LevelZeroBackend",
+    "NoDeviceError",
+    "PeerAccess",
+    "RouteKind",
+    "SyclBackend",
+    "SyclBuffer",
+    "SyclEvent",
+    "check_fill",
+    "cleanup",
+    "is_simulator_name",
+    "level_zero_devices",
+    "open_backend",
+    "resolve_kind",
+    "select_devices",
+    "staged_copy",
+    "sycl_devices",
+]

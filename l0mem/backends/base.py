@@ -1,0 +1,279 @@
+"""The interface every backend implements, its capability records, and shared rules.
+
+The audit, the all-reduce and the benchmarks are written against
+:class:`Backend` only, so they run over either implementation. Capability
+queries (:meth:`Backend.memory`, :meth:`Backend.peer_access`,
+:meth:`Backend.same_context`, :meth:`Backend.copy_route`,
+:attr:`Backend.simulated`) answer what callers used to find out by asking
+which backend they had.
+
+Ordering model (pyopencl style): every enqueue goes to the in-order queue of
+one device and returns an :class:`Event`; ``wait_for`` orders work across
+devices. Work on one device's queue runs in submission order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+from typing_extensions import Buffer, Self
+
+# Any object with the buffer protocol: bytes, bytearray, memoryview, NumPy arrays.
+HostBuffer: TypeAlias = Buffer
+RouteKind: TypeAlias = Literal["direct", "staged"]
+
+MAX_FILL_PATTERN = 128
+
+# The name every device of l0mem's simulated Level Zero driver reports
+# (tests/simdriver). The device name is what the driver itself says; an
+# environment variable such as ZE_ENABLE_ALT_DRIVERS may name a real driver too.
+_SIMULATOR_NAME = re.compile(r"^l0mem simulated GPU\b")
+
+
+def is_simulator_name(name: str) -> bool:
+    """Return True when a driver-reported device name is one of l0mem's simulated GPUs."""
+    return bool(_SIMULATOR_NAME.match(name.strip()))
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """What a backend knows about one device's memory (None where it cannot tell)."""
+
+    total: int | None  # bytes of device memory
+    max_alloc: int | None  # the largest single allocation
+    free: int | None  # free bytes now (Sysman on Level Zero), None where unknown
+    host_backed: bool  # allocations take host RAM (a CPU device, the simulator)
+
+
+@dataclass(frozen=True)
+class PeerAccess:
+    """What the runtime reports about device ``src`` accessing memory of device ``dst``."""
+
+    src: int
+    dst: int
+    access: bool | None
+    atomics: bool | None
+    bandwidth: int | None = None
+    bandwidth_unit: str | None = None
+    latency: int | None = None
+    latency_unit: str | None = None
+
+
+@runtime_checkable
+class Event(Protocol):
+    """Completion of one enqueued operation."""
+
+    def wait(self) -> None:
+        """Block until the operation has finished."""
+        ...
+
+    def elapsed_ns(self) -> int | None:
+        """Return device-measured duration in ns, or None when the backend cannot time it."""
+        ...
+
+
+@runtime_checkable
+class DeviceBuffer(Protocol):
+    """A device allocation (or a view into one) owned by a backend."""
+
+    @property
+    def nbytes(self) -> int:
+        """Return the size in bytes."""
+        ...
+
+    @property
+    def device(self) -> int:
+        """Return the index of the owning device within its backend."""
+        ...
+
+    @property
+    def address(self) -> int:
+        """Return the device virtual address as an integer."""
+        ...
+
+    def view(self, offset: int, nbytes: int) -> DeviceBuffer:
+        """Return a non-owning view of ``nbytes`` starting at ``offset``."""
+        ...
+
+    def close(self) -> None:
+        """Free the allocation (a no-op for views and for already closed buffers)."""
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A set of devices that can allocate, copy, fill and run l0mem's kernels."""
+
+    name: str  # "l0" or "sycl"
+
+    # -- capabilities ------------------------------------------------------
+
+    @property
+    def simulated(self) -> bool:
+        """Return True when a device is l0mem's simulated driver (numbers are not hardware's)."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """Return True once :meth:`close` has run."""
+        ...
+
+    def device_count(self) -> int:
+        """Return how many devices this backend drives."""
+        ...
+
+    def device_name(self, index: int) -> str:
+        """Return a human-readable name of device ``index``."""
+        ...
+
+    def memory(self, device: int) -> DeviceMemory:
+        """Return what is known about device ``device``'s memory."""
+        ...
+
+    def peer_access(self, src: int, dst: int) -> PeerAccess:
+        """Return whether device ``src`` can access (and do atomics on) ``dst``'s memory."""
+        ...
+
+    def same_context(self, a: int, b: int) -> bool:
+        """Return whether devices ``a`` and ``b`` share a context (so memory is mutually addressable)."""
+        ...
+
+    def copy_route(self, src: int, dst: int) -> tuple[RouteKind, str]:
+        """Return how :meth:`copy` moves bytes from ``src`` to ``dst`` ("direct" or "staged") and why."""
+        ...
+
+    # -- work --------------------------------------------------------------
+
+    def allocate(self, device: int, nbytes: int) -> DeviceBuffer:
+        """Return a new device allocation of ``nbytes`` on ``device``."""
+        ...
+
+    def upload(
+        self, dst: DeviceBuffer, data: HostBuffer, *, wait_for: Sequence[Event] = ()
+    ) -> Event:
+        """Copy host ``data`` into the start of ``dst``; return its event."""
+        ...
+
+    def download(
+        self, src: DeviceBuffer, out: HostBuffer, *, wait_for: Sequence[Event] = ()
+    ) -> Event:
+        """Copy the start of ``src`` into the writable host buffer ``out``; return its event."""
+        ...
+
+    def copy(
+        self,
+        dst: DeviceBuffer,
+        src: DeviceBuffer,
+        nbytes: int | None = None,
+        *,
+        queue_device: int | None = None,
+        wait_for: Sequence[Event] = (),
+    ) -> Event:
+        """Copy ``nbytes`` (default: all of ``src``) device to device on the queue of
+        ``queue_device`` (default: ``src.device``); return its event."""
+        ...
+
+    def fill(
+        self,
+        dst: DeviceBuffer,
+        pattern: bytes,
+        nbytes: int | None = None,
+        *,
+        wait_for: Sequence[Event] = (),
+    ) -> Event:
+        """Fill ``nbytes`` (default: all) of ``dst`` with the repeated ``pattern``; return its event."""
+        ...
+
+    def launch(
+        self,
+        kernel: str,
+        device: int,
+        args: Sequence[DeviceBuffer | int],
+        global_size: int,
+        *,
+        wait_for: Sequence[Event] = (),
+    ) -> Event:
+        """Run one of l0mem's kernels (by name) over ``global_size`` work-items; return its event."""
+        ...
+
+    def synchronize(self, device: int | None = None) -> None:
+        """Wait until all work on ``device`` (default: every device) has finished."""
+        ...
+
+    def close(self) -> None:
+        """Release every queue, context and allocation the backend still holds."""
+        ...
+
+    def __enter__(self) -> Self:
+        """Return the backend for a with block."""
+        ...
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the backend on leaving the with block."""
+        ...
+
+
+def check_fill(pattern: bytes, nbytes: int) -> None:
+    """Raise ValueError unless ``pattern`` can fill ``nbytes`` on every backend.
+
+    Level Zero takes patterns whose size is a power of two up to the device's
+    limit (128 bytes on Intel GPUs) and sizes that are a multiple of it; both
+    backends apply the same rule so that code written for one runs on the other.
+    """
+    size = len(pattern)
+    if size == 0 or size & (size - 1) or size > MAX_FILL_PATTERN:
+        raise ValueError(
+            f"fill pattern size must be a power of two from 1 to {MAX_FILL_PATTERN}, got {size}"
+        )
+    if nbytes % size:
+        raise ValueError(f"fill size {nbytes} is not a multiple of the {size}-byte pattern")
+
+
+def cleanup(steps: Iterable[Callable[[], object]], *, strict: bool) -> None:
+    """Run every step; raise the first error if ``strict``, else (after a failure) swallow them.
+
+    Teardown after a failure must not replace the original exception with a
+    release error of its own (a lost device fails every later call).
+    """
+    first: Exception | None = None
+    for step in steps:
+        try:
+            step()
+        except Exception as err:
+            first = first or err
+    if strict and first is not None:
+        raise first
+
+
+def staged_copy(
+    backend: Backend,
+    dst: DeviceBuffer,
+    src: DeviceBuffer,
+    nbytes: int,
+    *,
+    wait_for: Sequence[Event] = (),
+) -> tuple[Event, Event]:
+    """Copy ``nbytes`` from ``src`` to ``dst`` through host memory; return (download, upload) events."""
+    staging = bytearray(nbytes)
+    down = backend.download(src.view(0, nbytes), staging, wait_for=wait_for)
+    up = backend.upload(dst.view(0, nbytes), staging, wait_for=[down])
+    return down, up
+
+
+__all__: list[str] = [
+    "MAX_FILL_PATTERN",
+    "Backend",
+    "DeviceBuffer",
+    "DeviceMemory",
+    "Event",
+    "HostBuffer",
+    "PeerAccess",
+    "RouteKind",
+    "check_fill",
+    "cleanup",
+    "is_simulator_name",
+    "staged_copy",
+]

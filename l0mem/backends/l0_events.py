@@ -1,0 +1,126 @@
+"""Events of the Level Zero backend: recycled timestamp events, one recycler per context.
+
+Event slots are recycled, so a slot is handed out again only when nothing
+can still refer to it: its backend event is gone, it has completed, and no
+command that waits on it is still pending. Each command's device-side waits
+stay recorded until its own event is observed complete (``Event.wait``, a
+later recycling pass, or ``synchronize``).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+
+from l0mem.core import Context, Device, EventPool
+from l0mem.core import Event as CoreEvent
+
+POOL_SIZE = 64
+
+
+class L0Event:
+    """A backend event: one recycled Level Zero event with kernel timestamps."""
+
+    def __init__(self, recycler: Recycler, device: Device) -> None:
+        """Take an event from ``recycler`` for work on ``device``; it goes back when this is collected."""
+        event = recycler.take()
+        self._event = event
+        self._recycler = recycler
+        self._device = device
+        weakref.finalize(self, recycler.give_back, event)
+
+    @property
+    def core(self) -> CoreEvent:
+        """Return the underlying :class:`l0mem.core.Event`."""
+        return self._event
+
+    def submitted(self, waits: Sequence[CoreEvent]) -> L0Event:
+        """Record that this event's command waits on ``waits`` until it completes; return self."""
+        self._recycler.depend(self._event, waits)
+        return self
+
+    def wait(self) -> None:
+        """Block until the operation has finished."""
+        if self._event.wait():
+            self._recycler.completed(self._event)
+
+    def elapsed_ns(self) -> int | None:
+        """Return the device-measured duration in ns once done (None after the backend closed)."""
+        if self._event.closed:
+            return None
+        self._event.wait()
+        return self._event.duration_ns(self._device)
+
+
+class Recycler:
+    """Events of one context, handed out unsignalled and taken back once signalled."""
+
+    def __init__(self, context: Context) -> None:
+        """Hand out events of ``context``, creating pools on demand."""
+        self._context = context
+        self._pools: list[EventPool] = []
+        self._clean: list[CoreEvent] = []
+        self._returned: list[CoreEvent] = []
+        # Pending command's event -> the events it waits on, and how many pending
+        # commands wait on each event: those slots must not be reset and reused.
+        self._waits_of: dict[CoreEvent, list[CoreEvent]] = {}
+        self._waiters: dict[CoreEvent, int] = {}
+        # Reentrant: a collection inside take() can run give_back() on the same thread.
+        self._lock = threading.RLock()
+
+    def take(self) -> CoreEvent:
+        """Return an unsignalled event, reusing finished, unreferenced ones before growing."""
+        with self._lock:
+            if not self._clean:
+                self.sweep()
+                for ev in list(self._returned):
+                    if ev.closed:
+                        self._returned.remove(ev)
+                    elif ev not in self._waiters and ev.query():
+                        self._returned.remove(ev)
+                        self.completed(ev)
+                        ev.reset()
+                        self._clean.append(ev)
+            if not self._clean:
+                pool = self._context.event_pool(POOL_SIZE, timestamps=True)
+                self._pools.append(pool)
+                self._clean.extend(pool.event(i) for i in range(POOL_SIZE))
+            return self._clean.pop()
+
+    def depend(self, event: CoreEvent, waits: Sequence[CoreEvent]) -> None:
+        """Record that the command signalling ``event`` waits on ``waits`` until it completes."""
+        if not waits:
+            return
+        with self._lock:
+            self._waits_of.setdefault(event, []).extend(waits)
+            for w in waits:
+                self._waiters[w] = self._waiters.get(w, 0) + 1
+
+    def completed(self, event: CoreEvent) -> None:
+        """Forget the waits of the command signalling ``event``, observed complete."""
+        with self._lock:
+            for w in self._waits_of.pop(event, []):
+                left = self._waiters[w] - 1
+                if left:
+                    self._waiters[w] = left
+                else:
+                    del self._waiters[w]
+
+    def sweep(self) -> None:
+        """Forget the waits of every recorded command that has completed."""
+        with self._lock:
+            for ev in list(self._waits_of):
+                if ev.closed or ev.query():
+                    self.completed(ev)
+
+    def referenced(self, event: CoreEvent) -> bool:
+        """Return True while a pending command waits on ``event``."""
+        with self._lock:
+            return event in self._waiters
+
+    def give_back(self, event: CoreEvent) -> None:
+        """Accept an event whose backend wrapper is gone; it is reused once signalled."""
+        with self._lock:
+            if not event.closed:
+                self._returned.append(event)

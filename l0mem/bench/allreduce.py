@@ -1,0 +1,177 @@
+"""The all-reduce benchmark: both paths per size, timed, with the error checked against FP64.
+
+For every size of the sweep (in FP32 elements) :func:`measure` runs both
+paths of :class:`l0mem.allreduce.AllReduce` (``f32`` and ``bf16``, whatever
+the threshold would pick; the row the threshold picks is marked) on random
+inputs and returns the JSON-ready report (schema ``l0mem.allreduce/1``,
+docs/allreduce-json.md): time from the first enqueue until every device has
+finished (inputs re-uploaded, untimed, before each repetition), bytes
+crossed, bus bandwidth in the NCCL convention ``4 nelem / time * 2 (N-1) / N``,
+the wire rate, and the largest error as a fraction of the path's bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from l0mem import __version__
+from l0mem.allreduce import AllReduce, error_bound, scratch_bytes
+from l0mem.backends import Backend, NoDeviceError, cleanup
+from l0mem.bench.fit import check_fits
+
+SCHEMA = "l0mem.allreduce/1"
+
+
+def _check(np: Any, xs: list[Any], outs: list[Any], path: Literal["f32", "bf16"]) -> dict[str, Any]:
+    stacked = np.stack(xs).astype(np.float64)
+    exact = stacked.sum(axis=0)
+    bound = error_bound(path, len(xs)) * np.abs(stacked).sum(axis=0)
+    err = np.abs(outs[0].astype(np.float64) - exact)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(
+            bound > 0, err / np.where(bound > 0, bound, 1.0), np.where(err > 0, np.inf, 0.0)
+        )
+    identical = all(np.array_equal(outs[0].view(np.uint32), o.view(np.uint32)) for o in outs[1:])
+    return {
+        "max_abs_error": float(err.max()) if err.size else 0.0,
+        "error_gamma": error_bound(path, len(xs)),
+        "max_error_to_bound": float(ratio.max()) if ratio.size else 0.0,
+        "within_bound": bool((err <= bound).all()),
+        "identical": bool(identical),
+    }
+
+
+def host_bytes(n_devices: int, nelem: int) -> int:
+    """Return about how much host memory ``measure`` needs for one size (inputs, outputs, checks)."""
+    # Per device: FP32 input and output, FP64 copy and |x| in the check;
+    # shared: float64 draws and the check's sum, bound, error and ratio arrays.
+    return (24 * n_devices + 48) * nelem
+
+
+def check_sizes(backend: Backend, devices: Sequence[int], sizes: Sequence[int]) -> None:
+    """Raise NoDeviceError (a device too small) or HostTooSmall before inputs are generated."""
+
+    nelem = max(sizes)
+    scratch = scratch_bytes(len(devices), nelem)
+    check_fits(
+        backend,
+        devices,
+        per_device=4 * nelem + scratch,
+        largest=max(4 * nelem, scratch),
+        host=host_bytes(len(devices), nelem),
+        what=f"--sizes {nelem:,} elements",
+    )
+
+
+def measure(
+    backend: Backend,
+    devices: Sequence[int],
+    sizes: Sequence[int],
+    *,
+    threshold: int,
+    reps: int = 5,
+    warmup: int = 1,
+    seed: int = 0,
+    transport: Literal["auto", "staged"] = "auto",
+) -> dict[str, Any]:
+    """Run both paths for every size over ``devices``; return the JSON-ready report (no printing)."""
+    try:
+        import numpy as np
+    except ImportError:
+        raise NoDeviceError("l0mem allreduce needs NumPy: pip install numpy") from None
+
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    with AllReduce(backend, devices, threshold=threshold, transport=transport) as ar:
+        for nelem in sizes:
+            xs = [rng.standard_normal(nelem).astype(np.float32) for _ in devices]
+            bufs: list[Any] = []
+            ok = False
+            try:
+                bufs.extend(backend.allocate(d, 4 * nelem) for d in devices)
+                for path in ("f32", "bf16"):
+                    rows.append(_one(np, backend, ar, devices, bufs, xs, nelem, path, reps, warmup))
+                ok = True
+            finally:
+                waits = [functools.partial(backend.synchronize, d) for d in devices]
+                cleanup([*waits, *(b.close for b in bufs)], strict=ok)
+    return {
+        "schema": SCHEMA,
+        "l0mem_version": __version__,
+        "backend": backend.name,
+        "simulated": backend.simulated,
+        "devices": [{"index": d, "name": backend.device_name(d)} for d in devices],
+        "threshold": threshold,
+        "transport": transport,
+        "routes": {f"{s}>{d}": r for (s, d), r in sorted(ar.routes.items())},
+        "reps": reps,
+        "warmup": warmup,
+        "seed": seed,
+        "results": rows,
+        "ok": all(r["within_bound"] and r["identical"] for r in rows),
+    }
+
+
+def _one(
+    np: Any,
+    backend: Backend,
+    ar: Any,
+    devices: Sequence[int],
+    bufs: list[Any],
+    xs: list[Any],
+    nelem: int,
+    path: Literal["f32", "bf16"],
+    reps: int,
+    warmup: int,
+) -> dict[str, Any]:
+    def load() -> None:
+        for b, x in zip(bufs, xs, strict=True):
+            backend.upload(b, x)
+        for d in devices:
+            backend.synchronize(d)
+
+    load()
+    stats = ar(bufs, nelem, path=path)
+    stats.wait()
+    outs = []
+    for b in bufs:
+        out = np.empty(nelem, dtype=np.float32)
+        backend.download(b, out).wait()
+        outs.append(out)
+    check = _check(np, xs, outs, path)
+    samples: list[int] = []
+    for i in range(warmup + reps):
+        load()
+        start = time.perf_counter_ns()
+        ar(bufs, nelem, path=path)
+        for d in devices:
+            backend.synchronize(d)
+        if i >= warmup:
+            samples.append(time.perf_counter_ns() - start)
+    n = len(devices)
+    med = float(statistics.median(samples))
+    payload = 4 * nelem
+    return {
+        "nelem": nelem,
+        "nbytes": payload,
+        "path": path,
+        "auto": ar.path_for(nelem) == path,
+        "algorithm": stats.algorithm,
+        "time_ns": {"samples": samples, "median": med, "min": min(samples), "max": max(samples)},
+        "bytes_crossed": stats.to_dict()["bytes_crossed"],
+        "total_bytes_crossed": stats.total_bytes,
+        "copies": stats.copies,
+        "local_copies": stats.local_copies,
+        "staged_copies": stats.staged_copies,
+        "kernel_launches": stats.kernel_launches,
+        "busbw_gbps": payload / max(med, 1.0) * 2 * (n - 1) / n,
+        "wire_gbps": stats.total_bytes / max(med, 1.0),
+        **check,
+    }
+
+
+__all__ = ["SCHEMA", "check_sizes", "host_bytes", "measure"]
