@@ -188,6 +188,7 @@ def _dlinfo_path(cdll: ctypes.CDLL) -> str | None:
         dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
         dlinfo.restype = ctypes.c_int
         link_map = ctypes.POINTER(_LinkMap)()
+        # CDLL._handle is ctypes' documented way to reach the dlopen() handle.
         if dlinfo(cdll._handle, rtld_di_linkmap, ctypes.byref(link_map)) != 0 or not link_map:
             return None
         name = link_map.contents.l_name

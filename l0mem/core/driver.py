@@ -71,6 +71,7 @@ class Driver:
         _raw.call(api().zeDriverGetProperties, self._handle, ctypes.byref(props))
         api_version = ctypes.c_uint32(0)
         _raw.call(api().zeDriverGetApiVersion, self._handle, ctypes.byref(api_version))
+        # Split as the header's ZE_MAJOR_VERSION / ZE_MINOR_VERSION macros do (no enum for it).
         v = int(api_version.value)
         return DriverProperties(
             driver_version=int(props.driverVersion),
