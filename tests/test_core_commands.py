@@ -245,14 +245,14 @@ def test_dropped_lists_and_modules_are_released(clean, driver, dev):
     kept = [c.immediate_command_list(dev), c.command_list(dev), c.command_queue(dev).fence()]
     kept.append(c.create_module(dev, spirv_bytes()).kernel("l0mem_f32_add"))
     # immediate list and its sync pool; list; queue and fence; module and kernel
-    assert len(c._tracker) == 7
+    assert c.live_handles == 7
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         del kept
         gc.collect()
-        assert len(c._tracker) == 0  # dropping the objects released every handle
+        assert c.live_handles == 0  # dropping the objects released every handle
         c.close()
 
 
@@ -323,15 +323,16 @@ def test_handle_is_released_when_the_context_cannot_track_it(
     calls = []
     real_call = _raw.call
 
-    def record(name, *args):
-        calls.append(name)
-        real_call(name, *args)
+    def record(function, *args):
+        calls.append(function.__name__)
+        real_call(function, *args)
 
     def refuse(*args, **kwargs):
         raise RuntimeError("tracker refused")
 
     monkeypatch.setattr(_raw, "call", record)
-    monkeypatch.setattr(ctx._tracker, "add", refuse)
+    # The new object registers its release with its owner: the parent object, else the context.
+    monkeypatch.setattr(owner if owner is not None else ctx, "register_release", refuse)
     with pytest.raises(RuntimeError, match="tracker refused"):
         make(ctx, dev, owner)
     assert calls[-1] == destroy
@@ -359,7 +360,7 @@ def _record_driver_calls(monkeypatch):
         real = getattr(_raw, name)
 
         def wrapper(routine, *args, _real=real):
-            calls.append(routine)
+            calls.append(routine.__name__)
             return _real(routine, *args)
 
         monkeypatch.setattr(_raw, name, wrapper)

@@ -249,11 +249,11 @@ def test_pci_address_falls_back_to_sysman(driver, monkeypatch, failure):
     real_call = _raw.call
     asked = []
 
-    def without_extension(name, *args):
-        asked.append(name)
-        if name == "zeDevicePciGetPropertiesExt":
-            raise failure(name)
-        return real_call(name, *args)
+    def without_extension(function, *args):
+        asked.append(function.__name__)
+        if function.__name__ == "zeDevicePciGetPropertiesExt":
+            raise failure(function.__name__)
+        return real_call(function, *args)
 
     monkeypatch.setattr(_raw, "call", without_extension)
     assert d.pci_address == expected
@@ -264,8 +264,8 @@ def test_pci_address_is_none_without_extension_and_sysman(driver, monkeypatch):
     from l0mem._ze import errors
     from l0mem.core import _raw
 
-    def nothing(name, *args):
-        raise errors.UninitializedError(None, name)
+    def nothing(function, *args):
+        raise errors.UninitializedError(None, function.__name__)
 
     monkeypatch.setattr(_raw, "call", nothing)
     assert driver.devices()[0].pci_address is None

@@ -7,8 +7,10 @@ import gc
 
 import pytest
 
+from l0mem._ze.enums import ze_result_t
+from l0mem._ze.errors import DeviceLostError
 from l0mem.core import _lifetime
-from l0mem.core._lifetime import ReleaseWarning, Tracker
+from l0mem.core._lifetime import ReleaseCall, ReleaseWarning, Tracker
 
 
 class Calls:
@@ -86,7 +88,7 @@ def test_release_all_with_a_pin() -> None:
     host = t.add(calls.release, ("host",), "zeMemFree")
     arr = exporter()
     t.pin(host, arr)
-    final = (calls.release, ("context",), "zeContextDestroy")
+    final = ReleaseCall(calls.release, ("context",), "zeContextDestroy")
     with pytest.raises(BufferError):
         t.release_all(final, True)
     assert not t.closed and t.owns(plain) and t.owns(host) and calls.freed == []
@@ -101,10 +103,31 @@ def test_release_all_with_a_pin() -> None:
     assert calls.freed == ["plain", "host"]
 
 
-def test_discard_warns_instead_of_hiding_the_first_error(monkeypatch) -> None:
-    def failing(name, *args):
-        raise OSError(f"{name} failed")
+def test_discard_warns_instead_of_hiding_the_first_error() -> None:
+    seen: list[object] = []
 
-    monkeypatch.setattr(_lifetime._raw, "call", failing)
-    with pytest.warns(ReleaseWarning, match="zeModuleDestroy failed while cleaning up"):
-        _lifetime.discard("zeModuleDestroy", 1)
+    def zeModuleDestroy(*args: object) -> int:
+        seen.extend(args)
+        return ze_result_t.ZE_RESULT_ERROR_DEVICE_LOST
+
+    with pytest.warns(ReleaseWarning, match="zeModuleDestroy failed while cleaning up") as caught:
+        _lifetime.discard(zeModuleDestroy, 1)
+    assert seen == [1]
+    # The routine is named twice: by discard, and by the DeviceLostError it reports.
+    assert "zeModuleDestroy: ZE_RESULT_ERROR_DEVICE_LOST" in str(caught[0].message)
+
+
+def test_release_calls_are_named_after_the_routine() -> None:
+    """A registered function's C name is what failures report, unless one is given."""
+
+    def zeEventDestroy(handle: int) -> int:
+        return ze_result_t.ZE_RESULT_ERROR_DEVICE_LOST if handle == 2 else 0
+
+    assert ReleaseCall.of(zeEventDestroy, 7) == ReleaseCall(zeEventDestroy, (7,), "zeEventDestroy")
+    t = Tracker()
+    named = t.add(zeEventDestroy, (2,))
+    with pytest.raises(DeviceLostError, match=r"^zeEventDestroy: ZE_RESULT_ERROR_DEVICE_LOST"):
+        t.release(named)
+    renamed = t.add(zeEventDestroy, (2,), "close(dma-buf fd)")
+    with pytest.warns(ReleaseWarning, match=r"releasing close\(dma-buf fd\) failed"):
+        t.release(renamed, False)

@@ -274,12 +274,12 @@ def test_memoryview_outlives_a_dropped_allocation(clean, driver):
     c = driver.create_context([driver.devices()[0]])
     view = c.allocate_shared(None, 32).memoryview()
     gc.collect()
-    assert len(c._tracker) == 1  # the view keeps the allocation
+    assert c.live_handles == 1  # the view keeps the allocation
     view[:] = bytes(range(32))
     assert bytes(view) == bytes(range(32))
     del view
     gc.collect()
-    assert len(c._tracker) == 0
+    assert c.live_handles == 0
     c.close()
 
 
@@ -304,16 +304,16 @@ def test_failed_cleanup_keeps_the_original_error(ctx, clean, driver, monkeypatch
 
     real_call = _raw.call
 
-    def free_then_fail(name, *args):
-        real_call(name, *args)  # really free, so the ground truth below stays exact
-        if name == "zeMemFree":
-            raise errors.DeviceLostError(None, name)
+    def free_then_fail(function, *args):
+        real_call(function, *args)  # really free, so the ground truth below stays exact
+        if function.__name__ == "zeMemFree":
+            raise errors.DeviceLostError(None, function.__name__)
 
     def refuse(*args, **kwargs):
         raise RuntimeError("tracker refused")
 
     monkeypatch.setattr(_raw, "call", free_then_fail)
-    monkeypatch.setattr(ctx._tracker, "add", refuse)
+    monkeypatch.setattr(ctx, "register_release", refuse)
     with (
         pytest.warns(core.ReleaseWarning, match="zeMemFree"),
         pytest.raises(RuntimeError, match="tracker refused"),

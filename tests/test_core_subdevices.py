@@ -20,7 +20,7 @@ MIB = 1 << 20
 PRELUDE = """
 import ctypes, json
 import l0mem.core as core
-from l0mem.core.device import FLAG_SUBDEVICE
+from l0mem._ze.enums import ZE_DEVICE_PROPERTY_FLAG_SUBDEVICE as FLAG_SUBDEVICE
 from tests.support.sim import SimControl
 sim = SimControl.from_env()
 driver = core.drivers()[0]

@@ -265,6 +265,29 @@ def test_absent_optional_symbols(fresh_state: None, stubs: dict[str, Path]) -> N
         api().zeDevicePciGetPropertiesExt(None, None)
 
 
+def test_api_annotations_name_exactly_the_table() -> None:
+    """Api declares one annotation per table row, so a type checker knows every routine."""
+    annotated = set(loader_mod.Api.__annotations__)
+    table = {name for name, *_ in FUNCTIONS}
+    assert annotated == table, sorted(annotated ^ table)
+    assert len(FUNCTIONS) == len(table)
+
+
+def test_api_refuses_functions_other_than_the_annotated_ones() -> None:
+    """Binding a set of functions that drifted from the annotations fails at load time."""
+    with pytest.raises(ValueError, match="zeMemFree"):
+        loader_mod.Api({})
+
+
+def test_every_bound_function_carries_its_c_name(fresh_state: None, stubs: dict[str, Path]) -> None:
+    """ctypes pointers and missing-function stubs both know their C name (for messages)."""
+    load(stubs["old"])
+    lib = api()
+    assert not has_function("zeInitDrivers") and has_function("zeMemFree")
+    for name, *_ in FUNCTIONS:
+        assert getattr(lib, name).__name__ == name
+
+
 def test_has_function_agrees_with_the_real_loader() -> None:
     """For the installed loader, has_function matches what the library exports."""
     api()

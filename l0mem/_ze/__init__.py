@@ -1,9 +1,17 @@
 """A ctypes binding to the Level Zero loader (``libze_loader.so.1``), raw layer.
 
-``api()`` returns the bound C functions, named as in C; each returns its
-``ze_result_t`` as an int and never raises. ``check(rc, routine)`` turns a
-failed result into the matching :class:`ZeError` subclass. Types live in
-``T`` (:mod:`l0mem._ze.types`) under their C names.
+What it is for: the C API as it is, nothing more. ``api()`` returns the bound
+C functions as an :class:`Api` whose attributes are declared one per routine
+(a type checker rejects a misspelt name), each a :class:`CFunction` returning
+its ``ze_result_t`` as an int and never raising. ``check(rc, routine)`` turns
+a failed result into the matching :class:`ZeError` subclass. Enumerations,
+structs and handle types live in :mod:`~l0mem._ze.enums`,
+:mod:`~l0mem._ze.structs` and :mod:`~l0mem._ze.scalars` under their C names
+(also gathered in ``T``, :mod:`l0mem._ze.types`); tests/test_ze_layout.py
+checks all of them against the C headers.
+
+What it may import: the standard library only. It imports nothing of l0mem
+above it; :mod:`l0mem.core` and the tools build on it.
 """
 
 from __future__ import annotations
@@ -21,10 +29,19 @@ from l0mem._ze.errors import (
     check,
     error_class,
 )
-from l0mem._ze.loader import Api, api, has_function, load, loader_path, missing_functions
+from l0mem._ze.loader import (
+    Api,
+    CFunction,
+    api,
+    has_function,
+    load,
+    loader_path,
+    missing_functions,
+)
 
 __all__ = [
     "Api",
+    "CFunction",
     "LoaderError",
     "LoaderNotFoundError",
     "LoaderTooOldError",

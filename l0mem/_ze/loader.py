@@ -11,9 +11,9 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from l0mem._ze.errors import LoaderNotFoundError, LoaderTooOldError, MissingFunctionError
 from l0mem._ze.functions import FUNCTIONS, ctype_of
@@ -22,22 +22,125 @@ SONAME = "libze_loader.so.1"
 ENV_VAR = "L0MEM_ZE_LOADER"
 
 
+class CFunction(Protocol):
+    """A bound Level Zero routine: returns its ``ze_result_t`` as an int, named as in C.
+
+    ctypes function pointers and the stubs standing in for functions the
+    loader lacks both carry ``__name__``, so error messages can name the routine.
+    """
+
+    __name__: str
+
+    def __call__(self, *args: Any) -> int:
+        """Call the C routine."""
+        ...
+
+
 class Api:
     """The bound Level Zero functions: one attribute per C function, named as in C.
 
     Each call returns the ``ze_result_t`` as an int and never raises, except a
     function the loader does not export, which raises MissingFunctionError.
+    The annotations below let a type checker reject a misspelt routine;
+    tests/test_ze_loader.py checks that they name exactly the rows of
+    :data:`l0mem._ze.functions.FUNCTIONS`.
     """
 
-    def __init__(self, functions: dict[str, Callable[..., int]]) -> None:
-        """Expose ``functions`` as attributes."""
+    zeInit: CFunction
+    zeDriverGet: CFunction
+    zeDriverGetApiVersion: CFunction
+    zeDriverGetProperties: CFunction
+    zeDriverGetIpcProperties: CFunction
+    zeDriverGetExtensionProperties: CFunction
+    zeDriverGetExtensionFunctionAddress: CFunction
+    zeDeviceGet: CFunction
+    zeDeviceGetSubDevices: CFunction
+    zeDeviceGetProperties: CFunction
+    zeDeviceGetComputeProperties: CFunction
+    zeDeviceGetMemoryProperties: CFunction
+    zeDeviceGetMemoryAccessProperties: CFunction
+    zeDeviceGetCommandQueueGroupProperties: CFunction
+    zeDeviceGetExternalMemoryProperties: CFunction
+    zeDeviceGetP2PProperties: CFunction
+    zeDeviceCanAccessPeer: CFunction
+    zeDeviceGetStatus: CFunction
+    zeDeviceGetGlobalTimestamps: CFunction
+    zeDevicePciGetPropertiesExt: CFunction
+    zeContextCreate: CFunction
+    zeContextCreateEx: CFunction
+    zeContextDestroy: CFunction
+    zeContextGetStatus: CFunction
+    zeContextMakeMemoryResident: CFunction
+    zeContextEvictMemory: CFunction
+    zeMemAllocDevice: CFunction
+    zeMemAllocHost: CFunction
+    zeMemAllocShared: CFunction
+    zeMemFree: CFunction
+    zeMemGetAllocProperties: CFunction
+    zeMemGetAddressRange: CFunction
+    zeMemGetIpcHandle: CFunction
+    zeMemOpenIpcHandle: CFunction
+    zeMemCloseIpcHandle: CFunction
+    zeCommandQueueCreate: CFunction
+    zeCommandQueueDestroy: CFunction
+    zeCommandQueueExecuteCommandLists: CFunction
+    zeCommandQueueSynchronize: CFunction
+    zeCommandListCreate: CFunction
+    zeCommandListCreateImmediate: CFunction
+    zeCommandListClose: CFunction
+    zeCommandListReset: CFunction
+    zeCommandListDestroy: CFunction
+    zeCommandListAppendBarrier: CFunction
+    zeCommandListAppendMemoryCopy: CFunction
+    zeCommandListAppendMemoryFill: CFunction
+    zeCommandListAppendLaunchKernel: CFunction
+    zeCommandListAppendSignalEvent: CFunction
+    zeCommandListAppendWaitOnEvents: CFunction
+    zeCommandListAppendEventReset: CFunction
+    zeCommandListAppendWriteGlobalTimestamp: CFunction
+    zeEventPoolCreate: CFunction
+    zeEventPoolDestroy: CFunction
+    zeEventCreate: CFunction
+    zeEventDestroy: CFunction
+    zeEventHostSignal: CFunction
+    zeEventHostSynchronize: CFunction
+    zeEventQueryStatus: CFunction
+    zeEventHostReset: CFunction
+    zeEventQueryKernelTimestamp: CFunction
+    zeFenceCreate: CFunction
+    zeFenceDestroy: CFunction
+    zeFenceHostSynchronize: CFunction
+    zeFenceQueryStatus: CFunction
+    zeFenceReset: CFunction
+    zeModuleCreate: CFunction
+    zeModuleDestroy: CFunction
+    zeModuleBuildLogGetString: CFunction
+    zeModuleBuildLogDestroy: CFunction
+    zeModuleGetKernelNames: CFunction
+    zeKernelCreate: CFunction
+    zeKernelDestroy: CFunction
+    zeKernelSetGroupSize: CFunction
+    zeKernelSuggestGroupSize: CFunction
+    zeKernelSetArgumentValue: CFunction
+    zeKernelGetProperties: CFunction
+    zeKernelGetName: CFunction
+    zesDeviceGetProperties: CFunction
+    zesDeviceEnumMemoryModules: CFunction
+    zesMemoryGetProperties: CFunction
+    zesMemoryGetState: CFunction
+    zesDevicePciGetProperties: CFunction
+    zelLoaderGetVersions: CFunction
+    zeInitDrivers: CFunction
+
+    def __init__(self, functions: Mapping[str, CFunction]) -> None:
+        """Expose ``functions`` as attributes; they must be exactly the annotated routines."""
+        declared = set(type(self).__annotations__)
+        if set(functions) != declared:
+            raise ValueError(
+                "bound functions differ from Api's annotations: "
+                f"{sorted(set(functions) ^ declared)}"
+            )
         self.__dict__.update(functions)
-
-    if TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Callable[..., int]:
-            """Return the bound C function ``name``."""
-            ...
 
 
 @dataclass
@@ -55,7 +158,7 @@ _lock = threading.Lock()
 _state: _Loaded | None = None
 
 
-def _missing_stub(name: str, where: str) -> Callable[..., int]:
+def _missing_stub(name: str, where: str) -> CFunction:
     """Return a function that raises MissingFunctionError for ``name``."""
 
     def stub(*_args: Any) -> int:
@@ -85,6 +188,7 @@ def _dlinfo_path(cdll: ctypes.CDLL) -> str | None:
         dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
         dlinfo.restype = ctypes.c_int
         link_map = ctypes.POINTER(_LinkMap)()
+        # CDLL._handle is ctypes' documented way to reach the dlopen() handle.
         if dlinfo(cdll._handle, rtld_di_linkmap, ctypes.byref(link_map)) != 0 or not link_map:
             return None
         name = link_map.contents.l_name
@@ -124,7 +228,7 @@ def _name_list(names: list[str]) -> str:
 
 def _bind(cdll: ctypes.CDLL, where: str) -> tuple[Api, frozenset[str], frozenset[str]]:
     """Set restype/argtypes of every table function; return (api, present, missing)."""
-    functions: dict[str, Callable[..., int]] = {}
+    functions: dict[str, CFunction] = {}
     present: set[str] = set()
     missing_required: list[str] = []
     for name, restype, argtypes, required in FUNCTIONS:

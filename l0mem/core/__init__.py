@@ -9,6 +9,21 @@ collected (then failures are reported as :class:`ReleaseWarning`). Using an
 object after it was closed raises ValueError; no released handle reaches the
 driver. The first :func:`drivers` call sets ``ZES_ENABLE_SYSMAN=1`` unless the
 environment sets it already, so Sysman queries work for library users.
+
+What it may import: only :mod:`l0mem._ze` and the standard library, nothing of
+the tools above it. C routines are reached as the typed attributes of
+``l0mem._ze.api()``; structs, enumerations and handle types through their
+classes in ``l0mem._ze.structs``, ``enums`` and ``scalars``, never by a name
+string, so a type checker follows every one. (:mod:`l0mem.core.backend`,
+which adapts this layer to the protocol of ``l0mem.backend``, still imports
+that module; it is moving out of the package.)
+
+Between its modules (and for code building on the layer) objects talk through
+public methods, never each other's private attributes: ``register_release``
+on a context or an object hands a new object's release call to its owner;
+``live_handle()`` gives an object's raw handle for a driver call after
+checking it is still open; ``Event.hold()`` keeps host buffers until the
+event is waited on; ``Context.live_handles`` counts what a context still owns.
 """
 
 from l0mem.core._lifetime import ReleaseWarning

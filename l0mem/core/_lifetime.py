@@ -1,7 +1,9 @@
 """Release of raw Level Zero handles, exactly once and children before parents.
 
 Every object of the layer registers the raw call that frees it with the
-:class:`Tracker` of its context. A ``weakref.finalize`` on the Python object
+:class:`Tracker` of its context, through its owner's ``register_release``
+(the context for top-level objects, the parent object for events, fences,
+kernels and dma-buf descriptors). A ``weakref.finalize`` on the Python object
 holds only the tracker and a key, never the object or its parents, so garbage
 collection order (cycles, interpreter exit) cannot free a context before the
 memory and lists created in it, and ``close()`` followed by collection frees
@@ -21,11 +23,11 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from typing_extensions import Self
 
-from l0mem._ze import check
+from l0mem._ze import CFunction, check
 from l0mem.core import _raw
 
 
@@ -33,20 +35,31 @@ class ReleaseWarning(RuntimeWarning):
     """A handle could not be freed during garbage collection (it may have leaked)."""
 
 
-Release = Callable[..., int]
+class ReleaseCall(NamedTuple):
+    """One raw release call: ``release(*args)``, named ``what`` in errors and warnings."""
+
+    release: CFunction
+    args: tuple[Any, ...]
+    what: str
+
+    @classmethod
+    def of(cls, release: CFunction, *args: Any) -> ReleaseCall:
+        """Return the call ``release(*args)`` named after the C routine."""
+        return cls(release, args, release.__name__)
+
+    def run(self, raising: bool) -> None:
+        """Make the call; raise on failure, or (``raising`` False) warn with ReleaseWarning."""
+        try:
+            check(self.release(*self.args), self.what)
+        except Exception as err:
+            if raising:
+                raise
+            warnings.warn(
+                f"l0mem: releasing {self.what} failed: {err}", ReleaseWarning, stacklevel=2
+            )
 
 
-def _run(release: Release, args: tuple[Any, ...], what: str, raising: bool) -> None:
-    """Call one raw release function; raise or warn on failure."""
-    try:
-        check(release(*args), what)
-    except Exception as err:
-        if raising:
-            raise
-        warnings.warn(f"l0mem: releasing {what} failed: {err}", ReleaseWarning, stacklevel=2)
-
-
-def discard(destroy: str, *args: Any) -> None:
+def discard(destroy: CFunction, *args: Any) -> None:
     """Free a handle nothing will own, during cleanup after another error.
 
     A failure here is reported as a :class:`ReleaseWarning` so that the error
@@ -56,7 +69,7 @@ def discard(destroy: str, *args: Any) -> None:
         _raw.call(destroy, *args)
     except Exception as err:
         warnings.warn(
-            f"l0mem: {destroy} failed while cleaning up after an error: {err}",
+            f"l0mem: {destroy.__name__} failed while cleaning up after an error: {err}",
             ReleaseWarning,
             stacklevel=3,
         )
@@ -68,7 +81,8 @@ class Tracker:
     def __init__(self) -> None:
         """Start with nothing registered."""
         self._lock = threading.RLock()
-        self._items: dict[int, tuple[Release, tuple[Any, ...], str, int | None]] = {}
+        # key -> (release call, parent key or None)
+        self._items: dict[int, tuple[ReleaseCall, int | None]] = {}
         self._pins: dict[int, list[weakref.ref[Any]]] = {}
         self._next = 0
         self._closed = False
@@ -84,9 +98,17 @@ class Tracker:
         return self._closed
 
     def add(
-        self, release: Release, args: tuple[Any, ...], what: str, parent: int | None = None
+        self,
+        release: CFunction,
+        args: tuple[Any, ...],
+        what: str | None = None,
+        parent: int | None = None,
     ) -> int:
-        """Register ``release(*args)`` (C routine ``what``) under ``parent``; return its key."""
+        """Register ``release(*args)`` under ``parent``; return its key.
+
+        ``what`` names the call in errors (default: the routine's ``__name__``).
+        """
+        call = ReleaseCall(release, args, release.__name__ if what is None else what)
         with self._lock:
             if self._closed:
                 raise ValueError("the context is closed")
@@ -94,7 +116,7 @@ class Tracker:
                 raise ValueError("the parent object is closed")
             key = self._next
             self._next += 1
-            self._items[key] = (release, args, what, parent)
+            self._items[key] = (call, parent)
             return key
 
     def owns(self, key: int) -> bool:
@@ -115,7 +137,7 @@ class Tracker:
         """Return ``key`` and the keys of its registered descendants."""
         keys = [key]
         for k, v in self._items.items():
-            if v[3] == key:
+            if v[1] == key:
                 keys.extend(self._subtree(k))
         return keys
 
@@ -138,16 +160,16 @@ class Tracker:
                     "release them (del, or memoryview.release()) before closing"
                 )
 
-    def _take(self, key: int) -> list[tuple[Release, tuple[Any, ...], str]]:
+    def _take(self, key: int) -> list[ReleaseCall]:
         """Remove ``key`` and its descendants; return their release calls, children first."""
         item = self._items.pop(key, None)
         if item is None:
             return []
         self._pins.pop(key, None)
-        taken: list[tuple[Release, tuple[Any, ...], str]] = []
-        for child in sorted((k for k, v in self._items.items() if v[3] == key), reverse=True):
+        taken: list[ReleaseCall] = []
+        for child in sorted((k for k, v in self._items.items() if v[1] == key), reverse=True):
             taken.extend(self._take(child))
-        taken.append(item[:3])
+        taken.append(item[0])
         return taken
 
     def release(self, key: int, raising: bool = True) -> bool:
@@ -165,9 +187,7 @@ class Tracker:
         _run_all(calls, raising)
         return bool(calls)
 
-    def release_all(
-        self, final: tuple[Release, tuple[Any, ...], str] | None, raising: bool
-    ) -> None:
+    def release_all(self, final: ReleaseCall | None, raising: bool) -> None:
         """Free every registered handle newest first, then ``final``; raise the first failure.
 
         Pinned memory (see :meth:`check_unpinned`) makes a raising call fail with
@@ -182,7 +202,7 @@ class Tracker:
             self._closed = True
             keep = {k for k, refs in self._pins.items() if any(r() is not None for r in refs)}
             calls = [
-                self._items.pop(k)[:3] for k in sorted(self._items, reverse=True) if k not in keep
+                self._items.pop(k)[0] for k in sorted(self._items, reverse=True) if k not in keep
             ]
             self._pins = {k: v for k, v in self._pins.items() if k in keep}
         if final is not None and not keep:
@@ -190,12 +210,12 @@ class Tracker:
         _run_all(calls, raising)
 
 
-def _run_all(calls: list[tuple[Release, tuple[Any, ...], str]], raising: bool) -> None:
+def _run_all(calls: list[ReleaseCall], raising: bool) -> None:
     """Run every release call even if one fails; raise the first failure afterwards."""
     first: BaseException | None = None
-    for release, args, what in calls:
+    for call in calls:
         try:
-            _run(release, args, what, raising)
+            call.run(raising)
         except Exception as err:
             first = first or err
     if first is not None:
@@ -216,29 +236,59 @@ def finalize_child(owner: object, tracker: Tracker, key: int) -> Callable[[], No
     return close
 
 
+class Registration(NamedTuple):
+    """Where a release call was registered: the context's tracker and the call's key."""
+
+    tracker: Tracker
+    key: int
+
+
+class Owner(Protocol):
+    """Something objects can be created from: a context, or an object owning children."""
+
+    def register_release(
+        self, release: CFunction, args: tuple[Any, ...], what: str | None = None
+    ) -> Registration:
+        """Register ``release(*args)`` as owned by this object; return where it went."""
+        ...
+
+
 class Owned:
     """Base of the objects whose release call a context's Tracker holds.
 
     Subclasses call :meth:`_own` once their raw handle exists; the base then
-    answers ``closed``, ``close()`` and the ``with`` protocol for all of them.
+    answers ``closed``, ``close()`` and the ``with`` protocol for all of them,
+    and :meth:`register_release` lets them own children.
     """
 
     _tracker: Tracker
     _key: int
     _close: Callable[[], None]
 
-    def _own(
-        self, tracker: Tracker, destroy: str, args: tuple[Any, ...], parent: int | None = None
-    ) -> None:
-        """Register ``destroy(*args)`` under ``parent``; if that fails, call it now and re-raise."""
-        self._tracker = tracker
+    def _own(self, owner: Owner, destroy: CFunction, args: tuple[Any, ...]) -> None:
+        """Register ``destroy(*args)`` with ``owner``; if that fails, call it now and re-raise."""
         try:
-            self._key = tracker.add(_raw.fn(destroy), args, destroy, parent=parent)
+            self._tracker, self._key = owner.register_release(destroy, args)
         except BaseException:
             # Nothing else would ever free the handle.
             discard(destroy, *args)
             raise
-        self._close = finalize_child(self, tracker, self._key)
+        self._close = finalize_child(self, self._tracker, self._key)
+
+    def register_release(
+        self, release: CFunction, args: tuple[Any, ...], what: str | None = None
+    ) -> Registration:
+        """Register ``release(*args)`` as a child of this object, released before it.
+
+        For the objects of :mod:`l0mem.core` (an event of its pool, a fence of
+        its queue, a kernel of its module); raises ValueError once this object
+        is closed.
+        """
+        return Registration(self._tracker, self._tracker.add(release, args, what, self._key))
+
+    def _pin(self, exporter: object) -> None:
+        """Keep this object's memory allocated while ``exporter`` (a buffer exporter) lives."""
+        self._tracker.pin(self._key, exporter)
 
     @property
     def closed(self) -> bool:
@@ -268,19 +318,17 @@ class OwnedHandle(Owned):
 
     _handle: int
 
-    def _own_handle(
-        self, tracker: Tracker, handle: int, destroy: str, parent: int | None = None
-    ) -> None:
+    def _own_handle(self, owner: Owner, handle: int, destroy: CFunction) -> None:
         """Keep ``handle`` and register ``destroy(handle)`` as in :meth:`Owned._own`."""
         self._handle = handle
-        self._own(tracker, destroy, (handle,), parent)
+        self._own(owner, destroy, (handle,))
 
     @property
     def handle(self) -> int:
-        """Return the raw Level Zero handle."""
+        """Return the raw Level Zero handle (also after release; see :meth:`live_handle`)."""
         return self._handle
 
-    def _live(self) -> int:
+    def live_handle(self) -> int:
         """Return the raw handle for a driver call; raise ValueError once it is released."""
         self._check_open()
         return self._handle

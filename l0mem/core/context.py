@@ -6,12 +6,21 @@ import ctypes
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Self
 
+from l0mem._ze import CFunction, api
+from l0mem._ze.scalars import ze_device_handle_t
+from l0mem._ze.structs import (
+    ze_context_desc_t,
+    ze_device_mem_alloc_desc_t,
+    ze_external_memory_export_desc_t,
+    ze_host_mem_alloc_desc_t,
+    ze_ipc_mem_handle_t,
+)
 from l0mem.core import _raw
-from l0mem.core._lifetime import Tracker
+from l0mem.core._lifetime import Registration, ReleaseCall, Tracker
 from l0mem.core.commands import CommandList, CommandQueue, ImmediateCommandList
 from l0mem.core.events import EventPool
 from l0mem.core.memory import (
@@ -44,18 +53,16 @@ class Context:
             raise ValueError("a device appears twice in the context's device list")
         self._driver = driver
         self._devices = devices
-        desc = _raw.struct("ze_context_desc_t")
+        desc = ze_context_desc_t()
         if [d.handle for d in devices] == [d.handle for d in driver.devices()]:
-            self._handle = _raw.create("zeContextCreate", driver.handle, ctypes.byref(desc))
+            self._handle = _raw.create(api().zeContextCreate, driver.handle, ctypes.byref(desc))
         else:
-            arr = _raw.handles("ze_device_handle_t", len(devices))
-            for i, d in enumerate(devices):
-                arr[i] = d.handle
+            arr = _raw.handle_array(ze_device_handle_t, [d.handle for d in devices])
             self._handle = _raw.create(
-                "zeContextCreateEx", driver.handle, ctypes.byref(desc), len(devices), arr
+                api().zeContextCreateEx, driver.handle, ctypes.byref(desc), len(devices), arr
             )
         self._tracker = Tracker()
-        self._final = (_raw.fn("zeContextDestroy"), (self._handle,), "zeContextDestroy")
+        self._final = ReleaseCall.of(api().zeContextDestroy, self._handle)
         self._finalizer = weakref.finalize(self, self._tracker.release_all, self._final, False)
         self._lock = threading.Lock()
 
@@ -78,6 +85,21 @@ class Context:
     def closed(self) -> bool:
         """Return True once the context has been destroyed."""
         return self._tracker.closed
+
+    @property
+    def live_handles(self) -> int:
+        """Return how many handles created in the context are not released yet."""
+        return len(self._tracker)
+
+    def register_release(
+        self, release: CFunction, args: tuple[Any, ...], what: str | None = None
+    ) -> Registration:
+        """Make the context own ``release(*args)``: it runs at the latest when the context closes.
+
+        For the objects of :mod:`l0mem.core` created in the context; raises
+        ValueError once the context is closed.
+        """
+        return Registration(self._tracker, self._tracker.add(release, args, what))
 
     def _member(self, device: Device) -> Device:
         if self.closed:
@@ -102,14 +124,14 @@ class Context:
         """Return ``nbytes`` of device memory on ``device`` (optionally dma-buf exportable)."""
         self._member(device)
         self._size(nbytes)
-        desc = _raw.struct("ze_device_mem_alloc_desc_t")
+        desc = ze_device_mem_alloc_desc_t()
         export = None
         if export_dmabuf:
-            export = _raw.struct("ze_external_memory_export_desc_t", flags=EXTERNAL_MEMORY_DMA_BUF)
+            export = ze_external_memory_export_desc_t(flags=EXTERNAL_MEMORY_DMA_BUF)
             desc.pNext = ctypes.cast(ctypes.pointer(export), ctypes.c_void_p)
         ptr = ctypes.c_void_p()
         _raw.call(
-            "zeMemAllocDevice",
+            api().zeMemAllocDevice,
             self._handle,
             ctypes.byref(desc),
             nbytes,
@@ -124,10 +146,15 @@ class Context:
         if self.closed:
             raise ValueError("the context is closed")
         self._size(nbytes)
-        desc = _raw.struct("ze_host_mem_alloc_desc_t")
+        desc = ze_host_mem_alloc_desc_t()
         ptr = ctypes.c_void_p()
         _raw.call(
-            "zeMemAllocHost", self._handle, ctypes.byref(desc), nbytes, alignment, ctypes.byref(ptr)
+            api().zeMemAllocHost,
+            self._handle,
+            ctypes.byref(desc),
+            nbytes,
+            alignment,
+            ctypes.byref(ptr),
         )
         return HostAllocation(self, None, _raw.address(ptr), nbytes)
 
@@ -140,11 +167,11 @@ class Context:
         elif self.closed:
             raise ValueError("the context is closed")
         self._size(nbytes)
-        ddesc = _raw.struct("ze_device_mem_alloc_desc_t")
-        hdesc = _raw.struct("ze_host_mem_alloc_desc_t")
+        ddesc = ze_device_mem_alloc_desc_t()
+        hdesc = ze_host_mem_alloc_desc_t()
         ptr = ctypes.c_void_p()
         _raw.call(
-            "zeMemAllocShared",
+            api().zeMemAllocShared,
             self._handle,
             ctypes.byref(ddesc),
             ctypes.byref(hdesc),
@@ -170,13 +197,13 @@ class Context:
         """Make ``alloc`` (default: all of it) resident on ``device``."""
         self._member(device)
         address, n = self._range(alloc, nbytes)
-        _raw.call("zeContextMakeMemoryResident", self._handle, device.handle, address, n)
+        _raw.call(api().zeContextMakeMemoryResident, self._handle, device.handle, address, n)
 
     def evict(self, device: Device, alloc: Allocation, nbytes: int | None = None) -> None:
         """Allow ``alloc`` (default: all of it) to be evicted from ``device``."""
         self._member(device)
         address, n = self._range(alloc, nbytes)
-        _raw.call("zeContextEvictMemory", self._handle, device.handle, address, n)
+        _raw.call(api().zeContextEvictMemory, self._handle, device.handle, address, n)
 
     def open_ipc_handle(self, device: Device, handle: bytes, nbytes: int = 0) -> IpcMapping:
         """Map another process's allocation from its IPC handle into this context.
@@ -188,12 +215,15 @@ class Context:
         self._member(device)
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
             raise ValueError(f"nbytes must be an int >= 0 (0: unknown), got {nbytes!r}")
-        h = _raw.struct("ze_ipc_mem_handle_t")
+        h = ze_ipc_mem_handle_t()
         if len(handle) != ctypes.sizeof(h):
             raise ValueError(f"IPC handle must be {ctypes.sizeof(h)} bytes, got {len(handle)}")
         ctypes.memmove(ctypes.addressof(h), handle, len(handle))
         ptr = ctypes.c_void_p()
-        _raw.call("zeMemOpenIpcHandle", self._handle, device.handle, h, 0, ctypes.byref(ptr))
+        no_flags = 0  # ze_ipc_memory_flags_t: no cache bias requested
+        _raw.call(
+            api().zeMemOpenIpcHandle, self._handle, device.handle, h, no_flags, ctypes.byref(ptr)
+        )
         return IpcMapping(self, device, _raw.address(ptr), nbytes)
 
     def immediate_command_list(

@@ -5,10 +5,13 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from l0mem._ze import T
+from l0mem._ze import api
+from l0mem._ze.enums import (
+    ze_command_queue_group_property_flag_t,
+    ze_external_memory_type_flag_t,
+)
 from l0mem._ze.errors import (
     DependencyUnavailableError,
     MissingFunctionError,
@@ -16,25 +19,35 @@ from l0mem._ze.errors import (
     UninitializedError,
     UnsupportedFeatureError,
 )
+from l0mem._ze.scalars import ze_bool_t, ze_device_handle_t, zes_mem_handle_t
+from l0mem._ze.structs import (
+    ze_command_queue_group_properties_t,
+    ze_device_compute_properties_t,
+    ze_device_external_memory_properties_t,
+    ze_device_memory_properties_t,
+    ze_device_p2p_bandwidth_exp_properties_t,
+    ze_device_p2p_properties_t,
+    ze_device_properties_t,
+    ze_pci_ext_properties_t,
+    zes_mem_properties_t,
+    zes_mem_state_t,
+    zes_pci_properties_t,
+)
 from l0mem.core import _raw
+from l0mem.core.device_props import (
+    ComputeProperties,
+    DeviceProperties,
+    MemoryProperties,
+    MemoryState,
+    P2PProperties,
+)
 
 if TYPE_CHECKING:
     from l0mem.core.driver import Driver
 
-_DEVICE_TYPES = {1: "GPU", 2: "CPU", 3: "FPGA", 4: "MCA", 5: "VPU"}
-_BANDWIDTH_UNITS = {0: "unknown", 1: "bytes/ns", 2: "bytes/clock"}
-_LATENCY_UNITS = {0: "unknown", 1: "ns", 2: "clock", 3: "hop"}
-_MEM_HEALTH = {0: "unknown", 1: "ok", 2: "degraded", 3: "critical", 4: "replace"}
-_MEM_LOC = {0: "system", 1: "device"}
-
-FLAG_INTEGRATED = 1 << 0
-FLAG_SUBDEVICE = 1 << 1
-P2P_ACCESS = 1 << 0
-P2P_ATOMICS = 1 << 1
-EXTERNAL_MEMORY_OPAQUE_FD = 1 << 0
-EXTERNAL_MEMORY_DMA_BUF = 1 << 1
-_QUEUE_GROUP_COMPUTE = 1 << 0
-_QUEUE_GROUP_COPY = 1 << 1
+_GROUP_FLAG = ze_command_queue_group_property_flag_t
+_QUEUE_GROUP_COMPUTE = _GROUP_FLAG.ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE
+_QUEUE_GROUP_COPY = _GROUP_FLAG.ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY
 
 SYSFS_PCI = "/sys/bus/pci/devices"
 
@@ -47,82 +60,6 @@ _UNAVAILABLE = (
     NotAvailableError,
     DependencyUnavailableError,
 )
-
-
-@dataclass(frozen=True)
-class DeviceProperties:
-    """Core properties of a device (``ze_device_properties_t``)."""
-
-    name: str
-    type: str
-    vendor_id: int
-    device_id: int
-    flags: int
-    subdevice_id: int
-    core_clock_mhz: int
-    max_mem_alloc_size: int
-    timer_resolution_ns: int
-    timestamp_valid_bits: int
-    kernel_timestamp_valid_bits: int
-    uuid: str
-
-    @property
-    def integrated(self) -> bool:
-        """Return True for a device integrated with the host (shares system RAM)."""
-        return bool(self.flags & FLAG_INTEGRATED)
-
-
-@dataclass(frozen=True)
-class MemoryProperties:
-    """One memory of a device (``ze_device_memory_properties_t``)."""
-
-    name: str
-    total_size: int
-    max_clock_rate: int
-    max_bus_width: int
-
-
-@dataclass(frozen=True)
-class ComputeProperties:
-    """Work-group limits of a device (``ze_device_compute_properties_t``)."""
-
-    max_total_group_size: int
-    max_group_size: tuple[int, int, int]
-    max_group_count: tuple[int, int, int]
-    max_shared_local_memory: int
-    subgroup_sizes: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class P2PProperties:
-    """Peer-to-peer capabilities from one device to another."""
-
-    access: bool
-    atomics: bool
-    logical_bandwidth: int | None = None
-    physical_bandwidth: int | None = None
-    bandwidth_unit: str | None = None
-    logical_latency: int | None = None
-    physical_latency: int | None = None
-    latency_unit: str | None = None
-
-
-@dataclass(frozen=True)
-class MemoryState:
-    """One Sysman memory module: where it is, its size and what is free."""
-
-    location: str
-    health: str
-    size: int
-    free: int
-    physical_size: int
-    on_subdevice: bool
-    subdevice_id: int
-
-    @property
-    def used(self) -> int:
-        """Return bytes in use (size minus free)."""
-        return self.size - self.free
 
 
 class Device:
@@ -157,22 +94,9 @@ class Device:
     def properties(self) -> DeviceProperties:
         """Return the device's core properties (queried once)."""
         if self._props is None:
-            p = _raw.struct("ze_device_properties_t")
-            _raw.call("zeDeviceGetProperties", self._handle, ctypes.byref(p))
-            self._props = DeviceProperties(
-                name=_raw.cstr(p.name),
-                type=_DEVICE_TYPES.get(int(p.type), f"type {int(p.type)}"),
-                vendor_id=int(p.vendorId),
-                device_id=int(p.deviceId),
-                flags=int(p.flags),
-                subdevice_id=int(p.subdeviceId),
-                core_clock_mhz=int(p.coreClockRate),
-                max_mem_alloc_size=int(p.maxMemAllocSize),
-                timer_resolution_ns=int(p.timerResolution),
-                timestamp_valid_bits=int(p.timestampValidBits),
-                kernel_timestamp_valid_bits=int(p.kernelTimestampValidBits),
-                uuid=_raw.uuid_str(p.uuid.id),
-            )
+            p = ze_device_properties_t()
+            _raw.call(api().zeDeviceGetProperties, self._handle, ctypes.byref(p))
+            self._props = DeviceProperties.from_c(p)
         return self._props
 
     @property
@@ -202,21 +126,12 @@ class Device:
 
     def memory_properties(self) -> list[MemoryProperties]:
         """Return each memory the device reports."""
+        query = api().zeDeviceGetMemoryProperties
         count = ctypes.c_uint32(0)
-        _raw.call("zeDeviceGetMemoryProperties", self._handle, ctypes.byref(count), None)
-        arr = (T.ze_device_memory_properties_t * count.value)()
-        for i in range(count.value):
-            arr[i].stype = T.ze_device_memory_properties_t().stype
-        _raw.call("zeDeviceGetMemoryProperties", self._handle, ctypes.byref(count), arr)
-        return [
-            MemoryProperties(
-                name=_raw.cstr(m.name),
-                total_size=int(m.totalSize),
-                max_clock_rate=int(m.maxClockRate),
-                max_bus_width=int(m.maxBusWidth),
-            )
-            for m in arr[: count.value]
-        ]
+        _raw.call(query, self._handle, ctypes.byref(count), None)
+        arr = _raw.struct_array(ze_device_memory_properties_t, count.value)
+        _raw.call(query, self._handle, ctypes.byref(count), arr)
+        return [MemoryProperties.from_c(m) for m in arr[: count.value]]
 
     @property
     def total_memory(self) -> int:
@@ -226,15 +141,9 @@ class Device:
     @property
     def compute_properties(self) -> ComputeProperties:
         """Return the device's work-group limits."""
-        p = _raw.struct("ze_device_compute_properties_t")
-        _raw.call("zeDeviceGetComputeProperties", self._handle, ctypes.byref(p))
-        return ComputeProperties(
-            max_total_group_size=int(p.maxTotalGroupSize),
-            max_group_size=(int(p.maxGroupSizeX), int(p.maxGroupSizeY), int(p.maxGroupSizeZ)),
-            max_group_count=(int(p.maxGroupCountX), int(p.maxGroupCountY), int(p.maxGroupCountZ)),
-            max_shared_local_memory=int(p.maxSharedLocalMemory),
-            subgroup_sizes=tuple(int(p.subGroupSizes[i]) for i in range(int(p.numSubGroupSizes))),
-        )
+        p = ze_device_compute_properties_t()
+        _raw.call(api().zeDeviceGetComputeProperties, self._handle, ctypes.byref(p))
+        return ComputeProperties.from_c(p)
 
     @property
     def pci_address(self) -> str | None:
@@ -244,14 +153,14 @@ class Device:
         and, where the loader or driver lacks it, Sysman's
         ``zesDevicePciGetProperties`` (which needs ZES_ENABLE_SYSMAN=1 at init).
         """
-        ext = _raw.struct("ze_pci_ext_properties_t")
+        ext = ze_pci_ext_properties_t()
         try:
-            _raw.call("zeDevicePciGetPropertiesExt", self._handle, ctypes.byref(ext))
+            _raw.call(api().zeDevicePciGetPropertiesExt, self._handle, ctypes.byref(ext))
             a = ext.address
         except _UNAVAILABLE:
-            zes = _raw.struct("zes_pci_properties_t")
+            zes = zes_pci_properties_t()
             try:
-                _raw.call("zesDevicePciGetProperties", self._handle, ctypes.byref(zes))
+                _raw.call(api().zesDevicePciGetProperties, self._handle, ctypes.byref(zes))
             except _UNAVAILABLE:
                 return None
             a = zes.address
@@ -268,11 +177,12 @@ class Device:
         """Return the device's sub-devices (tiles); empty when it has none."""
         with self._lock:
             if self._subs is None:
+                query = api().zeDeviceGetSubDevices
                 count = ctypes.c_uint32(0)
-                _raw.call("zeDeviceGetSubDevices", self._handle, ctypes.byref(count), None)
-                arr = _raw.handles("ze_device_handle_t", count.value)
+                _raw.call(query, self._handle, ctypes.byref(count), None)
+                arr = _raw.handles(ze_device_handle_t, count.value)
                 if count.value:
-                    _raw.call("zeDeviceGetSubDevices", self._handle, ctypes.byref(count), arr)
+                    _raw.call(query, self._handle, ctypes.byref(count), arr)
                 self._subs = [
                     Device(self._driver, _raw.address(arr[i]), i, parent=self)
                     for i in range(count.value)
@@ -281,43 +191,32 @@ class Device:
 
     def can_access_peer(self, other: Device) -> bool:
         """Return True when this device can access memory of ``other`` directly."""
-        value = T.ze_bool_t(0) if hasattr(T, "ze_bool_t") else ctypes.c_uint8(0)
-        _raw.call("zeDeviceCanAccessPeer", self._handle, other._handle, ctypes.byref(value))
+        value = ze_bool_t(0)
+        _raw.call(api().zeDeviceCanAccessPeer, self._handle, other.handle, ctypes.byref(value))
         return bool(value.value)
 
     def p2p_properties(self, other: Device) -> P2PProperties:
         """Return peer flags towards ``other`` and the bandwidth where the driver reports it."""
-        p = _raw.struct("ze_device_p2p_properties_t")
+        p = ze_device_p2p_properties_t()
         bw = None
         if "ZE_experimental_bandwidth_properties" in self._driver.extensions():
-            bw = _raw.struct("ze_device_p2p_bandwidth_exp_properties_t")
+            bw = ze_device_p2p_bandwidth_exp_properties_t()
             p.pNext = ctypes.cast(ctypes.pointer(bw), ctypes.c_void_p)
-        _raw.call("zeDeviceGetP2PProperties", self._handle, other._handle, ctypes.byref(p))
-        flags = int(p.flags)
-        if bw is None:
-            return P2PProperties(access=bool(flags & P2P_ACCESS), atomics=bool(flags & P2P_ATOMICS))
-        return P2PProperties(
-            access=bool(flags & P2P_ACCESS),
-            atomics=bool(flags & P2P_ATOMICS),
-            logical_bandwidth=int(bw.logicalBandwidth),
-            physical_bandwidth=int(bw.physicalBandwidth),
-            bandwidth_unit=_BANDWIDTH_UNITS.get(int(bw.bandwidthUnit), "unknown"),
-            logical_latency=int(bw.logicalLatency),
-            physical_latency=int(bw.physicalLatency),
-            latency_unit=_LATENCY_UNITS.get(int(bw.latencyUnit), "unknown"),
-        )
+        _raw.call(api().zeDeviceGetP2PProperties, self._handle, other.handle, ctypes.byref(p))
+        return P2PProperties.from_c(p, bw)
 
     @property
     def external_memory_export_types(self) -> int:
         """Return the ``ze_external_memory_type_flags_t`` the device can export allocations as."""
-        p = _raw.struct("ze_device_external_memory_properties_t")
-        _raw.call("zeDeviceGetExternalMemoryProperties", self._handle, ctypes.byref(p))
+        p = ze_device_external_memory_properties_t()
+        _raw.call(api().zeDeviceGetExternalMemoryProperties, self._handle, ctypes.byref(p))
         return int(p.memoryAllocationExportTypes)
 
     @property
     def supports_dmabuf_export(self) -> bool:
         """Return True when device allocations can be exported as dma-buf file descriptors."""
-        return bool(self.external_memory_export_types & EXTERNAL_MEMORY_DMA_BUF)
+        dma_buf = ze_external_memory_type_flag_t.ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF
+        return bool(self.external_memory_export_types & dma_buf)
 
     def sysman_memory(self) -> list[MemoryState] | None:
         """Return Sysman's view of the device's memory modules, or None without Sysman.
@@ -327,48 +226,34 @@ class Device:
         the environment already says otherwise. On None, ``sysman_unavailable``
         says why.
         """
+        lib = api()
         count = ctypes.c_uint32(0)
         try:
-            _raw.call("zesDeviceEnumMemoryModules", self._handle, ctypes.byref(count), None)
+            _raw.call(lib.zesDeviceEnumMemoryModules, self._handle, ctypes.byref(count), None)
         except _UNAVAILABLE as err:
             self.sysman_unavailable = _sysman_reason(err)
             return None
         self.sysman_unavailable = None
-        arr = _raw.handles("zes_mem_handle_t", count.value)
+        arr = _raw.handles(zes_mem_handle_t, count.value)
         if count.value:
-            _raw.call("zesDeviceEnumMemoryModules", self._handle, ctypes.byref(count), arr)
+            _raw.call(lib.zesDeviceEnumMemoryModules, self._handle, ctypes.byref(count), arr)
         states = []
         for i in range(count.value):
-            props = _raw.struct("zes_mem_properties_t")
-            _raw.call("zesMemoryGetProperties", _raw.address(arr[i]), ctypes.byref(props))
-            state = _raw.struct("zes_mem_state_t")
-            _raw.call("zesMemoryGetState", _raw.address(arr[i]), ctypes.byref(state))
-            states.append(
-                MemoryState(
-                    location=_MEM_LOC.get(int(props.location), f"location {int(props.location)}"),
-                    health=_MEM_HEALTH.get(int(state.health), "unknown"),
-                    size=int(state.size),
-                    free=int(state.free),
-                    physical_size=int(props.physicalSize),
-                    on_subdevice=bool(props.onSubdevice),
-                    subdevice_id=int(props.subdeviceId),
-                )
-            )
+            props = zes_mem_properties_t()
+            _raw.call(lib.zesMemoryGetProperties, _raw.address(arr[i]), ctypes.byref(props))
+            state = zes_mem_state_t()
+            _raw.call(lib.zesMemoryGetState, _raw.address(arr[i]), ctypes.byref(state))
+            states.append(MemoryState.from_c(props, state))
         return states
 
     def queue_group_ordinals(self) -> tuple[int, int]:
         """Return (compute ordinal, copy ordinal) of the device's command queue groups."""
         if self._ordinals is None:
+            query = api().zeDeviceGetCommandQueueGroupProperties
             count = ctypes.c_uint32(0)
-            _raw.call(
-                "zeDeviceGetCommandQueueGroupProperties", self._handle, ctypes.byref(count), None
-            )
-            arr = (T.ze_command_queue_group_properties_t * count.value)()
-            for i in range(count.value):
-                arr[i].stype = T.ze_command_queue_group_properties_t().stype
-            _raw.call(
-                "zeDeviceGetCommandQueueGroupProperties", self._handle, ctypes.byref(count), arr
-            )
+            _raw.call(query, self._handle, ctypes.byref(count), None)
+            arr = _raw.struct_array(ze_command_queue_group_properties_t, count.value)
+            _raw.call(query, self._handle, ctypes.byref(count), arr)
             flags = [int(arr[i].flags) for i in range(count.value)]
             compute = next((i for i, f in enumerate(flags) if f & _QUEUE_GROUP_COMPUTE), 0)
             copy = next(
@@ -384,7 +269,7 @@ class Device:
 
     def __eq__(self, other: object) -> bool:
         """Return True when both wrap the same device handle."""
-        return isinstance(other, Device) and other._handle == self._handle
+        return isinstance(other, Device) and other.handle == self._handle
 
     def __hash__(self) -> int:
         """Return the hash of the device handle."""

@@ -22,7 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from l0mem._ze import T, init
+from l0mem._ze import api, init
+from l0mem._ze.scalars import ze_device_handle_t
+from l0mem._ze.structs import ze_driver_extension_properties_t, ze_driver_properties_t
 from l0mem.core import _raw
 
 if TYPE_CHECKING:
@@ -65,10 +67,11 @@ class Driver:
     @property
     def properties(self) -> DriverProperties:
         """Return the driver's version, UUID and supported API version."""
-        props = _raw.struct("ze_driver_properties_t")
-        _raw.call("zeDriverGetProperties", self._handle, ctypes.byref(props))
+        props = ze_driver_properties_t()
+        _raw.call(api().zeDriverGetProperties, self._handle, ctypes.byref(props))
         api_version = ctypes.c_uint32(0)
-        _raw.call("zeDriverGetApiVersion", self._handle, ctypes.byref(api_version))
+        _raw.call(api().zeDriverGetApiVersion, self._handle, ctypes.byref(api_version))
+        # Split as the header's ZE_MAJOR_VERSION / ZE_MINOR_VERSION macros do (no enum for it).
         v = int(api_version.value)
         return DriverProperties(
             driver_version=int(props.driverVersion),
@@ -84,18 +87,19 @@ class Driver:
         with self._lock:
             if self._devices is None:
                 count = ctypes.c_uint32(0)
-                _raw.call("zeDeviceGet", self._handle, ctypes.byref(count), None)
-                arr = _raw.handles("ze_device_handle_t", count.value)
-                _raw.call("zeDeviceGet", self._handle, ctypes.byref(count), arr)
+                _raw.call(api().zeDeviceGet, self._handle, ctypes.byref(count), None)
+                arr = _raw.handles(ze_device_handle_t, count.value)
+                _raw.call(api().zeDeviceGet, self._handle, ctypes.byref(count), arr)
                 self._devices = [Device(self, _raw.address(arr[i]), i) for i in range(count.value)]
             return list(self._devices)
 
     def extensions(self) -> dict[str, int]:
         """Return the driver's extensions as name -> version."""
+        query = api().zeDriverGetExtensionProperties
         count = ctypes.c_uint32(0)
-        _raw.call("zeDriverGetExtensionProperties", self._handle, ctypes.byref(count), None)
-        arr = (T.ze_driver_extension_properties_t * count.value)()
-        _raw.call("zeDriverGetExtensionProperties", self._handle, ctypes.byref(count), arr)
+        _raw.call(query, self._handle, ctypes.byref(count), None)
+        arr = _raw.struct_array(ze_driver_extension_properties_t, count.value)
+        _raw.call(query, self._handle, ctypes.byref(count), arr)
         return {_raw.cstr(arr[i].name): int(arr[i].version) for i in range(count.value)}
 
     def create_context(self, devices: Sequence[Device] | None = None) -> Context:

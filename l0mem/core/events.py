@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from l0mem._ze import api
+from l0mem._ze.enums import ze_event_pool_flag_t, ze_event_scope_flag_t
+from l0mem._ze.scalars import ze_device_handle_t
+from l0mem._ze.structs import ze_event_desc_t, ze_event_pool_desc_t, ze_kernel_timestamp_result_t
 from l0mem.core import _raw
 from l0mem.core._lifetime import OwnedHandle
 from l0mem.core.memory import release_stages
 
 if TYPE_CHECKING:
     from l0mem.core.context import Context
-
-POOL_HOST_VISIBLE = 1 << 0
-POOL_KERNEL_TIMESTAMP = 1 << 2
-SCOPE_HOST = 1 << 2
-WAIT_FOREVER = _raw.WAIT_FOREVER
 
 
 class EventPool(OwnedHandle):
@@ -31,17 +31,17 @@ class EventPool(OwnedHandle):
         self._context = context
         self.count = count
         self.timestamps = timestamps
-        flags = (POOL_HOST_VISIBLE if host_visible else 0) | (
-            POOL_KERNEL_TIMESTAMP if timestamps else 0
-        )
-        desc = _raw.struct("ze_event_pool_desc_t", flags=flags, count=count)
-        devs = _raw.handles("ze_device_handle_t", len(context.devices))
-        for i, d in enumerate(context.devices):
-            devs[i] = d.handle
+        flags = 0
+        if host_visible:
+            flags |= ze_event_pool_flag_t.ZE_EVENT_POOL_FLAG_HOST_VISIBLE
+        if timestamps:
+            flags |= ze_event_pool_flag_t.ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP
+        desc = ze_event_pool_desc_t(flags=flags, count=count)
+        devs = _raw.handle_array(ze_device_handle_t, [d.handle for d in context.devices])
         h = _raw.create(
-            "zeEventPoolCreate", context.handle, ctypes.byref(desc), len(context.devices), devs
+            api().zeEventPoolCreate, context.handle, ctypes.byref(desc), len(devs), devs
         )
-        self._own_handle(context._tracker, h, "zeEventPoolDestroy")
+        self._own_handle(context, h, api().zeEventPoolDestroy)
         self._events: dict[int, Event] = {}
         self._lock = threading.Lock()
 
@@ -70,9 +70,10 @@ class Event(OwnedHandle):
         """Create event ``index`` of ``pool`` (use EventPool.event)."""
         self._pool = pool
         self.index = index
-        desc = _raw.struct("ze_event_desc_t", index=index, signal=SCOPE_HOST, wait=SCOPE_HOST)
-        h = _raw.create("zeEventCreate", pool._live(), ctypes.byref(desc))
-        self._own_handle(pool._tracker, h, "zeEventDestroy", parent=pool._key)
+        host = ze_event_scope_flag_t.ZE_EVENT_SCOPE_FLAG_HOST
+        desc = ze_event_desc_t(index=index, signal=host, wait=host)
+        h = _raw.create(api().zeEventCreate, pool.live_handle(), ctypes.byref(desc))
+        self._own_handle(pool, h, api().zeEventDestroy)
         # Host buffers an asynchronous copy reads or writes stay referenced until the wait.
         self._keep: list[Any] = []
 
@@ -84,12 +85,16 @@ class Event(OwnedHandle):
     def wait(self, timeout_ns: int | None = None) -> bool:
         """Block until signalled or ``timeout_ns`` passes; return whether it was signalled."""
         return self._signalled(
-            _raw.ready("zeEventHostSynchronize", self._live(), _raw.timeout(timeout_ns))
+            _raw.ready(api().zeEventHostSynchronize, self.live_handle(), _raw.timeout(timeout_ns))
         )
 
     def query(self) -> bool:
         """Return True when the event is signalled (without blocking)."""
-        return self._signalled(_raw.ready("zeEventQueryStatus", self._live()))
+        return self._signalled(_raw.ready(api().zeEventQueryStatus, self.live_handle()))
+
+    def hold(self, items: Iterable[Any]) -> None:
+        """Keep ``items`` (host buffers the signalling work uses) alive until it is waited on."""
+        self._keep.extend(items)
 
     def _signalled(self, done: bool) -> bool:
         """Drop the host buffers kept for the signalling work once it is done; return ``done``."""
@@ -99,20 +104,20 @@ class Event(OwnedHandle):
 
     def signal(self) -> None:
         """Signal the event from the host."""
-        _raw.call("zeEventHostSignal", self._live())
+        _raw.call(api().zeEventHostSignal, self.live_handle())
 
     def reset(self) -> None:
         """Return the event to the unsignalled state from the host."""
-        _raw.call("zeEventHostReset", self._live())
+        _raw.call(api().zeEventHostReset, self.live_handle())
         release_stages(self._keep)
 
     def kernel_timestamp(self) -> tuple[int, int]:
         """Return (start, end) device ticks of the operation that signalled the event."""
-        handle = self._live()
+        handle = self.live_handle()
         if not self._pool.timestamps:
             raise ValueError("event pool was created without timestamps=True")
-        result = _raw.struct("ze_kernel_timestamp_result_t")
-        _raw.call("zeEventQueryKernelTimestamp", handle, ctypes.byref(result))
+        result = ze_kernel_timestamp_result_t()
+        _raw.call(api().zeEventQueryKernelTimestamp, handle, ctypes.byref(result))
         data = getattr(result, "global")
         return int(data.kernelStart), int(data.kernelEnd)
 

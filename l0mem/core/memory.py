@@ -11,6 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Buffer
 
+from l0mem._ze import CFunction, api
+from l0mem._ze.enums import ze_external_memory_type_flag_t, ze_memory_type_t
+from l0mem._ze.structs import (
+    ze_external_memory_export_fd_t,
+    ze_ipc_mem_handle_t,
+    ze_memory_allocation_properties_t,
+)
 from l0mem.core import _raw
 from l0mem.core._lifetime import Owned
 
@@ -18,8 +25,13 @@ if TYPE_CHECKING:
     from l0mem.core.context import Context
     from l0mem.core.device import Device
 
-_MEMORY_TYPES = {0: "unknown", 1: "host", 2: "device", 3: "shared"}
-EXTERNAL_MEMORY_DMA_BUF = 1 << 1
+_MEMORY_TYPES: dict[int, str] = {
+    ze_memory_type_t.ZE_MEMORY_TYPE_UNKNOWN: "unknown",
+    ze_memory_type_t.ZE_MEMORY_TYPE_HOST: "host",
+    ze_memory_type_t.ZE_MEMORY_TYPE_DEVICE: "device",
+    ze_memory_type_t.ZE_MEMORY_TYPE_SHARED: "shared",
+}
+EXTERNAL_MEMORY_DMA_BUF = ze_external_memory_type_flag_t.ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF
 
 
 @dataclass(frozen=True)
@@ -35,12 +47,12 @@ class AllocationProperties:
 class _Memory(Owned):
     """Memory at an address of a context, released by a C routine taking (context, address)."""
 
-    def __init__(self, context: Context, ptr: int, nbytes: int, release: str) -> None:
+    def __init__(self, context: Context, ptr: int, nbytes: int, release: CFunction) -> None:
         """Take ownership of ``ptr``, calling ``release`` at once if that fails."""
         self._context = context
         self._address = ptr
         self._nbytes = nbytes
-        self._own(context._tracker, release, (context.handle, ptr))
+        self._own(context, release, (context.handle, ptr))
 
     @property
     def address(self) -> int:
@@ -69,7 +81,7 @@ class Allocation(_Memory):
         self._device = device
         self._dmabuf: int | None = None
         self._dmabuf_lock = threading.Lock()
-        super().__init__(context, ptr, nbytes, "zeMemFree")
+        super().__init__(context, ptr, nbytes, api().zeMemFree)
 
     @property
     def device(self) -> Device | None:
@@ -84,10 +96,10 @@ class Allocation(_Memory):
     def properties(self) -> AllocationProperties:
         """Return the driver's view of the allocation (type, id, page size, device)."""
         self._check_open()
-        props = _raw.struct("ze_memory_allocation_properties_t")
+        props = ze_memory_allocation_properties_t()
         dev = ctypes.c_void_p()
         _raw.call(
-            "zeMemGetAllocProperties",
+            api().zeMemGetAllocProperties,
             self._context.handle,
             self._address,
             ctypes.byref(props),
@@ -106,7 +118,7 @@ class Allocation(_Memory):
         base = ctypes.c_void_p()
         size = ctypes.c_size_t()
         _raw.call(
-            "zeMemGetAddressRange",
+            api().zeMemGetAddressRange,
             self._context.handle,
             self._address,
             ctypes.byref(base),
@@ -127,13 +139,11 @@ class Allocation(_Memory):
             self._check_open()
             if self._dmabuf is not None:
                 return self._dmabuf
-            out = _raw.struct(
-                "ze_external_memory_export_fd_t", flags=EXTERNAL_MEMORY_DMA_BUF, fd=-1
-            )
-            props = _raw.struct("ze_memory_allocation_properties_t")
+            out = ze_external_memory_export_fd_t(flags=EXTERNAL_MEMORY_DMA_BUF, fd=-1)
+            props = ze_memory_allocation_properties_t()
             props.pNext = ctypes.cast(ctypes.pointer(out), ctypes.c_void_p)
             _raw.call(
-                "zeMemGetAllocProperties",
+                api().zeMemGetAllocProperties,
                 self._context.handle,
                 self._address,
                 ctypes.byref(props),
@@ -144,7 +154,7 @@ class Allocation(_Memory):
                 raise RuntimeError("the driver returned no dma-buf file descriptor")
             try:
                 # A child of the allocation: released (closed) before zeMemFree.
-                self._tracker.add(_close_fd, (fd,), "close(dma-buf fd)", parent=self._key)
+                self.register_release(_close_fd, (fd,), "close(dma-buf fd)")
             except BaseException:
                 os.close(fd)
                 raise
@@ -154,8 +164,8 @@ class Allocation(_Memory):
     def ipc_handle(self) -> bytes:
         """Return the opaque IPC handle other processes can open (64 bytes)."""
         self._check_open()
-        h = _raw.struct("ze_ipc_mem_handle_t")
-        _raw.call("zeMemGetIpcHandle", self._context.handle, self._address, ctypes.byref(h))
+        h = ze_ipc_mem_handle_t()
+        _raw.call(api().zeMemGetIpcHandle, self._context.handle, self._address, ctypes.byref(h))
         return ctypes.string_at(ctypes.addressof(h), ctypes.sizeof(h))
 
     def __repr__(self) -> str:
@@ -188,7 +198,7 @@ class HostAllocation(Allocation):
         # Every view derived from this one keeps ``arr`` alive, and ``arr`` keeps
         # the allocation object alive; the tracker refuses to free while it lives.
         arr._l0mem_owner = self  # type: ignore[attr-defined]
-        self._tracker.pin(self._key, arr)
+        self._pin(arr)
         return memoryview(arr).cast("B")
 
 
@@ -208,7 +218,7 @@ class IpcMapping(_Memory):
     def __init__(self, context: Context, device: Device, ptr: int, nbytes: int) -> None:
         """Take ownership of a mapping, closing it if that fails (use Context.open_ipc_handle)."""
         self._device = device
-        super().__init__(context, ptr, nbytes, "zeMemCloseIpcHandle")
+        super().__init__(context, ptr, nbytes, api().zeMemCloseIpcHandle)
 
     @property
     def device(self) -> Device:

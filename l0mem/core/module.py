@@ -6,17 +6,18 @@ import ctypes
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from l0mem._ze import api
+from l0mem._ze.enums import ze_module_format_t
 from l0mem._ze.errors import ZeError
+from l0mem._ze.structs import ze_kernel_desc_t, ze_kernel_properties_t, ze_module_desc_t
 from l0mem.core import _raw
 from l0mem.core._lifetime import OwnedHandle, discard
-from l0mem.core.commands import UINT32_MAX, check_uint32
+from l0mem.core._raw import UINT32_MAX, check_uint32
 from l0mem.core.memory import Allocation, IpcMapping
 
 if TYPE_CHECKING:
     from l0mem.core.context import Context
     from l0mem.core.device import Device
-
-_FORMAT_SPIRV = 0
 
 
 class ModuleBuildError(ZeError):
@@ -64,9 +65,8 @@ class Module(OwnedHandle):
             raise ValueError("SPIR-V module is empty")
         data = ctypes.create_string_buffer(bytes(spirv), len(spirv))
         flags = build_flags.encode()
-        desc = _raw.struct(
-            "ze_module_desc_t",
-            format=_FORMAT_SPIRV,
+        desc = ze_module_desc_t(
+            format=ze_module_format_t.ZE_MODULE_FORMAT_IL_SPIRV,
             inputSize=len(spirv),
             pInputModule=ctypes.cast(data, ctypes.POINTER(ctypes.c_uint8)),
             pBuildFlags=flags,
@@ -75,7 +75,7 @@ class Module(OwnedHandle):
         log = ctypes.c_void_p()
         try:
             _raw.call(
-                "zeModuleCreate",
+                api().zeModuleCreate,
                 context.handle,
                 device.handle,
                 ctypes.byref(desc),
@@ -89,12 +89,12 @@ class Module(OwnedHandle):
                 # The build failure is the error to report, not the log's.
                 text = f"(the build log could not be read: {log_err})"
             if h.value:
-                discard("zeModuleDestroy", h)
+                discard(api().zeModuleDestroy, h)
             raise ModuleBuildError(err, text) from err
         self.build_log = _take_log(log)
         self._context = context
         self._device = device
-        self._own_handle(context._tracker, _raw.address(h), "zeModuleDestroy")
+        self._own_handle(context, _raw.address(h), api().zeModuleDestroy)
 
     @property
     def device(self) -> Device:
@@ -103,11 +103,11 @@ class Module(OwnedHandle):
 
     def kernel_names(self) -> list[str]:
         """Return the names of the module's kernels."""
-        handle = self._live()
+        handle = self.live_handle()
         count = ctypes.c_uint32(0)
-        _raw.call("zeModuleGetKernelNames", handle, ctypes.byref(count), None)
+        _raw.call(api().zeModuleGetKernelNames, handle, ctypes.byref(count), None)
         names = (ctypes.c_char_p * count.value)()
-        _raw.call("zeModuleGetKernelNames", handle, ctypes.byref(count), names)
+        _raw.call(api().zeModuleGetKernelNames, handle, ctypes.byref(count), names)
         return [n.decode() for n in names[: count.value] if n is not None]
 
     def kernel(self, name: str) -> Kernel:
@@ -121,11 +121,11 @@ class Kernel(OwnedHandle):
 
     def __init__(self, module: Module, name: str) -> None:
         """Create kernel ``name`` of ``module`` (use Module.kernel)."""
-        desc = _raw.struct("ze_kernel_desc_t", pKernelName=name.encode())
-        h = _raw.create("zeKernelCreate", module._live(), ctypes.byref(desc))
+        desc = ze_kernel_desc_t(pKernelName=name.encode())
+        h = _raw.create(api().zeKernelCreate, module.live_handle(), ctypes.byref(desc))
         self._module = module
         self._name = name
-        self._own_handle(module._tracker, h, "zeKernelDestroy", parent=module._key)
+        self._own_handle(module, h, api().zeKernelDestroy)
         self.group_size: tuple[int, int, int] | None = None
 
     @property
@@ -141,8 +141,8 @@ class Kernel(OwnedHandle):
     @property
     def properties(self) -> KernelProperties:
         """Return the kernel's argument count and group-size requirements."""
-        p = _raw.struct("ze_kernel_properties_t")
-        _raw.call("zeKernelGetProperties", self._live(), ctypes.byref(p))
+        p = ze_kernel_properties_t()
+        _raw.call(api().zeKernelGetProperties, self.live_handle(), ctypes.byref(p))
         return KernelProperties(
             num_args=int(p.numKernelArgs),
             required_group_size=(
@@ -160,14 +160,14 @@ class Kernel(OwnedHandle):
 
     def set_group_size(self, x: int, y: int = 1, z: int = 1) -> None:
         """Set the work-group size used by later launches (each dimension 1 to 2**32 - 1)."""
-        handle = self._live()
+        handle = self.live_handle()
         check_uint32("group size", (x, y, z), 1)
-        _raw.call("zeKernelSetGroupSize", handle, x, y, z)
+        _raw.call(api().zeKernelSetGroupSize, handle, x, y, z)
         self.group_size = (x, y, z)
 
     def suggest_group_size(self, global_size: int | tuple[int, ...]) -> tuple[int, int, int]:
         """Return the driver's suggested group size for ``global_size`` work-items."""
-        handle = self._live()
+        handle = self.live_handle()
         g = list(global_size) if isinstance(global_size, (tuple, list)) else [global_size]
         if not 1 <= len(g) <= 3:
             raise ValueError(f"global size must be 1 to 3 positive ints, got {global_size!r}")
@@ -175,7 +175,7 @@ class Kernel(OwnedHandle):
         g += [1] * (3 - len(g))
         out = [ctypes.c_uint32(0) for _ in range(3)]
         _raw.call(
-            "zeKernelSuggestGroupSize",
+            api().zeKernelSuggestGroupSize,
             handle,
             g[0],
             g[1],
@@ -186,7 +186,7 @@ class Kernel(OwnedHandle):
 
     def set_arg(self, index: int, value: Any) -> None:
         """Set argument ``index``: an allocation (its address), a ctypes scalar, bytes, or None."""
-        handle = self._live()
+        handle = self.live_handle()
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= UINT32_MAX:
             raise ValueError(
                 f"kernel argument index must be an int from 0 to 2**32 - 1, got {index!r}"
@@ -207,7 +207,9 @@ class Kernel(OwnedHandle):
             )
         else:
             raise TypeError(f"kernel argument {index}: unsupported type {type(value).__name__}")
-        _raw.call("zeKernelSetArgumentValue", handle, index, ctypes.sizeof(arg), ctypes.byref(arg))
+        _raw.call(
+            api().zeKernelSetArgumentValue, handle, index, ctypes.sizeof(arg), ctypes.byref(arg)
+        )
 
 
 def _take_log(log: ctypes.c_void_p) -> str:
@@ -216,9 +218,9 @@ def _take_log(log: ctypes.c_void_p) -> str:
         return ""
     try:
         size = ctypes.c_size_t(0)
-        _raw.call("zeModuleBuildLogGetString", log, ctypes.byref(size), None)
+        _raw.call(api().zeModuleBuildLogGetString, log, ctypes.byref(size), None)
         buf = ctypes.create_string_buffer(max(size.value, 1))
-        _raw.call("zeModuleBuildLogGetString", log, ctypes.byref(size), buf)
+        _raw.call(api().zeModuleBuildLogGetString, log, ctypes.byref(size), buf)
         return buf.value.decode("utf-8", "replace")
     finally:
-        _raw.call("zeModuleBuildLogDestroy", log)
+        _raw.call(api().zeModuleBuildLogDestroy, log)
