@@ -77,7 +77,8 @@ def test_sycl_cpu_sub_devices(tmp_path):
     [
         (["--sizes", "12X"], 2, "bad size"),
         (["--sizes", "4K", "--device", "7"], 3, "no Level Zero device 7"),
-        (["--sizes", "4K", "--device", "x"], 2, "device index"),
+        (["--backend", "l0", "--sizes", "4K", "--device", "x"], 2, "device index"),
+        (["--sizes", "4K", "--device", "x"], 2, "bad SYCL device filter"),
         (["--sizes", "4K", "--backend", "l0", "--sub-devices", "2"], 2, "SYCL backend only"),
         (["--reps", "0"], 2, "--reps"),
     ],

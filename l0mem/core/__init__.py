@@ -14,9 +14,8 @@ What it may import: only :mod:`l0mem._ze` and the standard library, nothing of
 the tools above it. C routines are reached as the typed attributes of
 ``l0mem._ze.api()``; structs, enumerations and handle types through their
 classes in ``l0mem._ze.structs``, ``enums`` and ``scalars``, never by a name
-string, so a type checker follows every one. (:mod:`l0mem.core.backend`,
-which adapts this layer to the protocol of ``l0mem.backend``, still imports
-that module; it is moving out of the package.)
+string, so a type checker follows every one. The backend over this
+layer is :mod:`l0mem.backends.levelzero`.
 
 Between its modules (and for code building on the layer) objects talk through
 public methods, never each other's private attributes: ``register_release``
