@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from l0mem.audit.remedies import ALL_SETUPS, L0_SETUPS, SYCL_SETUPS, Remedy
+from l0mem.backends import NoDeviceError as BackendNoDeviceError
 from l0mem.backends.base import is_simulator_name
 
 GIB = 1 << 30
@@ -49,8 +50,12 @@ MULTI_DEVICE_SETUPS = ("l0-multi", "l0-peer-resident")
 ALT_DRIVERS_VAR = "ZE_ENABLE_ALT_DRIVERS"
 
 
-class NoDeviceError(RuntimeError):
-    """Neither a Level Zero device nor a SYCL device is available for the request."""
+class NoDeviceError(BackendNoDeviceError, RuntimeError):
+    """Neither a Level Zero device nor a SYCL device is available for the request.
+
+    A :class:`l0mem.backends.NoDeviceError` like every "no such device" of
+    l0mem (the CLI's exit 3); still a RuntimeError, as it was first.
+    """
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,17 @@
-"""The ``l0mem`` command line (click + rich), built on the public API only.
+"""The ``l0mem`` command line (click + rich): parses options, renders results, maps errors.
 
+What it is for: one module per command (``info``, ``audit``, ``compare``,
+``p2p``, ``allreduce``, ``bench``; the audit's tables in :mod:`.audit_view`)
+and :mod:`._common`, the one failure path (``l0mem COMMAND: MESSAGE`` and a
+documented exit code), the exit codes and the options the commands share.
 Commands are imported lazily so that ``l0mem info`` does not pay for the SYCL
 runtime and a missing optional dependency only affects the command needing it.
+
+What it may import: every l0mem package below it (:mod:`l0mem.audit`,
+:mod:`l0mem.bench`, :mod:`l0mem.allreduce`, :mod:`l0mem.probe`,
+:mod:`l0mem.backends`, :mod:`l0mem.core`, :mod:`l0mem.sycl`, :mod:`l0mem._ze`
+and the leaves), through their public names; nothing imports the CLI but
+``python -m l0mem``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,27 @@
-"""Exit codes and small helpers shared by the l0mem commands."""
+"""Exit codes, the one failure path, and the options shared by the l0mem commands.
+
+Every command reports a failure the same way: one line ``l0mem COMMAND: MESSAGE``
+on stderr and a documented :class:`ExitCode` (:func:`fail`). The library
+raises its own errors and never exits; which error means which exit code is
+decided here once (:func:`classify`), for blocks that read or write reports
+(:func:`reporting`) and for blocks that measure on a device (:func:`measuring`,
+which also turns any runtime failure into :attr:`ExitCode.DRIVER_ERROR`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
+
+if TYPE_CHECKING:
+    from l0mem.backends.select import ContextMode
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -27,15 +39,68 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130  # Ctrl-C: device memory was freed, partial results written
 
 
+# audit and compare also print lines that are not failures (progress, notes,
+# a verdict); theirs say "error:" so that a CI log can be searched for them.
+_SAYS_ERROR = frozenset({"audit", "compare"})
+
+# Library errors and the exit code each means, most specific first, as
+# (module, class, code). Classes are looked up in sys.modules: an error can
+# only have been raised if its module was imported, so the failure path never
+# imports (and never fails on) a module of its own. tests/test_cli_common.py
+# checks that every entry names an exception class.
+LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
+    ("l0mem.files", "ReportWriteError", ExitCode.BAD_INPUT),
+    ("l0mem.audit.model", "ReportFormatError", ExitCode.BAD_INPUT),
+    ("l0mem.audit.compare", "ReportMismatchError", ExitCode.MISMATCH),
+    ("l0mem.backends.select", "NoDeviceError", ExitCode.NO_DEVICE),
+    ("l0mem.backends.select", "DeviceSelectionError", ExitCode.USAGE),
+    ("l0mem.bench.fit", "HostTooSmall", ExitCode.USAGE),
+    ("l0mem.probe.host", "MeminfoError", ExitCode.DRIVER_ERROR),
+)
+
+
 def notice(command: str, message: str) -> None:
     """Print the one line ``l0mem COMMAND: MESSAGE`` on stderr."""
     click.echo(f"l0mem {command}: {message}", err=True)
 
 
+def error(command: str, message: str) -> None:
+    """Print the one-line error ``l0mem COMMAND: MESSAGE`` on stderr without exiting."""
+    notice(command, f"error: {message}" if command in _SAYS_ERROR else message)
+
+
 def fail(command: str, code: ExitCode, message: str) -> NoReturn:
     """Print a one-line error for ``command`` and exit with ``code``."""
-    notice(command, message)
+    error(command, message)
     raise SystemExit(int(code))
+
+
+def classify(err: BaseException) -> tuple[ExitCode, str] | None:
+    """Return the exit code and one-line message of a library error, or None for any other."""
+    for module, name, code in LIBRARY_ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and isinstance(err, cls):
+            return code, _first_line(str(err))
+    return None
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else ""
+
+
+@contextlib.contextmanager
+def reporting(command: str) -> Iterator[None]:
+    """Turn a library error raised in the block into ``command``'s one-line error and exit code.
+
+    Anything else (a bug) propagates with its traceback.
+    """
+    try:
+        yield
+    except Exception as err:
+        mapped = classify(err)
+        if mapped is None:
+            raise
+        fail(command, *mapped)
 
 
 def _release_warning() -> type[Warning]:
@@ -83,35 +148,26 @@ def measuring(command: str) -> Iterator[None]:
     _replay(caught, skip_release=True)
     # Objects the traceback still holds are freed at exit: keep that quiet too.
     warnings.simplefilter("ignore", _release_warning())
-    from l0mem.backends import DeviceSelectionError, NoDeviceError
-    from l0mem.bench.fit import HostTooSmall
-    from l0mem.files import ReportWriteError
-
-    try:
-        raise failure
-    except ReportWriteError as err:
-        fail(command, ExitCode.BAD_INPUT, str(err))
-    except NoDeviceError as err:
-        fail(command, ExitCode.NO_DEVICE, str(err))
-    except (HostTooSmall, DeviceSelectionError) as err:
-        fail(command, ExitCode.USAGE, str(err))
-    except KeyboardInterrupt:
+    mapped = classify(failure)
+    if mapped is not None:
+        fail(command, *mapped)
+    if isinstance(failure, KeyboardInterrupt):
         fail(command, ExitCode.INTERRUPTED, "interrupted; device memory was freed")
-    except click.ClickException:
-        raise
-    except MemoryError as err:
-        fail(command, ExitCode.DRIVER_ERROR, _memory_message(err))
-    except Exception as err:
-        fail(command, ExitCode.DRIVER_ERROR, f"{type(err).__name__}: {err}".splitlines()[0])
+    if isinstance(failure, MemoryError):
+        fail(command, ExitCode.DRIVER_ERROR, _memory_message(failure))
+    if isinstance(failure, Exception) and not isinstance(failure, click.ClickException):
+        fail(command, ExitCode.DRIVER_ERROR, _first_line(f"{type(failure).__name__}: {failure}"))
+    raise failure
 
 
-# Options of the commands that measure on a backend (p2p, allreduce).
+# Options of the commands that measure on a backend (p2p, allreduce, bench).
 backend_option = click.option(
     "--backend",
     type=click.Choice(["auto", "l0", "sycl"]),
     default="auto",
     show_default=True,
-    help="Level Zero binding or SYCL (dpctl); auto: Level Zero when a driver has a device.",
+    help="Level Zero binding or SYCL (dpctl); auto: SYCL for a SYCL filter in --device, "
+    "else Level Zero when a driver has a device, else SYCL.",
 )
 sub_devices_option = click.option(
     "--sub-devices",
@@ -158,7 +214,8 @@ def open_backend(
     """Yield an open backend (:func:`l0mem.backends.open_backend`); close it afterwards."""
     from l0mem.backends import open_backend as open_library_backend
 
-    backend = open_library_backend(kind, specs, sub_devices=sub_devices, context=context)  # type: ignore[arg-type]
+    mode = cast("ContextMode", context)  # click.Choice has checked it
+    backend = open_library_backend(kind, specs, sub_devices=sub_devices, context=mode)
     try:
         yield backend
     except BaseException:
@@ -177,8 +234,6 @@ def close_quietly(backend: Any) -> None:
         warnings.simplefilter("ignore", _release_warning())
         with contextlib.suppress(Exception):
             backend.close()
-
-
 
 
 def save_json(command: str, path: Path, data: dict[str, Any]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -14,15 +13,13 @@ from rich.table import Table
 from l0mem.audit.compare import (
     DEFAULT_SLOPE_TOLERANCE,
     Comparison,
-    ReportMismatchError,
     RunChange,
     compare_reports,
     load_pair,
 )
-from l0mem.audit.model import ReportFormatError
 from l0mem.audit.report import dumps_json
-from l0mem.cli._common import ExitCode, fail
-from l0mem.files import ReportWriteError, write_bytes
+from l0mem.cli._common import ExitCode, fail, reporting
+from l0mem.files import write_bytes
 
 _EPILOG = f"""\b
 Exit codes:
@@ -97,10 +94,6 @@ def _not_nan(ctx: click.Context, param: click.Parameter, value: float) -> float:
     return value
 
 
-def _fail(code: ExitCode, message: str) -> NoReturn:
-    fail("compare", code, f"error: {message}")
-
-
 @click.command("compare", epilog=_EPILOG)
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("current", type=click.Path(path_type=Path))
@@ -143,13 +136,10 @@ def compare(
     json_path: Path | None,
 ) -> None:
     """Compare two audit reports (BASELINE, CURRENT) run by run and flag regressions."""
-    try:
+    # A missing or malformed report is exit 4, reports that cannot be compared exit 5.
+    with reporting("compare"):
         before, after = load_pair(baseline, current)
         comparison = compare_reports(before, after, slope_tolerance, allow_unjudged=allow_unjudged)
-    except ReportMismatchError as exc:
-        _fail(ExitCode.MISMATCH, str(exc))
-    except ReportFormatError as exc:
-        _fail(ExitCode.BAD_INPUT, str(exc))
 
     if not comparison.changes:
         code, message = ExitCode.MISMATCH, "the reports have no set-up run in common"
@@ -172,10 +162,8 @@ def compare(
             fail_on_missing=not allow_new_setups,
             exit_code=int(code),
         )
-        try:
+        with reporting("compare"):
             write_bytes(json_path, dumps_json(data, json_path))
-        except (ReportWriteError, ReportFormatError) as exc:
-            _fail(ExitCode.BAD_INPUT, str(exc))
 
     console = Console(highlight=False)
     if comparison.changes:
@@ -191,5 +179,5 @@ def compare(
     if code in (ExitCode.OK, ExitCode.REGRESSION):
         console.print(message)
     else:
-        _fail(code, message)
+        fail("compare", code, message)
     raise SystemExit(int(code))

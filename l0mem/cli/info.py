@@ -16,8 +16,9 @@ fsync, rename; mode 0644) as JSON with these keys:
   raw 32-bit value), ``version`` (decoded as ``major.minor.build``, see
   :func:`l0mem.core.decode_driver_version`), ``uuid``, ``api_version``
   ("major.minor"), ``devices`` and ``peer_access``.
-- each device: ``index`` (l0mem's device index, over all drivers: what
-  ``--device`` takes in every command), ``driver_index`` (its index within
+- each device: ``index`` (l0mem's device index, over all drivers: its
+  position in :func:`l0mem.backends.level_zero_devices`, what ``--device``
+  takes in every command), ``driver_index`` (its index within
   its driver), ``name``, ``type``, ``vendor_id`` and ``device_id``
   (hex strings), ``pci_address`` ("DDDD:BB:DD.F" or null), ``uuid``,
   ``memory_bytes`` (sum of the device memories), ``kernel_driver`` (the Linux
@@ -27,7 +28,8 @@ fsync, rename; mode 0644) as JSON with these keys:
   true.
 
 Exit codes: 0 on success, 3 when there is no loader, no driver or no device,
-6 when a driver call fails.
+4 when the JSON file cannot be written, 6 when a driver call fails; errors
+are mapped as in every measuring command (:func:`l0mem.cli._common.measuring`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from l0mem import __version__
-from l0mem.cli._common import ExitCode, save_json
+from l0mem.cli._common import ExitCode, measuring, save_json
 
 _EPILOG = f"""\b
 Exit codes:
@@ -53,28 +55,23 @@ Exit codes:
 """
 
 
-class _NoDevice(Exception):
-    """Nothing to report: no loader, no driver or no device."""
-
-
 def _hex(value: int) -> str:
     return f"0x{value:04x}"
 
 
 def collect() -> dict[str, Any]:
-    """Return the info report as a JSON-ready dict (raises on loader or driver failure)."""
+    """Return the info report as a JSON-ready dict.
+
+    Raises :class:`l0mem.backends.NoDeviceError` when there is no loader, no
+    driver or no device, and the driver's error when a call fails.
+    """
     from l0mem._ze import loader_path, loader_versions
-    from l0mem._ze.errors import LoaderError, UninitializedError
+    from l0mem.backends import level_zero_devices
     from l0mem.core import drivers
 
-    try:
-        found = drivers()
-    except LoaderError as err:
-        raise _NoDevice(f"no usable Level Zero loader: {err}") from None
-    except UninitializedError as err:
-        raise _NoDevice(f"no Level Zero driver found ({err})") from None
-    if not found:
-        raise _NoDevice("no Level Zero driver found (the loader reports none)")
+    # The inventory every command selects from: its positions are the indices shown.
+    flat = level_zero_devices()
+    index_of = {dev: i for i, dev in enumerate(flat)}
     report: dict[str, Any] = {
         "l0mem_version": __version__,
         "loader": {
@@ -89,12 +86,9 @@ def collect() -> dict[str, Any]:
         ],
         "drivers": [],
     }
-    total_devices = 0
-    for drv in found:
+    for drv in drivers():
         props = drv.properties
         devices = drv.devices()
-        first = total_devices
-        total_devices += len(devices)
         report["drivers"].append(
             {
                 "index": drv.index,
@@ -104,7 +98,7 @@ def collect() -> dict[str, Any]:
                 "api_version": f"{props.api_version[0]}.{props.api_version[1]}",
                 "devices": [
                     {
-                        "index": first + pos,
+                        "index": index_of[dev],
                         "driver_index": dev.index,
                         "name": dev.name,
                         "type": dev.type,
@@ -116,13 +110,11 @@ def collect() -> dict[str, Any]:
                         "kernel_driver": dev.kernel_driver,
                         "sub_devices": len(dev.sub_devices()),
                     }
-                    for pos, dev in enumerate(devices)
+                    for dev in devices
                 ],
                 "peer_access": [[a is b or a.can_access_peer(b) for b in devices] for a in devices],
             }
         )
-    if total_devices == 0:
-        raise _NoDevice("the Level Zero drivers report no device")
     return report
 
 
@@ -179,10 +171,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             for pos, (dev, row) in enumerate(zip(drv["devices"], drv["peer_access"], strict=True)):
                 peers.add_row(
                     str(dev["index"]),
-                    *(
-                        "-" if i == pos else ("yes" if ok else "no")
-                        for i, ok in enumerate(row)
-                    ),
+                    *("-" if i == pos else ("yes" if ok else "no") for i, ok in enumerate(row)),
                 )
             console.print(peers)
 
@@ -197,16 +186,8 @@ def render(report: dict[str, Any], console: Console) -> None:
 )
 def info(json_path: Path | None) -> None:
     """Show the Level Zero loader, drivers, devices and peer access."""
-    from l0mem._ze.errors import ZeError
-
-    try:
+    with measuring("info"):
         report = collect()
-    except _NoDevice as err:
-        click.echo(f"l0mem info: {err}", err=True)
-        raise SystemExit(int(ExitCode.NO_DEVICE)) from None
-    except ZeError as err:
-        click.echo(f"l0mem info: driver error: {err}", err=True)
-        raise SystemExit(int(ExitCode.DRIVER_ERROR)) from None
     render(report, Console())
     if json_path is not None:
         save_json("info", json_path, report)

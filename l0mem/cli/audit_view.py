@@ -1,0 +1,254 @@
+"""What ``l0mem audit`` shows: progress bars while it runs, then the report's tables and notes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from l0mem.audit.analysis import remedy_effects
+from l0mem.audit.model import AuditReport, SetupRun
+from l0mem.audit.runner import RunEvent
+from l0mem.audit.setups import SetupPlan
+from l0mem.units import format_bytes
+
+# Signals shown per set-up besides the prioritised ones: where a mirror also shows.
+_EXTRA_SIGNALS = ("meminfo.Shmem", "meminfo.Committed_AS", "proc.RssAnon")
+
+
+def progress_bars(console: Console) -> Progress:
+    """Return the progress display of a running audit (one bar per set-up run) on ``console``."""
+    columns: list[Any] = [
+        TextColumn("{task.description}", style="bold"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[state]}"),
+        TimeElapsedColumn(),
+    ]
+    return Progress(*columns, console=console, transient=False)
+
+
+class Bars:
+    """Rich progress bars, one per set-up run, fed by the runner's events."""
+
+    def __init__(self, progress: Progress) -> None:
+        """Draw the bars on ``progress`` (see :func:`progress_bars`)."""
+        self.progress = progress
+        self.tasks: dict[int, TaskID] = {}
+
+    def __call__(self, event: RunEvent) -> None:
+        """Update the bars for one event of :func:`l0mem.audit.run_audit`."""
+        if event.kind == "plan":
+            for plan in event.plans:
+                self.tasks[id(plan)] = self.progress.add_task(
+                    escape(plan.label), total=max(plan.steps, 1), state=self._initial(plan)
+                )
+            return
+        if event.plan is None or id(event.plan) not in self.tasks:
+            return
+        task = self.tasks[id(event.plan)]
+        if event.kind == "start" and event.plan.skip_reason is None:
+            self.progress.update(task, state="running")
+        elif event.kind == "sample" and event.sample is not None and event.sample.phase == "alloc":
+            step = max(event.plan.step_bytes, 1)
+            done = -(-event.sample.device_bytes // step)
+            self.progress.update(
+                task, completed=done, state=format_bytes(event.sample.device_bytes)
+            )
+        elif event.kind == "end" and event.run is not None:
+            state = event.run.status
+            if event.run.status == "ok":
+                self.progress.update(task, completed=max(event.plan.steps, 1))
+            self.progress.update(task, state=state)
+
+    @staticmethod
+    def _initial(plan: SetupPlan) -> str:
+        return "skipped" if plan.skip_reason is not None else "waiting"
+
+
+def _fmt(value: float | None, spec: str = ".0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _yes_no(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "NO")
+
+
+SIMULATOR_MARK = "SIMULATOR"
+
+
+def _simulator_note(runs: list[SetupRun]) -> str:
+    """Return the title's note on simulated runs: all of them, some (marked), or none."""
+    simulated = [r for r in runs if r.simulated]
+    if not simulated:
+        return ""
+    if len(simulated) == len(runs):
+        return f" ({SIMULATOR_MARK}: simulated Level Zero driver, not hardware results)"
+    return f" (runs marked {SIMULATOR_MARK}: simulated Level Zero driver, not hardware results)"
+
+
+def _source(run: SetupRun) -> str:
+    """Return where a run measured: the simulator, or hardware (whose memory may be host memory)."""
+    if run.simulated:
+        return SIMULATOR_MARK
+    return "hardware (host memory)" if run.host_memory else "hardware"
+
+
+def _verdict_cell(run: SetupRun) -> str:
+    assert run.result is not None
+    verdict = run.result.verdict
+    if run.host_memory and verdict in ("mirror", "partial"):
+        return f"{verdict} (expected)"
+    return {"mirror": "[bold red]mirror[/]", "partial": "[yellow]partial[/]"}.get(verdict, verdict)
+
+
+def _summary_table(report: AuditReport) -> Table:
+    title = "l0mem audit" + _simulator_note(report.runs)
+    if not report.complete:
+        title += " (partial)"
+    table = Table(
+        title=escape(title),
+        title_justify="left",
+        caption="MiB/GiB: MiB of host memory per GiB of device memory (1024 is a 1:1 mirror)",
+        caption_justify="left",
+    )
+    columns = ("set-up", "measured on", "status", "verdict", "MiB/GiB", "deciding signal")
+    for name in (*columns, "released", "VmRSS"):
+        justify = "right" if name == "MiB/GiB" else "left"
+        table.add_column(name, justify=justify, no_wrap=name == "set-up")  # type: ignore[arg-type]
+    for run in report.runs:
+        res = run.result
+        if res is None:
+            table.add_row(escape(run.label), _source(run), run.status, "-", "-", "-", "-", "-")
+            continue
+        rss = res.fit("proc.VmRSS")
+        if res.vmrss_would_miss:
+            rss_cell = "[bold]misses it[/]"
+        else:
+            rss_cell = _fmt(None if rss is None else rss.slope)
+        table.add_row(
+            escape(run.label),
+            _source(run),
+            run.status,
+            _verdict_cell(run),
+            _fmt(res.slope),
+            escape(res.deciding_signal or "-"),
+            _yes_no(res.released),
+            rss_cell,
+        )
+    return table
+
+
+def _signal_table(report: AuditReport, run: SetupRun) -> Table | None:
+    res = run.result
+    if res is None or not (res.host or res.device):
+        return None
+    priority = (report.analysis.priority if report.analysis else ()) + _EXTRA_SIGNALS
+    shown = [f for name in priority if (f := res.fit(name)) is not None]
+    shown += res.device
+    where = f" ({SIMULATOR_MARK})" if run.simulated else ""
+    table = Table(title=escape(f"{run.label}{where}: {res.verdict}"), title_justify="left")
+    for name in ("signal", "side", "MiB/GiB", "+/-", "R^2", "note"):
+        table.add_column(name, justify="right" if name in ("MiB/GiB", "+/-", "R^2") else "left")
+    for fit in shown:
+        if fit.signal == res.deciding_signal:
+            note = "deciding"
+        else:
+            note = res.passed_over.get(fit.signal, "")
+        table.add_row(
+            escape(fit.signal),
+            fit.side,
+            _fmt(fit.slope),
+            _fmt(fit.uncertainty),
+            _fmt(fit.r2, ".3f"),
+            escape(note),
+        )
+    return table
+
+
+def _remedy_table(report: AuditReport) -> Table | None:
+    effects = remedy_effects(report)
+    if not effects:
+        return None
+    table = Table(title="Remedies tried on the set-ups that mirrored", title_justify="left")
+    for name in ("set-up", "remedy", "environment", "status", "verdict", "MiB/GiB", "removes it"):
+        table.add_column(name)
+    for e in effects:
+        env = " ".join(f"{k}={v}" for k, v in e.env.items())
+        table.add_row(
+            escape(e.setup),
+            escape(e.remedy),
+            escape(env),
+            e.status,
+            e.verdict or "-",
+            _fmt(None if e.ratio is None else e.ratio * 1024),
+            "-" if e.removed is None else ("[bold green]yes[/]" if e.removed else "no"),
+        )
+    return table
+
+
+def render(report: AuditReport, console: Console) -> None:
+    """Print the audit's tables: summary, per-set-up signals, remedies, notes."""
+    console.print(_summary_table(report))
+    for run in report.runs:
+        table = _signal_table(report, run)
+        if table is not None:
+            console.print(table)
+    remedies = _remedy_table(report)
+    if remedies is not None:
+        console.print(remedies)
+    missed = [r.label for r in report.runs if r.result is not None and r.result.vmrss_would_miss]
+    if missed:
+        console.print(
+            escape(
+                "VmRSS alone would have missed the host memory taken by: "
+                + ", ".join(missed)
+                + " (the pages are the kernel's, not a mapping of the process)"
+            ),
+            soft_wrap=True,
+        )
+    on_host = [r.label for r in report.runs if r.host_memory and r.status != "skipped"]
+    if on_host:
+        console.print(
+            escape(
+                "On a CPU or integrated device, device memory is host memory: about 1024 MiB/GiB "
+                "is expected there (a positive control, not a mirror): " + ", ".join(on_host)
+            ),
+            soft_wrap=True,
+        )
+    for line in unavailable_lines(report.runs):
+        console.print(escape(line), soft_wrap=True)
+    for run in report.runs:
+        if run.status != "ok" and run.reason:
+            console.print(escape(f"{run.label}: {run.status}: {run.reason}"), soft_wrap=True)
+
+
+def unavailable_lines(runs: list[SetupRun]) -> list[str]:
+    """Return lines naming the signals the runs could not read: what all lacked, then the rest."""
+    ran = [r for r in runs if r.status != "skipped"]
+    if not ran:
+        return []
+    common = set(ran[0].unavailable.items())
+    for run in ran[1:]:
+        common &= set(run.unavailable.items())
+    lines = [f"not available here: {_gap_text(common)}"] if common else []
+    extras: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for run in ran:
+        rest = tuple(sorted(set(run.unavailable.items()) - common))
+        if rest:
+            extras.setdefault(rest, []).append(run.label)
+    word = "also not" if common else "not"
+    for gaps, labels in extras.items():
+        lines.append(f"{word} available to {', '.join(labels)}: {_gap_text(gaps)}")
+    return lines
+
+
+def _gap_text(gaps: Iterable[tuple[str, str]]) -> str:
+    return ", ".join(f"{name} ({why})" for name, why in sorted(gaps))
+
+
+__all__ = ["SIMULATOR_MARK", "Bars", "progress_bars", "render", "unavailable_lines"]

@@ -1,0 +1,103 @@
+"""The one CLI failure path (l0mem.cli._common): the error table, fail, reporting, measuring."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from l0mem.cli import _common
+from l0mem.cli._common import ExitCode, classify, fail, measuring, reporting
+
+PACKAGE = Path(__file__).resolve().parents[1] / "l0mem"
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "code"), _common.LIBRARY_ERRORS, ids=lambda v: getattr(v, "name", str(v))
+)
+def test_every_table_entry_names_an_exception_class(module: str, name: str, code: ExitCode) -> None:
+    cls = getattr(importlib.import_module(module), name)
+    assert isinstance(cls, type) and issubclass(cls, Exception)
+    assert classify(cls("what went wrong\nsecond line")) == (code, "what went wrong")
+
+
+def test_library_errors_map_to_their_codes() -> None:
+    from l0mem.audit.compare import ReportMismatchError
+    from l0mem.audit.model import ReportFormatError
+    from l0mem.audit.setups import NoDeviceError as AuditNoDevice
+    from l0mem.backends import DeviceSelectionError, NoDeviceError
+    from l0mem.files import ReportWriteError
+
+    assert classify(NoDeviceError("x")) == (ExitCode.NO_DEVICE, "x")
+    assert classify(AuditNoDevice("x")) == (ExitCode.NO_DEVICE, "x")
+    assert classify(DeviceSelectionError("x")) == (ExitCode.USAGE, "x")
+    assert classify(ReportWriteError("x")) == (ExitCode.BAD_INPUT, "x")
+    assert classify(ReportFormatError("x")) == (ExitCode.BAD_INPUT, "x")
+    assert classify(ReportMismatchError("x")) == (ExitCode.MISMATCH, "x")
+    assert classify(ValueError("x")) is None
+    assert classify(KeyboardInterrupt()) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "line"),
+    [
+        ("p2p", "l0mem p2p: boom"),
+        ("audit", "l0mem audit: error: boom"),
+        ("compare", "l0mem compare: error: boom"),
+    ],
+)
+def test_fail_prints_one_line_and_exits_with_the_code(
+    command: str, line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        fail(command, ExitCode.MISMATCH, "boom")
+    assert exc.value.code == 5
+    assert capsys.readouterr().err == line + "\n"
+
+
+def test_reporting_maps_library_errors_and_lets_bugs_through(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from l0mem.backends import NoDeviceError
+
+    with pytest.raises(SystemExit) as exc, reporting("info"):
+        raise NoDeviceError("no Level Zero device found")
+    assert exc.value.code == 3
+    assert capsys.readouterr().err == "l0mem info: no Level Zero device found\n"
+    with pytest.raises(KeyError), reporting("info"):
+        raise KeyError("a bug keeps its traceback")
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "line"),
+    [
+        (RuntimeError("driver\ngone"), 6, "l0mem p2p: RuntimeError: driver"),
+        (MemoryError(), 6, "l0mem p2p: out of host memory"),
+        (KeyboardInterrupt(), 130, "l0mem p2p: interrupted; device memory was freed"),
+    ],
+)
+def test_measuring_turns_runtime_failures_into_one_line(
+    error: BaseException, code: int, line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc, measuring("p2p"):
+        raise error
+    assert exc.value.code == code
+    assert capsys.readouterr().err == line + "\n"
+
+
+def test_measuring_leaves_click_usage_errors_to_click() -> None:
+    with pytest.raises(click.BadParameter), measuring("p2p"):
+        raise click.BadParameter("bad")
+
+
+def test_commands_report_failures_only_through_common() -> None:
+    # One failure path: no command prints its own error line or exits by itself.
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        if path.name in ("_common.py", "__init__.py"):
+            continue
+        text = path.read_text()
+        assert "def _fail" not in text, path.name
+        assert re.search(r"\berr=True", text) is None, path.name
