@@ -1,9 +1,16 @@
 """l0mem: measure host-memory mirroring of Intel GPU allocations.
 
-The package holds a ctypes binding to the Level Zero loader (:mod:`l0mem._ze`),
-a small object layer over it (:mod:`l0mem.core`), a SYCL path through dpctl
-(:mod:`l0mem.sycl`), compiled kernels (:mod:`l0mem.kernels`), host and device
-memory probes (:mod:`l0mem.probe`) and the mirroring audit (:mod:`l0mem.audit`).
+Layers, each importing only the ones before it (tests/test_layering.py):
+the ctypes binding to the Level Zero loader (``_ze``); the Level Zero
+objects (``core``) and the SYCL runtime through dpctl (``sycl``); one
+backend interface over both with the kernels and the device inventory
+(``backends``); measurement (``bench``), the all-reduce algorithm
+(``allreduce``) and host and device memory signals (``probe``); the
+mirroring audit (``audit``); the command line (``cli``). ``units`` (the size
+grammar), ``files`` (the report writer) and ``bf16`` are leaves.
+
+What it may import: nothing of l0mem; this module only holds the version,
+which every layer may read.
 """
 
 __version__ = "0.1.0"

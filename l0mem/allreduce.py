@@ -53,6 +53,11 @@ an event that a pending operation waits for alive until that operation has
 run is the backend's part of the contract (:mod:`l0mem.backends.levelzero`,
 :mod:`l0mem.backends.sycl`). tests/test_allreduce_sycl_queues.py runs back-to-back
 calls on concurrently running SYCL queues and checks every result.
+
+What it may import: :mod:`l0mem.backends` and the layers below it
+(:mod:`l0mem.core`, :mod:`l0mem.sycl`, :mod:`l0mem._ze`) and the leaf
+modules; it runs over the :class:`~l0mem.backends.Backend` interface, so it
+never needs more than :mod:`l0mem.backends`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ exponent become infinities; subnormals are kept (no flush to zero).
 
 The rounding here is written as a comparison on the discarded half rather than
 the add-and-shift trick the kernels use, so the two are independent.
+
+What it may import: nothing of l0mem (a leaf every layer may use).
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Every command and library function that writes JSON, JUnit, CSV or a plot
 goes through :func:`write_bytes` (or :func:`write_json`), so the rules of
-writing a file live in one place. Imports nothing of l0mem.
+writing a file live in one place.
+
+What it may import: nothing of l0mem (a leaf every layer may use).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 A size is a decimal number with an optional binary suffix (K, M, G, T: powers
 of 1024; ``KiB``/``KB``/``K`` alike) that comes to a whole number of bytes.
-Every option and function that takes a size parses it here. Imports nothing
-of l0mem.
+Every option and function that takes a size parses it here.
+
+What it may import: nothing of l0mem (a leaf every layer may use).
 """
 
 from __future__ import annotations

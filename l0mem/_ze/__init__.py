@@ -10,8 +10,8 @@ structs and handle types live in :mod:`~l0mem._ze.enums`,
 (also gathered in ``T``, :mod:`l0mem._ze.types`); tests/test_ze_layout.py
 checks all of them against the C headers.
 
-What it may import: the standard library only. It imports nothing of l0mem
-above it; :mod:`l0mem.core` and the tools build on it.
+What it may import: the standard library only, nothing of l0mem. The object
+layer (``core``) and everything above build on it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,16 @@
-"""The mirroring audit: data model, analysis, reports and comparison of reports."""
+"""The mirroring audit: set-ups, child processes, data model, analysis, reports and comparison.
+
+:mod:`.setups` plans which set-up runs on which device, :mod:`.runner` runs
+each in a child process (:mod:`.child`) under a :class:`Guard`, :mod:`.model`
+is the report, :mod:`.analysis` fits the signals and judges each run,
+:mod:`.report` writes JSON, JUnit and plots and :mod:`.compare` compares two
+reports. Nothing here prints or exits: the CLI does.
+
+What it may import: the layers below it, :mod:`l0mem.bench`,
+:mod:`l0mem.allreduce`, :mod:`l0mem.probe`, :mod:`l0mem.backends`,
+:mod:`l0mem.core`, :mod:`l0mem.sycl`, :mod:`l0mem._ze`, and the leaf modules;
+never the CLI.
+"""
 
 from l0mem.audit.analysis import (
     RemedyEffect,

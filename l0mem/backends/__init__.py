@@ -7,8 +7,9 @@ and launchers (:mod:`.kernels`), copy routes and host-staged copies, and the
 device inventory with :func:`open_backend` (:mod:`.select`), which the CLI and
 library users share.
 
-Imports: :mod:`l0mem._ze`, :mod:`l0mem.core` and :mod:`l0mem.sycl` only; the
-measurement, audit and CLI layers import from here, never the other way.
+What it may import: :mod:`l0mem._ze`, :mod:`l0mem.core`, :mod:`l0mem.sycl` and
+the leaf modules (``units``, ``files``, ``bf16``). The measurement, audit and
+CLI layers import from here, never the other way.
 """
 
 from l0mem.backends.base import (

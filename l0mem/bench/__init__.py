@@ -1,6 +1,9 @@
 """Measurement: copy bandwidth and the peer matrix, kernel bandwidth, the all-reduce benchmark.
 
-Every benchmark returns data and prints nothing; the CLI renders it. Imports
-:mod:`l0mem.backends` (and below), :mod:`l0mem.allreduce` and
-:mod:`l0mem.probe`; never the audit or the CLI.
+Every benchmark returns data and prints nothing; the CLI renders it.
+
+What it may import: :mod:`l0mem.backends` and the layers below it
+(:mod:`l0mem.core`, :mod:`l0mem.sycl`, :mod:`l0mem._ze`), the algorithm it
+measures (:mod:`l0mem.allreduce`), :mod:`l0mem.probe` and the leaf modules;
+never the audit or the CLI.
 """

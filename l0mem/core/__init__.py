@@ -11,11 +11,12 @@ driver. The first :func:`drivers` call sets ``ZES_ENABLE_SYSMAN=1`` unless the
 environment sets it already, so Sysman queries work for library users.
 
 What it may import: only :mod:`l0mem._ze` and the standard library, nothing of
-the tools above it. C routines are reached as the typed attributes of
-``l0mem._ze.api()``; structs, enumerations and handle types through their
-classes in ``l0mem._ze.structs``, ``enums`` and ``scalars``, never by a name
-string, so a type checker follows every one. The backend over this
-layer is :mod:`l0mem.backends.levelzero`.
+the tools above it.
+
+C routines are reached as the typed attributes of ``_ze.api()``; structs,
+enumerations and handle types through their classes in ``_ze.structs``,
+``enums`` and ``scalars``, never by a name string, so a type checker follows
+every one. The backend over this layer is ``backends.levelzero``.
 
 Between its modules (and for code building on the layer) objects talk through
 public methods, never each other's private attributes: ``register_release``

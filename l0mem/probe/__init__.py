@@ -4,7 +4,11 @@
 of this process and machine in one cheap pass; signal names and meaning are in
 :mod:`l0mem.probe.signals`, sources in :mod:`l0mem.probe.readers`, parsers in
 :mod:`l0mem.probe.parse`. :mod:`l0mem.probe.fingerprint` describes the host; :mod:`l0mem.probe.host` is the one
-reader of MemAvailable/MemTotal. Imports nothing of l0mem outside this package.
+reader of MemAvailable/MemTotal.
+
+What it may import: the leaf modules (``units``, ``files``, ``bf16``) and
+nothing else of l0mem: the probes run in the audit's child processes and on
+machines without any GPU runtime.
 """
 
 from l0mem.probe.host import MeminfoError, mem_available, mem_total, read_meminfo

@@ -1,7 +1,7 @@
 """The SYCL runtime as l0mem reaches it: loading dpctl (optional) and naming devices.
 
-This package imports nothing of l0mem; the SYCL backend built on it lives in
-:mod:`l0mem.backends.sycl`.
+What it may import: nothing of l0mem (dpctl, lazily, and the standard
+library). The SYCL backend built on it lives in ``backends.sycl``.
 
 Importing this package needs nothing beyond l0mem itself; the first call that
 needs the SYCL runtime imports dpctl and raises :class:`SyclUnavailableError`
