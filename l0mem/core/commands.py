@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from l0mem.core.context import Context
     from l0mem.core.device import Device
 
-# Re-exported: l0mem.core.backend takes UINT32_MAX from here.
+# Re-exported: l0mem.backends.levelzero takes UINT32_MAX from here.
 __all__ = [
     "UINT32_MAX",
     "CommandList",
