@@ -2,7 +2,7 @@
 
 SyclBackend gives every sub-device a context of its own, so every copy
 between them is host-staged ("separate contexts"); a regression that made
-them direct could hang (see l0mem.p2p) and must fail here instead of stalling
+them direct could hang (see l0mem.backends.sycl) and must fail here instead of stalling
 the test run. tests/test_p2p_sycl_shared.py covers sub-devices sharing one
 context, and tests/test_allreduce_sycl_queues.py direct copies between
 concurrently running queues.

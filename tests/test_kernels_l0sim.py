@@ -1,7 +1,7 @@
 """The same Python kernel launchers through LevelZeroBackend on the simulated driver.
 
 The simulator runs the kernels by name with its own C implementation, so this
-checks l0mem.kernels' plumbing on the Level Zero path (argument layout, sizes,
+checks l0mem.backends.kernels' plumbing on the Level Zero path (argument layout, sizes,
 group rounding, ordering by events) and the simulator against the NumPy
 reference; the SPIR-V itself is checked on the SYCL CPU device. Each case runs
 in a fresh interpreter so the simulator never leaks into SYCL tests.

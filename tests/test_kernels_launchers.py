@@ -1,4 +1,4 @@
-"""l0mem.kernels: metadata, the shipped module, and the launchers' checks (no device needed)."""
+"""l0mem.backends.kernels: metadata, the shipped module, and the launchers' checks (no device needed)."""
 
 from __future__ import annotations
 

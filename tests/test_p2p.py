@@ -1,4 +1,4 @@
-"""l0mem.p2p on the simulated Level Zero driver: peer matrix, copy routes, copy timing, size parsing."""
+"""l0mem.bench.copies (p2p) on the simulated Level Zero driver: peer matrix, copy routes, copy timing, size parsing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""l0mem.p2p on SYCL CPU sub-devices: peer matrix and copy routes (no direct copies are made)."""
+"""l0mem.bench.copies (p2p) on SYCL CPU sub-devices: peer matrix and copy routes (no direct copies are made)."""
 
 from __future__ import annotations
 

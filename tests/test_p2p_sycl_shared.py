@@ -2,7 +2,7 @@
 
 With the pinned CPU runtime a device-to-device ``memcpy`` between allocations
 of two CPU sub-devices that share a context never returns in most runs.
-:class:`l0mem.sycl.SyclBackend` gives every sub-device a context of its own,
+:class:`l0mem.backends.SyclBackend` gives every sub-device a context of its own,
 so it never meets the case; a backend whose queues share one context does,
 and l0mem must detect it (:func:`l0mem.backends.sycl.direct_copy_hazard`) and
 stage those copies. Both tests run in subprocesses with hard timeouts:
