@@ -35,10 +35,15 @@ def _check_report(data, n_dev, sizes, threshold):
         assert r["auto"] == ((nelem < threshold) == (path == "f32"))
         assert r["within_bound"] and r["identical"]
         assert 0 <= r["max_error_to_bound"] <= 1
-        assert len(r["time_ns"]["samples"]) == data["reps"]
-        assert r["time_ns"]["min"] <= r["time_ns"]["median"] <= r["time_ns"]["max"]
+        t = r["time_ns"]
+        assert len(t["samples"]) == data["reps"]
+        assert t["min"] == min(t["samples"]) and t["max"] == max(t["samples"])
+        assert t["min"] <= t["median"] <= t["max"]
+        assert t["spread"] == pytest.approx((t["max"] - t["min"]) / t["median"])
         assert sum(r["bytes_crossed"].values()) == r["total_bytes_crossed"] > 0
-        assert r["busbw_gbps"] > 0 and r["wire_gbps"] > 0
+        assert r["wire_gbps"] == pytest.approx(r["total_bytes_crossed"] / t["median"])
+        bus = r["nbytes"] / t["median"] * 2 * (n_dev - 1) / n_dev
+        assert r["busbw_gbps"] == pytest.approx(bus) and bus > 0
     for nelem in sizes:
         f32, bf16 = rows[(nelem, "f32")], rows[(nelem, "bf16")]
         assert 2 * bf16["total_bytes_crossed"] == f32["total_bytes_crossed"]

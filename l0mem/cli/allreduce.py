@@ -105,12 +105,11 @@ def render(report: dict[str, Any], console: Console) -> None:
     for r in report["results"]:
         t = r["time_ns"]
         good = r["within_bound"]
-        spread = (t["max"] - t["min"]) / max(t["median"], 1.0)
         table.add_row(
             f"{r['nelem']:,}",
             f"{r['path']}{' *' if r['auto'] else ''}",
             _ms(t["median"]),
-            f"{spread:.0%}",
+            f"{t['spread']:.0%}",
             _bytes(r["total_bytes_crossed"]),
             _num(r["busbw_gbps"], ".2f"),
             _num(r["max_abs_error"], ".2g"),
