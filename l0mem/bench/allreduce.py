@@ -1,6 +1,7 @@
 """The all-reduce benchmark: both paths per size, timed, with the error checked against FP64.
 
-For every size of the sweep (in FP32 elements) :func:`measure` runs both
+For every size of the sweep (bytes per device buffer, as every l0mem
+``--sizes`` means: a whole number of FP32 elements) :func:`measure` runs both
 paths of :class:`l0mem.allreduce.AllReduce` (``f32`` and ``bf16``, whatever
 the threshold would pick; the row the threshold picks is marked) on random
 inputs and returns the JSON-ready report (schema ``l0mem.allreduce/1``,
@@ -52,18 +53,30 @@ def host_bytes(n_devices: int, nelem: int) -> int:
     return (24 * n_devices + 48) * nelem
 
 
-def check_sizes(backend: Backend, devices: Sequence[int], sizes: Sequence[int]) -> None:
-    """Raise NoDeviceError (a device too small) or HostTooSmall before inputs are generated."""
+def fp32_elements(nbytes: int) -> int:
+    """Return the FP32 elements of a buffer of ``nbytes``; ValueError unless a positive multiple of 4."""
+    if nbytes < 4 or nbytes % 4:
+        raise ValueError(
+            f"{nbytes:,} bytes is not a whole number of FP32 elements (a positive multiple of 4)"
+        )
+    return nbytes // 4
 
-    nelem = max(sizes)
+
+def check_sizes(backend: Backend, devices: Sequence[int], sizes: Sequence[int]) -> None:
+    """Raise NoDeviceError (a device too small) or HostTooSmall before inputs are generated.
+
+    ``sizes`` are bytes per device buffer, as :func:`measure` takes them.
+    """
+    nbytes = max(sizes)
+    nelem = fp32_elements(nbytes)
     scratch = scratch_bytes(len(devices), nelem)
     check_fits(
         backend,
         devices,
-        per_device=4 * nelem + scratch,
-        largest=max(4 * nelem, scratch),
+        per_device=nbytes + scratch,
+        largest=max(nbytes, scratch),
         host=host_bytes(len(devices), nelem),
-        what=f"--sizes {nelem:,} elements",
+        what=f"--sizes {nbytes:,} bytes",
     )
 
 
@@ -78,7 +91,12 @@ def measure(
     seed: int = 0,
     transport: Literal["auto", "staged"] = "auto",
 ) -> dict[str, Any]:
-    """Run both paths for every size over ``devices``; return the JSON-ready report (no printing)."""
+    """Run both paths for every size over ``devices``; return the JSON-ready report (no printing).
+
+    ``sizes`` are bytes per device buffer, each a whole number of FP32
+    elements (ValueError otherwise, before anything is run).
+    """
+    counts = [fp32_elements(n) for n in sizes]
     try:
         import numpy as np
     except ImportError:
@@ -87,7 +105,7 @@ def measure(
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
     with AllReduce(backend, devices, threshold=threshold, transport=transport) as ar:
-        for nelem in sizes:
+        for nelem in counts:
             xs = [rng.standard_normal(nelem).astype(np.float32) for _ in devices]
             bufs: list[Any] = []
             ok = False
@@ -194,4 +212,4 @@ class _AllFinished:
         return None
 
 
-__all__ = ["SCHEMA", "check_sizes", "host_bytes", "measure"]
+__all__ = ["SCHEMA", "check_sizes", "fp32_elements", "host_bytes", "measure"]
