@@ -189,7 +189,7 @@ def sweep_script() -> ModuleType:
 def test_sweep_script(sweep_script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "sweep.json"
     status = sweep_script.main(
-        ["--sizes", "default,64", "--elements", "3000", "--reps", "2", "--warmup", "0",
+        ["--work-group-sizes", "default,64", "--elements", "3000", "--reps", "2", "--warmup", "0",
          "--json", str(out)]
     )
     assert status == 0
@@ -197,7 +197,7 @@ def test_sweep_script(sweep_script: ModuleType, tmp_path: Path, capsys: pytest.C
     assert [run["work_group_size"] for run in data["runs"]] == [1024, 64]
     assert all(len(run["kernels"]) == 3 for run in data["runs"])
     assert "f32_to_bf16" in capsys.readouterr().out
-    assert sweep_script.main(["--sizes", "big"]) == 2
+    assert sweep_script.main(["--work-group-sizes", "big"]) == 2
 
 
 def _no_measuring(monkeypatch: pytest.MonkeyPatch) -> list[object]:
@@ -312,7 +312,9 @@ def test_cli_table_fits_80_columns() -> None:
         (["--elements", "0"], "--elements: must be >= 1"),
         (["--reps", "-1"], "--reps"),
         (["--warmup", "x"], "--warmup: expected an integer"),
-        (["--sizes", "64,0"], "--sizes: work-group sizes must be positive"),
+        (["--work-group-sizes", "64,0"], "--work-group-sizes: work-group sizes must be positive"),
+        # --sizes means bytes per buffer in l0mem; the sweep's option names what it sweeps.
+        (["--sizes", "64"], "unrecognized arguments: --sizes"),
     ],
 )
 def test_sweep_script_rejects_bad_numbers_as_usage(
@@ -336,7 +338,7 @@ def test_sweep_script_checks_everything_before_measuring(
     assert sweep_script.main(["--json", str(missing)]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{missing}: cannot write (no such directory)" in err
-    assert sweep_script.main(["--sizes", "64,100000"]) == 2
+    assert sweep_script.main(["--work-group-sizes", "64,100000"]) == 2
     assert "exceeds the kernels' limit" in capsys.readouterr().err
     assert sweep_script.main(["--device", "hip:gpu"]) == 3
     assert "no SYCL device matches 'hip:gpu'" in capsys.readouterr().err
@@ -348,7 +350,7 @@ def test_sweep_script_reports_failures_in_one_line(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    small = ["--sizes", "64", "--elements", "100", "--reps", "1", "--warmup", "0"]
+    small = ["--work-group-sizes", "64", "--elements", "100", "--reps", "1", "--warmup", "0"]
     out = tmp_path / "s.json"
 
     def broken_write(path: Path, payload: object) -> None:
