@@ -127,18 +127,25 @@ def _wait(events: Sequence[Event]) -> None:
         ev.wait()
 
 
-def _sample(op: EventsOp, timing: Timing) -> int | None:
-    """Return one duration of ``op`` in ns, or None when an event carries no device timestamp."""
+class _NoTimestamp(Exception):
+    """An event of the operation carries no device timestamp."""
+
+
+def _sample(op: EventsOp, timing: Timing) -> int:
+    """Return one duration of ``op`` in ns; raise _NoTimestamp when device time is missing."""
     if timing == "host":
         start = time.perf_counter_ns()
         _wait(op())
         return time.perf_counter_ns() - start
     events = op()
     _wait(events)
-    times = [ev.elapsed_ns() for ev in events]
-    if any(ns is None for ns in times):
-        return None
-    return sum(ns for ns in times if ns is not None)
+    total = 0
+    for ev in events:
+        ns = ev.elapsed_ns()
+        if ns is None:
+            raise _NoTimestamp
+        total += ns
+    return total
 
 
 def _rounds(
@@ -146,16 +153,13 @@ def _rounds(
     reps: int,
     timing: Timing,
     prepare: Callable[[], None] | None,
-) -> dict[_K, list[int]] | None:
+) -> dict[_K, list[int]]:
     samples: dict[_K, list[int]] = {key: [] for key in ops}
     for _ in range(reps):
         for key, op in ops.items():
             if prepare is not None:
                 prepare()
-            ns = _sample(op, timing)
-            if ns is None:
-                return None
-            samples[key].append(ns)
+            samples[key].append(_sample(op, timing))
     return samples
 
 
@@ -183,14 +187,14 @@ def time_ops(
                 prepare()
             _wait(op())
     used: Timing = "host" if timing == "host" else "device"
-    samples = _rounds(run, reps, used, prepare)
-    if samples is None:
+    try:
+        samples = _rounds(run, reps, used, prepare)
+    except _NoTimestamp:
         if timing == "device":
-            raise RuntimeError("device timing asked for, but an event carries no timestamp")
-        # Warm-up is done; the rounds so far were device-timed and are discarded.
+            raise RuntimeError("device timing asked for, but an event carries no timestamp") from None
+        # Warm-up is done; the device-timed rounds so far are discarded.
         used = "host"
         samples = _rounds(run, reps, used, prepare)
-    assert samples is not None  # the host clock always gives a sample
     return {key: Measurement(tuple(samples[key]), nbytes, used) for key, (_, nbytes) in ops.items()}
 
 
