@@ -1,13 +1,14 @@
 """Kernel bandwidth vs copy bandwidth on a SYCL device, swept over work-group sizes.
 
     python benchmarks/bench_kernels.py                       # SYCL CPU device
-    python benchmarks/bench_kernels.py --device level_zero:gpu --sizes 64,256,1024
+    python benchmarks/bench_kernels.py --device level_zero:gpu --work-group-sizes 64,256,1024
     python benchmarks/bench_kernels.py --json sweep.json
 
 Each work-group size is one :func:`l0mem.bench.kernels.run_kernel_bench` run
 (the copy is re-measured in every run, so each ratio compares like with like).
 ``l0mem bench kernels`` is the single-run command-line form. Options and the
-``--json`` path are checked before anything is measured.
+``--json`` path are checked before anything is measured. (The sweep option is
+``--work-group-sizes``: in l0mem, ``--sizes`` always means bytes per buffer.)
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="opencl:cpu", help="SYCL filter string")
     parser.add_argument(
-        "--sizes",
+        "--work-group-sizes",
         type=_sizes,
         default="default,64,128,256,512,1024",
         help="comma-separated work-group sizes ('default' = the backend's choice)",
@@ -154,17 +155,17 @@ def main(argv: list[str] | None = None) -> int:
             _error(str(err))
             return 4
     try:
-        check_sizes(args.device, args.sizes)
+        check_sizes(args.device, args.work_group_sizes)
     except (SyclUnavailableError, SyclNoDeviceError) as err:
         _error(str(err))
         return 3
     except ValueError as err:
-        _error(f"--sizes: {err}")
+        _error(f"--work-group-sizes: {err}")
         return 2
     try:
         runs = sweep(
             args.device,
-            args.sizes,
+            args.work_group_sizes,
             elements=args.elements,
             repetitions=args.reps,
             warmup=args.warmup,

@@ -19,12 +19,8 @@ from rich.console import Console
 import l0mem.bench.kernels
 from l0mem.backends import SyclBackend, SyclBuffer
 from l0mem.backends.kernels import KERNELS
-from l0mem.bench.kernels import (
-    SCHEMA,
-    KernelBenchResult,
-    Measurement,
-    run_kernel_bench,
-)
+from l0mem.bench.kernels import SCHEMA, KernelBenchResult, run_kernel_bench
+from l0mem.bench.timing import Measurement
 from l0mem.cli import cli
 from l0mem.cli.bench import render
 from l0mem.files import ReportWriteError, check_writable
@@ -54,32 +50,19 @@ def profiled() -> Iterator[_Tracking]:
         yield b
 
 
-def test_measurement_summary() -> None:
-    m = Measurement("x", 1000, (30, 10, 20))
-    assert m.median_ns == 20
-    assert m.gbps == pytest.approx(50.0)
-    slow, fast = m.gbps_range
-    assert slow == pytest.approx(1000 / 30) and fast == pytest.approx(100.0)
-    assert m.spread == pytest.approx(1.0)
-    d = m.to_dict()
-    assert d["samples_ns"] == [30, 10, 20] and d["gbps"] == pytest.approx(50.0)
-    with pytest.raises(ValueError, match="no samples"):
-        _ = Measurement("y", 1, ()).median_ns
-
-
 def test_run_with_device_timing(profiled: _Tracking) -> None:
     n = 10_000
     r = run_kernel_bench(profiled, elements=n, repetitions=3, warmup=1)
     assert r.timing == "device"
     assert r.backend == "sycl" and "opencl:cpu" in r.device
     assert r.copy.bytes_moved == 8 * n
-    assert [m.name for m in r.kernels] == list(KERNELS)
-    assert [m.bytes_moved for m in r.kernels] == [6 * n, 10 * n, 12 * n]
-    for m in (r.copy, *r.kernels):
-        assert len(m.samples_ns) == 3
+    assert list(r.kernels) == list(KERNELS)
+    assert [m.bytes_moved for m in r.kernels.values()] == [6 * n, 10 * n, 12 * n]
+    for m in (r.copy, *r.kernels.values()):
+        assert len(m.samples_ns) == 3 and m.timing == "device"
         assert all(ns > 0 for ns in m.samples_ns)
-    for m in r.kernels:
-        assert r.ratio(m.name) == pytest.approx(m.gbps / r.copy.gbps)
+    for name, m in r.kernels.items():
+        assert r.ratio(name) == pytest.approx(m.gbps / r.copy.gbps)
     assert len(profiled.handed_out) == 4
     assert all(buf.closed for buf in profiled.handed_out), "benchmark buffers must be freed"
 
@@ -87,9 +70,10 @@ def test_run_with_device_timing(profiled: _Tracking) -> None:
 def test_falls_back_to_host_timing_without_profiling() -> None:
     with SyclBackend(["opencl:cpu"]) as b:
         r = run_kernel_bench(b, elements=1000, repetitions=2, warmup=0, kernels=["l0mem_f32_add"])
-    assert r.timing == "host"
-    assert [m.name for m in r.kernels] == ["l0mem_f32_add"]
-    assert all(ns > 0 for ns in r.kernels[0].samples_ns)
+    assert r.timing == "host" and r.copy.timing == "host"
+    assert list(r.kernels) == ["l0mem_f32_add"]
+    assert r.kernels["l0mem_f32_add"].timing == "host"
+    assert all(ns > 0 for ns in r.kernels["l0mem_f32_add"].samples_ns)
 
 
 def test_bad_arguments(profiled: _Tracking) -> None:
@@ -110,6 +94,13 @@ def test_json_is_written_atomically_and_round_trips(profiled: _Tracking, tmp_pat
     assert data["schema"] == SCHEMA
     assert data["elements"] == 2000 and data["timing"] == "device" and data["simulated"] is False
     assert [k["name"] for k in data["kernels"]] == list(KERNELS)
+    assert data["copy"]["name"] == "copy" and data["copy"]["bytes_moved"] == 8 * 2000
+    for k in (data["copy"], *data["kernels"]):
+        assert len(k["samples_ns"]) == 2 and k["timing"] == "device"
+        assert k["min_ns"] <= k["median_ns"] <= k["max_ns"]
+        assert k["gbps_min"] <= k["gbps"] <= k["gbps_max"]
+        assert k["gbps"] == pytest.approx(k["bytes_moved"] / k["median_ns"])
+        assert k["spread"] == pytest.approx((k["max_ns"] - k["min_ns"]) / k["median_ns"])
     for k in data["kernels"]:
         assert k["ratio_to_copy"] == pytest.approx(k["gbps"] / data["copy"]["gbps"])
     assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]
@@ -198,7 +189,7 @@ def sweep_script() -> ModuleType:
 def test_sweep_script(sweep_script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "sweep.json"
     status = sweep_script.main(
-        ["--sizes", "default,64", "--elements", "3000", "--reps", "2", "--warmup", "0",
+        ["--work-group-sizes", "default,64", "--elements", "3000", "--reps", "2", "--warmup", "0",
          "--json", str(out)]
     )
     assert status == 0
@@ -206,7 +197,7 @@ def test_sweep_script(sweep_script: ModuleType, tmp_path: Path, capsys: pytest.C
     assert [run["work_group_size"] for run in data["runs"]] == [1024, 64]
     assert all(len(run["kernels"]) == 3 for run in data["runs"])
     assert "f32_to_bf16" in capsys.readouterr().out
-    assert sweep_script.main(["--sizes", "big"]) == 2
+    assert sweep_script.main(["--work-group-sizes", "big"]) == 2
 
 
 def _no_measuring(monkeypatch: pytest.MonkeyPatch) -> list[object]:
@@ -274,21 +265,20 @@ def test_cli_without_a_sycl_device_exits_3_with_one_line() -> None:
 
 def _big_result() -> KernelBenchResult:
     n = 1 << 28  # 1 GiB per FP32 buffer: the widest numbers a real run prints
-    def m(name: str, per: int, ns: tuple[int, ...]) -> Measurement:
-        return Measurement(name, per * n, ns)
+    def m(per: int, ns: tuple[int, ...]) -> Measurement:
+        return Measurement(ns, per * n, "device")
     return KernelBenchResult(
         backend="sycl",
         device="Intel(R) Data Center GPU Max 1550 [level_zero:gpu:0]",
         elements=n,
         repetitions=3,
         warmup=1,
-        timing="device",
-        copy=m("copy", 8, (2_000_000, 2_100_000, 1_900_000)),
-        kernels=(
-            m("l0mem_f32_to_bf16", 6, (1_700_000, 1_600_000, 1_650_000)),
-            m("l0mem_bf16_add_to_f32", 10, (2_500_000, 2_600_000, 2_400_000)),
-            m("l0mem_f32_add", 12, (3_000_000, 3_100_000, 2_900_000)),
-        ),
+        copy=m(8, (2_000_000, 2_100_000, 1_900_000)),
+        kernels={
+            "l0mem_f32_to_bf16": m(6, (1_700_000, 1_600_000, 1_650_000)),
+            "l0mem_bf16_add_to_f32": m(10, (2_500_000, 2_600_000, 2_400_000)),
+            "l0mem_f32_add": m(12, (3_000_000, 3_100_000, 2_900_000)),
+        },
     )
 
 
@@ -299,11 +289,11 @@ def test_table_numbers_are_not_cut_at_80_columns() -> None:
     text = out.getvalue()
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "…" not in text
-    for m in (result.copy, *result.kernels):
-        slow, fast = m.gbps_range
-        row = next(line for line in text.splitlines() if line.startswith(f"│ {m.name} "))
+    for name, m in (("copy", result.copy), *result.kernels.items()):
+        row = next(line for line in text.splitlines() if line.startswith(f"│ {name} "))
         assert f"{m.bytes_moved / (1 << 20):,.1f}" in row
-        assert f"{m.gbps:.2f}" in row and f"{slow:.1f}-{fast:.1f}" in row
+        assert f"{m.gbps:.2f}" in row and f"{m.gbps_min:.1f}-{m.gbps_max:.1f}" in row
+        assert f"{m.spread:.0%}" in row
     assert "2,048.0" in text  # the copy moves 2 GiB
 
 
@@ -322,7 +312,9 @@ def test_cli_table_fits_80_columns() -> None:
         (["--elements", "0"], "--elements: must be >= 1"),
         (["--reps", "-1"], "--reps"),
         (["--warmup", "x"], "--warmup: expected an integer"),
-        (["--sizes", "64,0"], "--sizes: work-group sizes must be positive"),
+        (["--work-group-sizes", "64,0"], "--work-group-sizes: work-group sizes must be positive"),
+        # --sizes means bytes per buffer in l0mem; the sweep's option names what it sweeps.
+        (["--sizes", "64"], "unrecognized arguments: --sizes"),
     ],
 )
 def test_sweep_script_rejects_bad_numbers_as_usage(
@@ -346,7 +338,7 @@ def test_sweep_script_checks_everything_before_measuring(
     assert sweep_script.main(["--json", str(missing)]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{missing}: cannot write (no such directory)" in err
-    assert sweep_script.main(["--sizes", "64,100000"]) == 2
+    assert sweep_script.main(["--work-group-sizes", "64,100000"]) == 2
     assert "exceeds the kernels' limit" in capsys.readouterr().err
     assert sweep_script.main(["--device", "hip:gpu"]) == 3
     assert "no SYCL device matches 'hip:gpu'" in capsys.readouterr().err
@@ -358,7 +350,7 @@ def test_sweep_script_reports_failures_in_one_line(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    small = ["--sizes", "64", "--elements", "100", "--reps", "1", "--warmup", "0"]
+    small = ["--work-group-sizes", "64", "--elements", "100", "--reps", "1", "--warmup", "0"]
     out = tmp_path / "s.json"
 
     def broken_write(path: Path, payload: object) -> None:

@@ -25,20 +25,29 @@ def _cli(args, env):
     return run_l0mem("allreduce", args, env)
 
 
-def _check_report(data, n_dev, sizes, threshold):
+def _check_report(data, n_dev, nbytes, threshold):
+    """Check a report of a run with ``--sizes`` ``nbytes`` (bytes per device buffer)."""
+    sizes = [n // 4 for n in nbytes]
     assert data["schema"] == "l0mem.allreduce/1"
     assert len(data["devices"]) == n_dev and data["threshold"] == threshold
     assert data["ok"] is True
     rows = {(r["nelem"], r["path"]): r for r in data["results"]}
     assert set(rows) == {(n, p) for n in sizes for p in ("f32", "bf16")}
     for (nelem, path), r in rows.items():
+        assert r["nbytes"] == 4 * nelem
+        # The threshold counts elements, whatever unit --sizes has.
         assert r["auto"] == ((nelem < threshold) == (path == "f32"))
         assert r["within_bound"] and r["identical"]
         assert 0 <= r["max_error_to_bound"] <= 1
-        assert len(r["time_ns"]["samples"]) == data["reps"]
-        assert r["time_ns"]["min"] <= r["time_ns"]["median"] <= r["time_ns"]["max"]
+        t = r["time_ns"]
+        assert len(t["samples"]) == data["reps"]
+        assert t["min"] == min(t["samples"]) and t["max"] == max(t["samples"])
+        assert t["min"] <= t["median"] <= t["max"]
+        assert t["spread"] == pytest.approx((t["max"] - t["min"]) / t["median"])
         assert sum(r["bytes_crossed"].values()) == r["total_bytes_crossed"] > 0
-        assert r["busbw_gbps"] > 0 and r["wire_gbps"] > 0
+        assert r["wire_gbps"] == pytest.approx(r["total_bytes_crossed"] / t["median"])
+        bus = r["nbytes"] / t["median"] * 2 * (n_dev - 1) / n_dev
+        assert r["busbw_gbps"] == pytest.approx(bus) and bus > 0
     for nelem in sizes:
         f32, bf16 = rows[(nelem, "f32")], rows[(nelem, "bf16")]
         assert 2 * bf16["total_bytes_crossed"] == f32["total_bytes_crossed"]
@@ -50,7 +59,7 @@ def _check_report(data, n_dev, sizes, threshold):
 @pytest.mark.parametrize("n_dev", [2, 3, 4])
 def test_simulator(tmp_path, n_dev):
     out = tmp_path / "ar.json"
-    sizes = [7, 100, 1001]
+    sizes = [28, 400, 4004]  # 7, 100 and 1001 elements
     proc, data = run_json(
         "allreduce",
         ["--sizes", ",".join(map(str, sizes)), "--threshold", "100", "--reps", "2"],
@@ -68,7 +77,7 @@ def test_simulator_without_peers_stages(tmp_path):
     out = tmp_path / "ar.json"
     _, data = run_json(
         "allreduce",
-        ["--sizes", "64", "--threshold", "32", "--reps", "1"],
+        ["--sizes", "256", "--threshold", "32", "--reps", "1"],
         sim.sim_env(devices=3, peers="none"),
         out,
     )
@@ -80,17 +89,18 @@ def test_simulator_without_peers_stages(tmp_path):
 def test_simulator_device_count(tmp_path):
     out = tmp_path / "ar.json"
     _, data = run_json(
-        "allreduce", ["--devices", "2", "--sizes", "10", "--reps", "1"], sim.sim_env(devices=4), out
+        "allreduce", ["--devices", "2", "--sizes", "40", "--reps", "1"], sim.sim_env(devices=4), out
     )
     assert len(data["devices"]) == 2
+    assert {(r["nelem"], r["nbytes"]) for r in data["results"]} == {(10, 40)}
 
 
 @pytest.mark.sycl
 def test_sycl_cpu_sub_devices(tmp_path):
     out = tmp_path / "ar.json"
-    sizes = [33, 512]
+    sizes = [132, 2048]  # 33 and 512 elements
     data = run_json_on_sycl_cpu_pair(
-        "allreduce", ["--sizes", "33,512", "--threshold", "512", "--reps", "2"], out
+        "allreduce", ["--sizes", "132,2K", "--threshold", "512", "--reps", "2"], out
     )
     assert data["backend"] == "sycl" and data["simulated"] is False
     _check_report(data, 2, sizes, 512)
@@ -104,6 +114,8 @@ def test_sycl_cpu_sub_devices(tmp_path):
         ([], 1, 3, "needs 2 devices, 1 available"),
         (["--threshold", "-1"], 2, 2, "--threshold"),
         (["--sizes", "1,,x"], 2, 2, "bad size"),
+        (["--sizes", "4K,10"], 2, 2, "10 bytes is not a whole number of FP32 elements"),
+        (["--sizes", "2"], 2, 2, "2 bytes is not a whole number of FP32 elements"),
     ],
 )
 def test_errors(args, devices, code, needle):
@@ -113,7 +125,7 @@ def test_errors(args, devices, code, needle):
 
 
 def test_no_driver_is_exit_3():
-    proc = _cli(["--sizes", "8"], no_driver_env())
+    proc = _cli(["--sizes", "32"], no_driver_env())
     assert proc.returncode == 3
     assert len(proc.stderr.strip().splitlines()) == 1
 
@@ -121,7 +133,7 @@ def test_no_driver_is_exit_3():
 @pytest.mark.parametrize("lost_at", [40, 120, 400])
 def test_lost_device_is_one_line_naming_the_failure(lost_at):
     proc = _cli(
-        ["--sizes", "100,1000", "--threshold", "500", "--reps", "2"],
+        ["--sizes", "400,4000", "--threshold", "500", "--reps", "2"],
         sim.sim_env(devices=3, device_lost_at=lost_at),
     )
     assert proc.returncode == 6, proc.stderr
@@ -136,7 +148,7 @@ def test_table_keeps_full_numbers_at_80_columns(tmp_path):
     out = tmp_path / "ar.json"
     proc = run_l0mem(
         "allreduce",
-        ["--sizes", "999,1048577", "--reps", "1", "--json", str(out)],
+        ["--sizes", "3996,4194308", "--reps", "1", "--json", str(out)],
         sim.sim_env(devices=2),
         columns=80,
     )
@@ -160,7 +172,7 @@ def test_table_keeps_full_numbers_at_80_columns(tmp_path):
     ("size", "config", "code", "needle"),
     [
         ("99999G", {}, 3, "which has 8.0 GiB of memory"),
-        ("1G", {"device_memory": "64T"}, 2, "of host memory"),
+        ("4G", {"device_memory": "64T"}, 2, "of host memory"),
     ],
 )
 def test_sizes_beyond_memory(size, config, code, needle):
@@ -196,3 +208,38 @@ def test_too_many_sub_devices_is_exit_3():
     proc = run_l0mem("allreduce", ["--backend", "sycl", "--sub-devices", "4096"], dict(os.environ))
     assert proc.returncode == 3, proc.stderr
     assert "compute units" in one_line(proc, "allreduce")
+
+
+def test_sizes_not_a_multiple_of_4_is_one_usage_line_before_any_device():
+    # No driver at all: the size is refused before a backend is opened.
+    proc = _cli(["--sizes", "1K,1001"], no_driver_env())
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "1,001 bytes" in line]
+    assert errors == [
+        "Error: Invalid value for --sizes: 1,001 bytes is not a whole number of FP32 "
+        "elements (a positive multiple of 4)"
+    ], proc.stderr
+
+
+def test_sizes_are_bytes_per_buffer_and_the_default_is_the_old_element_sweep():
+    from l0mem.bench.allreduce import fp32_elements
+    from l0mem.cli.allreduce import allreduce
+    from l0mem.units import parse_sizes
+
+    options = {p.name: p for p in allreduce.params}
+    default = parse_sizes(str(options["sizes"].default))
+    assert [fp32_elements(n) for n in default] == [4 << 10, 32 << 10, 1 << 20, 16 << 20]
+    assert "bytes" in (options["sizes"].help or "").lower()
+    assert "element" in (options["threshold"].help or "").lower()
+    assert fp32_elements(4) == 1 and fp32_elements(64 << 20) == 16 << 20
+    for bad in (0, 1, 2, 6, 4097):
+        with pytest.raises(ValueError, match="multiple of 4"):
+            fp32_elements(bad)
+
+
+def test_help_says_sizes_are_bytes_and_threshold_is_elements():
+    proc = run_l0mem("allreduce", ["--help"], dict(os.environ), columns=200)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "Bytes per device buffer" in text and "16K,128K,4M,64M" in text
+    assert "FP32 element count (not bytes)" in text

@@ -45,10 +45,14 @@ def test_simulator_three_devices_partial_peers(tmp_path):
     for (kind, s, d, _), c in copies.items():
         if kind == "direct" and {s, d} != {0, 1}:
             assert c["skipped"] == "no peer access" and c["gbps"] is None
+            assert c["samples_ns"] == [] and c["median_ns"] is None and c["spread"] is None
             continue
         assert c["skipped"] is None and len(c["samples_ns"]) == 3
         assert c["min_ns"] <= c["median_ns"] <= c["max_ns"]
         assert c["gbps_min"] <= c["gbps"] <= c["gbps_max"]
+        assert c["gbps"] == pytest.approx(c["nbytes"] / c["median_ns"])
+        assert c["gbps_min"] == pytest.approx(c["nbytes"] / c["max_ns"])
+        assert c["spread"] == pytest.approx((c["max_ns"] - c["min_ns"]) / c["median_ns"])
     assert not list(tmp_path.glob(".p2p.json.*"))  # no temporary file left behind
 
 
@@ -171,14 +175,15 @@ def test_sizes_beyond_memory(config, code, needle):
 
 def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
     from l0mem.bench.copies import CopyTiming, P2PResult, PeerInfo
+    from l0mem.bench.timing import Measurement
     from l0mem.cli.p2p import render
 
     n = 1 << 20
-    fast = (7000, 8000, 9500)  # 149.80, 131.07 and 110.38 GB/s
+    fast = Measurement((7000, 8000, 9500), n, "device")  # 149.80, 131.07 and 110.38 GB/s
     copies = [
-        CopyTiming("same_device", 0, 0, n, fast, "device"),
-        CopyTiming("direct", 0, 1, n, fast, "device"),
-        CopyTiming("staged", 0, 1, n, (70000, 80000, 95000), "host"),
+        CopyTiming("same_device", 0, 0, n, fast),
+        CopyTiming("direct", 0, 1, n, fast),
+        CopyTiming("staged", 0, 1, n, Measurement((70000, 80000, 95000), n, "host")),
         CopyTiming("direct", 1, 0, n, skipped="no peer access"),
     ]
     result = P2PResult(
@@ -196,4 +201,7 @@ def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
     text = out.getvalue()
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
     for c in copies[:3]:
-        assert f"{c.gbps:.2f}" in text and f"({c.gbps_min:.2f}-{c.gbps_max:.2f})" in text
+        m = c.measured
+        assert m is not None
+        assert f"{m.gbps:.2f}" in text and f"({m.gbps_min:.2f}-{m.gbps_max:.2f})" in text
+    assert "n/a" in text

@@ -16,6 +16,7 @@ from l0mem.backends.levelzero import LevelZeroBackend
 from l0mem.bench.copies import measure_copies, peer_matrix, run_p2p
 from l0mem.units import parse_size, parse_sizes
 from tests.support import core_fixtures
+from tests.support.fake_events import FakeClock, FakeEvent
 
 sim = core_fixtures.sim
 clean = core_fixtures.clean
@@ -94,13 +95,16 @@ def test_measure_copies_covers_every_pair_and_kind(backend, clean):
                     assert ("direct", s, d, n) in keys and ("staged", s, d, n) in keys
     for t in timings:
         if t.kind == "direct" and {t.src, t.dst} != {0, 1}:
-            assert t.skipped == "no peer access" and t.samples_ns == () and t.gbps is None
+            assert t.skipped == "no peer access" and t.measured is None
+            row = t.to_dict()
+            assert row["samples_ns"] == [] and row["gbps"] is None and row["median_ns"] is None
             continue
-        assert t.skipped is None and len(t.samples_ns) == 3
-        assert t.timing == ("host" if t.kind == "staged" else "device")
-        assert t.gbps_min is not None and t.gbps_max is not None and t.gbps is not None
-        assert t.gbps_min <= t.gbps <= t.gbps_max
-        assert t.spread is not None and t.spread >= 0
+        m = t.measured
+        assert t.skipped is None and m is not None and len(m.samples_ns) == 3
+        assert m.bytes_moved == t.nbytes
+        assert m.timing == ("host" if t.kind == "staged" else "device")
+        assert m.gbps_min <= m.gbps <= m.gbps_max
+        assert m.spread >= 0
     # 4 direct-copy rounds (1 warm-up + 3) per size and direction between 0 and 1 only.
     assert clean.bytes_moved(0, 1) == clean.bytes_moved(1, 0) == 4 * sum(sizes)
     assert clean.bytes_moved(0, 2) == clean.bytes_moved(2, 1) == 0
@@ -109,7 +113,8 @@ def test_measure_copies_covers_every_pair_and_kind(backend, clean):
 def test_host_timing_is_used_when_asked(backend):
     timings = measure_copies(backend, [0], sizes=[1024], reps=2, warmup=0, timing="host")
     assert [t.kind for t in timings] == ["same_device"]
-    assert timings[0].timing == "host" and all(ns > 0 for ns in timings[0].samples_ns)
+    m = timings[0].measured
+    assert m is not None and m.timing == "host" and all(ns > 0 for ns in m.samples_ns)
 
 
 def test_run_p2p_labels_the_simulator(backend):
@@ -135,18 +140,18 @@ def test_bad_arguments(backend):
 
 def test_staged_copy_time_includes_the_host_wait(monkeypatch):
     # Device time of each leg is 7 ns; every host wait advances the clock by 1000 ns.
-    clock = FakeClock()
-    monkeypatch.setattr("l0mem.bench.copies.time.perf_counter_ns", clock.now)
+    clock = FakeClock().install(monkeypatch)
     backend = FakeCopyBackend(clock, leg_ns=7, wait_ns=1000)
     timings = measure_copies(backend, sizes=[64], reps=2, warmup=0)
     by_kind = {(t.kind, t.src, t.dst): t for t in timings}
-    staged = by_kind[("staged", 0, 1)]
-    assert staged.timing == "host"
+    staged = by_kind[("staged", 0, 1)].measured
+    assert staged is not None and staged.timing == "host"
     # The upload waits for the download on the host, then the upload is waited for.
     assert staged.samples_ns == (2000, 2000)
-    direct = by_kind[("direct", 0, 1)]
-    assert direct.timing == "device" and direct.samples_ns == (7, 7)
-    assert by_kind[("same_device", 1, 1)].samples_ns == (7, 7)
+    direct = by_kind[("direct", 0, 1)].measured
+    assert direct is not None and direct.timing == "device" and direct.samples_ns == (7, 7)
+    same = by_kind[("same_device", 1, 1)].measured
+    assert same is not None and same.samples_ns == (7, 7)
 
 
 def test_teardown_error_does_not_replace_the_failure(monkeypatch):
@@ -156,30 +161,6 @@ def test_teardown_error_does_not_replace_the_failure(monkeypatch):
         measure_copies(backend, sizes=[64], reps=1, warmup=0)
     # Teardown still ran every step although each of them failed.
     assert backend.close_calls == 4 and backend.failed_syncs == 1
-
-
-class FakeClock:
-    """A host clock that moves only when a fake event is waited for."""
-
-    def __init__(self) -> None:
-        self.ns = 0
-
-    def now(self) -> int:
-        return self.ns
-
-
-class FakeEvent:
-    def __init__(self, clock: FakeClock, leg_ns: int, wait_ns: int) -> None:
-        self.clock, self.leg_ns, self.wait_ns, self.done = clock, leg_ns, wait_ns, False
-
-    def wait(self) -> None:
-        if not self.done:
-            self.clock.ns += self.wait_ns
-            self.done = True
-
-    def elapsed_ns(self) -> int:
-        self.wait()
-        return self.leg_ns
 
 
 class FakeBuffer:

@@ -76,7 +76,9 @@ _L0MEM_PATHS = _SETUP + textwrap.dedent(
         "routes": [list(backend.copy_route(0, 1)), list(backend.copy_route(1, 0))],
     }
     timings = measure_copies(backend, sizes=[4096], reps=2, warmup=1)
-    report["copies"] = {f"{t.kind} {t.src}>{t.dst}": t.skipped or t.timing for t in timings}
+    report["copies"] = {
+        f"{t.kind} {t.src}>{t.dst}": t.skipped or t.measured.timing for t in timings
+    }
     results = []
     with AllReduce(backend, [0, 1], threshold=512) as ar:
         report["ar_routes"] = sorted(set(ar.routes.values()))

@@ -1,27 +1,28 @@
 """The all-reduce benchmark: both paths per size, timed, with the error checked against FP64.
 
-For every size of the sweep (in FP32 elements) :func:`measure` runs both
+For every size of the sweep (bytes per device buffer, as every l0mem
+``--sizes`` means: a whole number of FP32 elements) :func:`measure` runs both
 paths of :class:`l0mem.allreduce.AllReduce` (``f32`` and ``bf16``, whatever
 the threshold would pick; the row the threshold picks is marked) on random
 inputs and returns the JSON-ready report (schema ``l0mem.allreduce/1``,
 docs/allreduce-json.md): time from the first enqueue until every device has
 finished (inputs re-uploaded, untimed, before each repetition), bytes
 crossed, bus bandwidth in the NCCL convention ``4 nelem / time * 2 (N-1) / N``,
-the wire rate, and the largest error as a fraction of the path's bound.
+the wire rate, and the largest error as a fraction of the path's bound. The
+time and the rates are :class:`l0mem.bench.timing.Measurement`'s.
 """
 
 from __future__ import annotations
 
 import functools
-import statistics
-import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from l0mem import __version__
 from l0mem.allreduce import AllReduce, error_bound, scratch_bytes
-from l0mem.backends import Backend, NoDeviceError, cleanup
+from l0mem.backends import Backend, Event, NoDeviceError, cleanup
 from l0mem.bench.fit import check_fits
+from l0mem.bench.timing import time_op
 
 SCHEMA = "l0mem.allreduce/1"
 
@@ -52,18 +53,30 @@ def host_bytes(n_devices: int, nelem: int) -> int:
     return (24 * n_devices + 48) * nelem
 
 
-def check_sizes(backend: Backend, devices: Sequence[int], sizes: Sequence[int]) -> None:
-    """Raise NoDeviceError (a device too small) or HostTooSmall before inputs are generated."""
+def fp32_elements(nbytes: int) -> int:
+    """Return the FP32 elements of a buffer of ``nbytes``; ValueError unless a positive multiple of 4."""
+    if nbytes < 4 or nbytes % 4:
+        raise ValueError(
+            f"{nbytes:,} bytes is not a whole number of FP32 elements (a positive multiple of 4)"
+        )
+    return nbytes // 4
 
-    nelem = max(sizes)
+
+def check_sizes(backend: Backend, devices: Sequence[int], sizes: Sequence[int]) -> None:
+    """Raise NoDeviceError (a device too small) or HostTooSmall before inputs are generated.
+
+    ``sizes`` are bytes per device buffer, as :func:`measure` takes them.
+    """
+    nbytes = max(sizes)
+    nelem = fp32_elements(nbytes)
     scratch = scratch_bytes(len(devices), nelem)
     check_fits(
         backend,
         devices,
-        per_device=4 * nelem + scratch,
-        largest=max(4 * nelem, scratch),
+        per_device=nbytes + scratch,
+        largest=max(nbytes, scratch),
         host=host_bytes(len(devices), nelem),
-        what=f"--sizes {nelem:,} elements",
+        what=f"--sizes {nbytes:,} bytes",
     )
 
 
@@ -78,7 +91,12 @@ def measure(
     seed: int = 0,
     transport: Literal["auto", "staged"] = "auto",
 ) -> dict[str, Any]:
-    """Run both paths for every size over ``devices``; return the JSON-ready report (no printing)."""
+    """Run both paths for every size over ``devices``; return the JSON-ready report (no printing).
+
+    ``sizes`` are bytes per device buffer, each a whole number of FP32
+    elements (ValueError otherwise, before anything is run).
+    """
+    counts = [fp32_elements(n) for n in sizes]
     try:
         import numpy as np
     except ImportError:
@@ -87,7 +105,7 @@ def measure(
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
     with AllReduce(backend, devices, threshold=threshold, transport=transport) as ar:
-        for nelem in sizes:
+        for nelem in counts:
             xs = [rng.standard_normal(nelem).astype(np.float32) for _ in devices]
             bufs: list[Any] = []
             ok = False
@@ -143,17 +161,15 @@ def _one(
         backend.download(b, out).wait()
         outs.append(out)
     check = _check(np, xs, outs, path)
-    samples: list[int] = []
-    for i in range(warmup + reps):
-        load()
-        start = time.perf_counter_ns()
+
+    def call() -> Sequence[Event]:
         ar(bufs, nelem, path=path)
-        for d in devices:
-            backend.synchronize(d)
-        if i >= warmup:
-            samples.append(time.perf_counter_ns() - start)
+        return (_AllFinished(backend, devices),)
+
+    # Host clock from the first enqueue until every device has finished; the
+    # inputs are re-uploaded, untimed, before each call (the sum overwrote them).
+    m = time_op(call, stats.total_bytes, reps=reps, warmup=warmup, timing="host", prepare=load)
     n = len(devices)
-    med = float(statistics.median(samples))
     payload = 4 * nelem
     return {
         "nelem": nelem,
@@ -161,17 +177,39 @@ def _one(
         "path": path,
         "auto": ar.path_for(nelem) == path,
         "algorithm": stats.algorithm,
-        "time_ns": {"samples": samples, "median": med, "min": min(samples), "max": max(samples)},
+        "time_ns": {
+            "samples": list(m.samples_ns),
+            "median": m.median_ns,
+            "min": m.min_ns,
+            "max": m.max_ns,
+            "spread": m.spread,
+        },
         "bytes_crossed": stats.to_dict()["bytes_crossed"],
         "total_bytes_crossed": stats.total_bytes,
         "copies": stats.copies,
         "local_copies": stats.local_copies,
         "staged_copies": stats.staged_copies,
         "kernel_launches": stats.kernel_launches,
-        "busbw_gbps": payload / max(med, 1.0) * 2 * (n - 1) / n,
-        "wire_gbps": stats.total_bytes / max(med, 1.0),
+        "busbw_gbps": m.rate(payload) * 2 * (n - 1) / n,
+        "wire_gbps": m.gbps,
         **check,
     }
 
 
-__all__ = ["SCHEMA", "check_sizes", "host_bytes", "measure"]
+class _AllFinished:
+    """The end of one all-reduce call: every device of it has finished (no device time)."""
+
+    def __init__(self, backend: Backend, devices: Sequence[int]) -> None:
+        self.backend, self.devices = backend, devices
+
+    def wait(self) -> None:
+        """Block until every device has finished all it was given."""
+        for d in self.devices:
+            self.backend.synchronize(d)
+
+    def elapsed_ns(self) -> None:
+        """Return None: the call spans devices, so only the host clock times it."""
+        return None
+
+
+__all__ = ["SCHEMA", "check_sizes", "fp32_elements", "host_bytes", "measure"]

@@ -17,7 +17,7 @@ the completion of its last leg, so the host's wait between the download and
 the upload counts (the sum of the two legs' device times would leave it out
 and overstate the bandwidth). Every measurement has warm-up rounds and
 repetitions and keeps all samples, so the spread is reported along with the
-median.
+median; the timing and the summary are :mod:`l0mem.bench.timing`'s.
 
 SYCL CPU sub-devices (what ``l0mem ... --sub-devices N`` makes on a machine
 without a GPU), measured with the pinned 2025.3 OpenCL CPU runtime:
@@ -48,19 +48,18 @@ runs that set-up, and the raw hanging copy, in subprocesses with a timeout.
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from l0mem import __version__
 from l0mem.backends import Backend, DeviceBuffer, Event, cleanup, staged_copy
+from l0mem.bench.fit import check_fits
+from l0mem.bench.timing import Measurement, TimingRequest, time_op, unmeasured_dict
 
 SCHEMA = "l0mem.p2p/1"
 DEFAULT_SIZES = (1 << 20, 16 << 20, 64 << 20)
 CopyKind = Literal["same_device", "direct", "staged"]
-Timing = Literal["device", "host"]
 
 # ------------------------------------------------------------------ peer matrix
 
@@ -128,100 +127,40 @@ def peer_matrix(backend: Backend, devices: Sequence[int] | None = None) -> list[
 
 @dataclass(frozen=True)
 class CopyTiming:
-    """Repeated timings of one copy kind between two devices at one size (or why it was skipped)."""
+    """One copy kind between two devices at one size: its measurement, or why it was skipped."""
 
     kind: CopyKind
     src: int
     dst: int
     nbytes: int
-    samples_ns: tuple[int, ...] = ()
-    timing: Timing = "device"
+    measured: Measurement | None = None
     skipped: str | None = None
 
-    @property
-    def median_ns(self) -> float | None:
-        """Return the median duration in ns (None when skipped)."""
-        return float(statistics.median(self.samples_ns)) if self.samples_ns else None
-
-    def _gbps(self, ns: float | None) -> float | None:
-        return None if ns is None else self.nbytes / max(ns, 1.0)
-
-    @property
-    def gbps(self) -> float | None:
-        """Return the bandwidth at the median duration in GB/s (1e9 bytes/s), None when skipped."""
-        return self._gbps(self.median_ns)
-
-    @property
-    def gbps_min(self) -> float | None:
-        """Return the bandwidth of the slowest sample in GB/s."""
-        return self._gbps(float(max(self.samples_ns))) if self.samples_ns else None
-
-    @property
-    def gbps_max(self) -> float | None:
-        """Return the bandwidth of the fastest sample in GB/s."""
-        return self._gbps(float(min(self.samples_ns))) if self.samples_ns else None
-
-    @property
-    def spread(self) -> float | None:
-        """Return (max - min) / median of the durations (0 = steady), None when skipped."""
-        med = self.median_ns
-        if med is None:
-            return None
-        return (max(self.samples_ns) - min(self.samples_ns)) / max(med, 1.0)
-
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict of the samples and their summary."""
+        """Return a JSON-ready dict of the copy and its measurement (all null when skipped)."""
+        summary = unmeasured_dict() if self.measured is None else self.measured.to_dict()
         return {
             "kind": self.kind,
             "src": self.src,
             "dst": self.dst,
             "nbytes": self.nbytes,
-            "timing": self.timing,
             "skipped": self.skipped,
-            "samples_ns": list(self.samples_ns),
-            "median_ns": self.median_ns,
-            "min_ns": min(self.samples_ns) if self.samples_ns else None,
-            "max_ns": max(self.samples_ns) if self.samples_ns else None,
-            "gbps": self.gbps,
-            "gbps_min": self.gbps_min,
-            "gbps_max": self.gbps_max,
-            "spread": self.spread,
+            **summary,
         }
 
 
-Op = Callable[[], Sequence[Event]]
-
-
-def _sample(op: Op, timing: Timing) -> int | None:
-    if timing == "host":
-        start = time.perf_counter_ns()
-        events = op()
-        for ev in events:
-            ev.wait()
-        return time.perf_counter_ns() - start
-    events = op()
-    total = 0
-    for ev in events:
-        ev.wait()
-        ns = ev.elapsed_ns()
-        if ns is None:
-            return None
-        total += ns
-    return total
-
-
-def _measure(op: Op, reps: int, warmup: int, timing: Timing) -> tuple[tuple[int, ...], Timing]:
-    for _ in range(warmup):
-        for ev in op():
-            ev.wait()
-    samples: list[int] = []
-    for _ in range(reps):
-        ns = _sample(op, timing)
-        if ns is None:
-            # This operation's events carry no timestamps: time all of it on the host.
-            return _measure(op, reps, 0, "host")
-        samples.append(ns)
-    return tuple(samples), timing
+def check_sizes(backend: Backend, sizes: Sequence[int]) -> None:
+    """Raise NoDeviceError (a device too small) or HostTooSmall before any buffer is made."""
+    biggest = max(sizes)
+    # A source and a destination buffer per device; the staged copy's host buffer.
+    check_fits(
+        backend,
+        range(backend.device_count()),
+        per_device=2 * biggest,
+        largest=biggest,
+        host=2 * biggest,
+        what=f"--sizes {biggest:,} bytes",
+    )
 
 
 def measure_copies(
@@ -231,7 +170,7 @@ def measure_copies(
     sizes: Sequence[int] = DEFAULT_SIZES,
     reps: int = 10,
     warmup: int = 2,
-    timing: Literal["auto", "device", "host"] = "auto",
+    timing: TimingRequest = "auto",
     kinds: Sequence[CopyKind] = ("same_device", "direct", "staged"),
 ) -> list[CopyTiming]:
     """Time same-device, direct and host-staged copies for every ordered pair and size; return them."""
@@ -257,14 +196,13 @@ def measure_copies(
             backend.fill(srcs[i], b"\x5a")
             backend.fill(dsts[i], b"\x00")
         backend.synchronize()
-        mode: Timing = "device" if timing == "auto" else timing
         for n in sizes:
             for s in idx:
                 for d in idx:
                     src, dst = srcs[s].view(0, n), dsts[d].view(0, n)
                     for kind in kinds:
                         results.append(
-                            _measure_one(backend, kind, s, d, src, dst, n, reps, warmup, mode)
+                            _measure_one(backend, kind, s, d, src, dst, n, reps, warmup, timing)
                         )
         ok = True
     finally:
@@ -283,28 +221,29 @@ def _measure_one(
     n: int,
     reps: int,
     warmup: int,
-    mode: Timing,
+    timing: TimingRequest,
 ) -> CopyTiming | None:
     if (kind == "same_device") != (s == d):
         return None
-    if kind == "staged":
-
-        def staged() -> Sequence[Event]:
-            return staged_copy(backend, dst, src, n)
-
-        # Device time of the two legs would leave out the host wait between them.
-        samples, used = _measure(staged, reps, warmup, "host")
-        return CopyTiming(kind, s, d, n, samples, used)
     if kind == "direct":
         route, why = backend.copy_route(s, d)
         if route != "direct":
             return CopyTiming(kind, s, d, n, skipped=why)
 
-    def one_copy() -> Sequence[Event]:
-        return (backend.copy(dst, src, n),)
+    if kind == "staged":
 
-    samples, used = _measure(one_copy, reps, warmup, mode)
-    return CopyTiming(kind, s, d, n, samples, used)
+        def op() -> Sequence[Event]:
+            return staged_copy(backend, dst, src, n)
+
+        # Device time of the two legs would leave out the host wait between them.
+        timing = "host"
+    else:
+
+        def op() -> Sequence[Event]:
+            return (backend.copy(dst, src, n),)
+
+    measured = time_op(op, n, reps=reps, warmup=warmup, timing=timing)
+    return CopyTiming(kind, s, d, n, measured)
 
 
 # -------------------------------------------------------------------- the run
@@ -354,7 +293,7 @@ def run_p2p(
     sizes: Sequence[int] = DEFAULT_SIZES,
     reps: int = 10,
     warmup: int = 2,
-    timing: Literal["auto", "device", "host"] = "auto",
+    timing: TimingRequest = "auto",
     simulated: bool | None = None,
 ) -> P2PResult:
     """Read the peer matrix and measure all copies over every device of ``backend``; return the run."""
@@ -371,7 +310,7 @@ def run_p2p(
         notes.append(
             "host-staged copies are timed with the host clock, first enqueue to last completion"
         )
-    if any(c.timing == "host" for c in copies if c.kind != "staged"):
+    if any(c.measured.timing == "host" for c in copies if c.measured and c.kind != "staged"):
         notes.append("host timing: some operations carry no device timestamps")
     return P2PResult(
         backend=backend.name,
@@ -392,6 +331,7 @@ __all__ = [
     "CopyTiming",
     "P2PResult",
     "PeerInfo",
+    "check_sizes",
     "measure_copies",
     "peer_matrix",
     "run_p2p",

@@ -1,12 +1,14 @@
 """``l0mem allreduce``: time and check the FP32 / BF16-compressed all-reduce over N devices.
 
-For every size of the sweep (in FP32 elements) the command runs both paths
-of :class:`l0mem.allreduce.AllReduce` (``f32`` and ``bf16``, whatever the
-threshold would pick; the row the threshold picks is marked) on random
-inputs and reports:
+For every size of the sweep (bytes per device buffer, as ``--sizes`` means
+in every l0mem command; each a whole number of FP32 elements, so a multiple
+of 4) the command runs both paths of :class:`l0mem.allreduce.AllReduce`
+(``f32`` and ``bf16``, whatever the threshold would pick; ``--threshold``
+counts elements; the row the threshold picks is marked) on random inputs
+and reports:
 
 - time: host clock from the first enqueue until every device has finished,
-  median and slowest-fastest over the repetitions (inputs are re-uploaded,
+  median and spread over the repetitions (inputs are re-uploaded,
   untimed, before each one);
 - bytes that crossed between devices, as counted by the library per copy;
 - bus bandwidth in the NCCL convention, ``4 nelem / time * 2 (N-1) / N``
@@ -22,11 +24,12 @@ Before any input is made, the largest size is checked against every device's
 memory and the host's available memory.
 
 Exit codes: 0 on success, 1 when a result is outside its error bound or the
-devices disagree, 2 on bad options (including sizes whose inputs and checks
-do not fit in host memory), 3 when the backend or fewer than two devices are
-available, a device is too small for the sizes, or a CPU has too few compute
-units for ``--sub-devices`` (or NumPy/dpctl is missing), 4 when the JSON file
-cannot be written, 6 when the driver or runtime fails, 130 on Ctrl-C.
+devices disagree, 2 on bad options (including a size that is not a multiple
+of 4 bytes, and sizes whose inputs and checks do not fit in host memory), 3
+when the backend or fewer than two devices are available, a device is too
+small for the sizes, or a CPU has too few compute units for
+``--sub-devices`` (or NumPy/dpctl is missing), 4 when the JSON file cannot be
+written, 6 when the driver or runtime fails, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -105,12 +108,11 @@ def render(report: dict[str, Any], console: Console) -> None:
     for r in report["results"]:
         t = r["time_ns"]
         good = r["within_bound"]
-        spread = (t["max"] - t["min"]) / max(t["median"], 1.0)
         table.add_row(
             f"{r['nelem']:,}",
             f"{r['path']}{' *' if r['auto'] else ''}",
             _ms(t["median"]),
-            f"{spread:.0%}",
+            f"{t['spread']:.0%}",
             _bytes(r["total_bytes_crossed"]),
             _num(r["busbw_gbps"], ".2f"),
             _num(r["max_abs_error"], ".2g"),
@@ -142,16 +144,17 @@ def render(report: dict[str, Any], console: Console) -> None:
 @sub_devices_option
 @click.option(
     "--sizes",
-    default="4K,32K,1M,16M",
+    default="16K,128K,4M,64M",
     show_default=True,
-    help="FP32 element counts, comma-separated, with optional K/M/G (binary) suffix.",
+    help="Bytes per device buffer (multiples of 4: FP32), comma-separated, "
+    "with optional K/M/G (binary) suffix.",
 )
 @click.option(
     "--threshold",
     type=click.IntRange(min=0),
     default=32768,
     show_default=True,
-    help="Element count from which the BF16-compressed path is used.",
+    help="FP32 element count (not bytes) from which the BF16-compressed path is used.",
 )
 @click.option(
     "--transport",
@@ -179,9 +182,14 @@ def allreduce(
 ) -> None:
     """Time the FP32 and BF16-compressed all-reduce and check its sums against FP64."""
     from l0mem.backends import NoDeviceError
-    from l0mem.bench.allreduce import check_sizes, measure
+    from l0mem.bench.allreduce import check_sizes, fp32_elements, measure
 
     size_list = sizes_option(sizes, "--sizes")
+    for nbytes in size_list:
+        try:
+            fp32_elements(nbytes)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="--sizes") from None
     with measuring("allreduce"), open_backend(backend, device_specs, sub_devices) as b:
         available = b.device_count()
         want = available if count is None else count

@@ -31,9 +31,9 @@ from l0mem.cli._common import (
     open_backend,
     save_json,
 )
+from l0mem.units import MIB
 
 GOAL_RATIO = 0.9
-MIB = 1 << 20
 
 
 def render(result: Any, console: Console) -> None:
@@ -47,22 +47,21 @@ def render(result: Any, console: Console) -> None:
     for col in ("MiB\nmoved", "median\nGB/s", "range\nGB/s", "spread", "x copy"):
         table.add_column(col, justify="right", no_wrap=True)
 
-    def row(m: Any, ratio: str) -> None:
-        slow, fast = m.gbps_range
+    def row(name: str, m: Any, ratio: str) -> None:
         table.add_row(
-            m.name,
+            name,
             f"{m.bytes_moved / MIB:,.1f}",
             f"{m.gbps:.2f}",
-            f"{slow:.1f}-{fast:.1f}",
+            f"{m.gbps_min:.1f}-{m.gbps_max:.1f}",
             f"{m.spread:.0%}",
             ratio,
         )
 
-    row(result.copy, "1.00")
-    for m in result.kernels:
-        r = result.ratio(m.name)
+    row("copy", result.copy, "1.00")
+    for name, m in result.kernels.items():
+        r = result.ratio(name)
         style = "green" if r >= GOAL_RATIO else "red"
-        row(m, f"[{style}]{r:.2f}[/{style}]")
+        row(name, m, f"[{style}]{r:.2f}[/{style}]")
     console.print(table)
     console.print(
         f"{result.repetitions} repetitions after {result.warmup} warm-up rounds, "

@@ -48,17 +48,14 @@ from l0mem.cli._common import (
 from l0mem.units import format_size
 
 
-def _gbps(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 def _cell(c: Any) -> str:
     if c is None:
         return ""
-    if c.skipped:
+    m = c.measured
+    if m is None:
         return "n/a"
     # The range goes on its own line: a cell never has to be cut to fit.
-    return f"{_gbps(c.gbps)}\n({_gbps(c.gbps_min)}-{_gbps(c.gbps_max)})"
+    return f"{m.gbps:.2f}\n({m.gbps_min:.2f}-{m.gbps_max:.2f})"
 
 
 def _table(title: str, columns: Sequence[str], justify: str = "left") -> Table:
@@ -101,7 +98,7 @@ def render(result: Any, console: Console) -> None:
         rows.setdefault((c.nbytes, c.src, c.dst), {})[c.kind] = c
     for (nbytes, src, dst), kinds in rows.items():
         clocks = sorted(
-            {c.timing for k, c in kinds.items() if not c.skipped and k != "staged"}
+            {c.measured.timing for k, c in kinds.items() if c.measured and k != "staged"}
         )
         table.add_row(
             format_size(nbytes),
@@ -133,7 +130,8 @@ def render(result: Any, console: Console) -> None:
     "--sizes",
     default="1M,16M,64M",
     show_default=True,
-    help="Copy sizes in bytes, comma-separated, with optional K/M/G (binary) suffix.",
+    help="Bytes per device buffer (each copy's size), comma-separated, "
+    "with optional K/M/G (binary) suffix.",
 )
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True)
@@ -148,21 +146,11 @@ def p2p(
     json_path: Path | None,
 ) -> None:
     """Show peer access between devices and measure direct, host-staged and same-device copies."""
-    from l0mem.bench.copies import run_p2p
-    from l0mem.bench.fit import check_fits
+    from l0mem.bench.copies import check_sizes, run_p2p
 
     size_list = sizes_option(sizes, "--sizes")
     with measuring("p2p"), open_backend(backend, device_specs, sub_devices) as b:
-        biggest = max(size_list)
-        # A source and a destination buffer per device; the staged copy's host buffer.
-        check_fits(
-            b,
-            range(b.device_count()),
-            per_device=2 * biggest,
-            largest=biggest,
-            host=2 * biggest,
-            what=f"--sizes {biggest:,} bytes",
-        )
+        check_sizes(b, size_list)
         result = run_p2p(b, sizes=size_list, reps=reps, warmup=warmup)
     render(result, Console())
     if json_path is not None:

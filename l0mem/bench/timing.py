@@ -1,0 +1,225 @@
+"""The one measurement type and the one timing routine of every l0mem benchmark.
+
+:class:`Measurement` holds the repeated durations of one operation and the
+bytes it moves each time, and derives everything the benchmarks report: the
+median, the fastest and slowest sample, the bandwidth at the median and at
+both extremes (GB/s, 1e9 bytes/s), and the spread ``(max - min) / median``.
+
+:func:`time_ops` times operations that return the events of what they
+enqueued. After ``warmup`` untimed rounds it takes ``reps`` timed rounds;
+several operations are timed round-robin, so a slow phase of a shared
+machine hits them alike. Clock: the devices' event timestamps (the sum of
+``Event.elapsed_ns()`` over the operation's events) when every event carries
+one; otherwise the host clock from the first enqueue until every event has
+completed, for all the operations of the call, so numbers timed together
+stay comparable. A caller that needs the host clock whatever the events
+carry (a host-staged copy: the legs' device times leave out the host's wait
+between them) asks for ``timing="host"``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from l0mem.backends import Event
+
+Timing = Literal["device", "host"]
+TimingRequest = Literal["auto", "device", "host"]
+EventsOp = Callable[[], Sequence[Event]]
+_K = TypeVar("_K", bound=Hashable)
+
+# The keys of Measurement.to_dict(), in order.
+SUMMARY_KEYS = (
+    "timing",
+    "samples_ns",
+    "median_ns",
+    "min_ns",
+    "max_ns",
+    "gbps",
+    "gbps_min",
+    "gbps_max",
+    "spread",
+)
+
+
+def _over_ns(value: float, ns: float) -> float:
+    # Bytes per ns is GB/s. A coarse clock can read 0 ns: it counts as 1 ns.
+    return value / max(ns, 1.0)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Repeated durations of one operation that moves ``bytes_moved`` bytes each time."""
+
+    samples_ns: tuple[int, ...]
+    bytes_moved: int
+    timing: Timing
+
+    def __post_init__(self) -> None:
+        if not self.samples_ns:
+            raise ValueError("a measurement needs at least one sample (no samples)")
+
+    @property
+    def median_ns(self) -> float:
+        """Return the median duration in ns."""
+        return float(statistics.median(self.samples_ns))
+
+    @property
+    def min_ns(self) -> int:
+        """Return the fastest sample in ns."""
+        return min(self.samples_ns)
+
+    @property
+    def max_ns(self) -> int:
+        """Return the slowest sample in ns."""
+        return max(self.samples_ns)
+
+    def rate(self, nbytes: float) -> float:
+        """Return ``nbytes`` over the median duration, in GB/s (for rates of other byte counts)."""
+        return _over_ns(nbytes, self.median_ns)
+
+    @property
+    def gbps(self) -> float:
+        """Return the bandwidth at the median duration in GB/s."""
+        return self.rate(self.bytes_moved)
+
+    @property
+    def gbps_min(self) -> float:
+        """Return the bandwidth of the slowest sample in GB/s."""
+        return _over_ns(self.bytes_moved, self.max_ns)
+
+    @property
+    def gbps_max(self) -> float:
+        """Return the bandwidth of the fastest sample in GB/s."""
+        return _over_ns(self.bytes_moved, self.min_ns)
+
+    @property
+    def spread(self) -> float:
+        """Return (max - min) / median of the durations: 0 means perfectly steady."""
+        return _over_ns(self.max_ns - self.min_ns, self.median_ns)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON fragment of the samples and their summary (keys: ``SUMMARY_KEYS``)."""
+        return {
+            "timing": self.timing,
+            "samples_ns": list(self.samples_ns),
+            "median_ns": self.median_ns,
+            "min_ns": self.min_ns,
+            "max_ns": self.max_ns,
+            "gbps": self.gbps,
+            "gbps_min": self.gbps_min,
+            "gbps_max": self.gbps_max,
+            "spread": self.spread,
+        }
+
+
+def unmeasured_dict(timing: Timing = "device") -> dict[str, Any]:
+    """Return the fragment of :meth:`Measurement.to_dict` for an operation that was not run."""
+    return {**dict.fromkeys(SUMMARY_KEYS), "timing": timing, "samples_ns": []}
+
+
+def _wait(events: Sequence[Event]) -> None:
+    for ev in events:
+        ev.wait()
+
+
+class _NoTimestamp(Exception):
+    """An event of the operation carries no device timestamp."""
+
+
+def _sample(op: EventsOp, timing: Timing) -> int:
+    """Return one duration of ``op`` in ns; raise _NoTimestamp when device time is missing."""
+    if timing == "host":
+        start = time.perf_counter_ns()
+        _wait(op())
+        return time.perf_counter_ns() - start
+    events = op()
+    _wait(events)
+    total = 0
+    for ev in events:
+        ns = ev.elapsed_ns()
+        if ns is None:
+            raise _NoTimestamp
+        total += ns
+    return total
+
+
+def _rounds(
+    ops: Mapping[_K, EventsOp],
+    reps: int,
+    timing: Timing,
+    prepare: Callable[[], None] | None,
+) -> dict[_K, list[int]]:
+    samples: dict[_K, list[int]] = {key: [] for key in ops}
+    for _ in range(reps):
+        for key, op in ops.items():
+            if prepare is not None:
+                prepare()
+            samples[key].append(_sample(op, timing))
+    return samples
+
+
+def time_ops(
+    ops: Mapping[_K, tuple[EventsOp, int]],
+    *,
+    reps: int,
+    warmup: int,
+    timing: TimingRequest = "auto",
+    prepare: Callable[[], None] | None = None,
+) -> dict[_K, Measurement]:
+    """Time each ``(op, bytes moved)`` of ``ops`` round-robin; return a Measurement per key.
+
+    ``prepare`` runs, untimed, before every round of every operation (warm-up
+    rounds too). ``timing``: "auto" uses device timestamps when every event
+    carries one and the host clock otherwise, "device" raises RuntimeError
+    when an event carries none, "host" always uses the host clock.
+    """
+    if reps < 1 or warmup < 0:
+        raise ValueError(f"reps must be >= 1 and warmup >= 0, got {reps} and {warmup}")
+    run = {key: op for key, (op, _) in ops.items()}
+    for _ in range(warmup):
+        for op in run.values():
+            if prepare is not None:
+                prepare()
+            _wait(op())
+    used: Timing = "host" if timing == "host" else "device"
+    try:
+        samples = _rounds(run, reps, used, prepare)
+    except _NoTimestamp:
+        if timing == "device":
+            raise RuntimeError("device timing asked for, but an event carries no timestamp") from None
+        # Warm-up is done; the device-timed rounds so far are discarded.
+        used = "host"
+        samples = _rounds(run, reps, used, prepare)
+    return {key: Measurement(tuple(samples[key]), nbytes, used) for key, (_, nbytes) in ops.items()}
+
+
+def time_op(
+    op: EventsOp,
+    bytes_moved: int,
+    *,
+    reps: int,
+    warmup: int,
+    timing: TimingRequest = "auto",
+    prepare: Callable[[], None] | None = None,
+) -> Measurement:
+    """Time one operation as :func:`time_ops` does; return its Measurement."""
+    return time_ops(
+        {0: (op, bytes_moved)}, reps=reps, warmup=warmup, timing=timing, prepare=prepare
+    )[0]
+
+
+__all__ = [
+    "SUMMARY_KEYS",
+    "EventsOp",
+    "Measurement",
+    "Timing",
+    "TimingRequest",
+    "time_op",
+    "time_ops",
+    "unmeasured_dict",
+]
