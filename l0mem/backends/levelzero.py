@@ -307,11 +307,17 @@ class LevelZeroBackend:
                 if to_host
                 else f"{n} bytes of data do not fit the buffer of {b.nbytes} bytes"
             )
+        address = b.address  # a closed buffer refuses even an empty transfer
         ev = self._event(b.device)
         cl = self._lists[b.device]
-        copy = cl.copy_to_host if to_host else cl.copy_from_host
         waits = self._waits(b.device, wait_for)
-        copy(b.address, host, wait_for=waits, signal=ev.core)
+        if n == 0:
+            # Nothing to move, and an empty host buffer may have no address at all
+            # (zeCommandListAppendMemoryCopy refuses a null pointer): order only.
+            cl.barrier(wait_for=waits, signal=ev.core)
+            return ev.submitted(waits)
+        copy = cl.copy_to_host if to_host else cl.copy_from_host
+        copy(address, host, wait_for=waits, signal=ev.core)
         return ev.submitted(waits)
 
     def copy(
@@ -329,6 +335,13 @@ class LevelZeroBackend:
         if n > s.nbytes or n > d.nbytes:
             raise ValueError(f"copy of {n} bytes exceeds the buffers ({s.nbytes}, {d.nbytes})")
         q = s.device if queue_device is None else self._index(queue_device)
+        if n == 0:
+            if d.allocation.closed or s.allocation.closed:
+                raise ValueError("the buffer is closed")
+            ev = self._event(q)
+            waits = self._waits(q, wait_for)
+            self._lists[q].barrier(wait_for=waits, signal=ev.core)
+            return ev.submitted(waits)
         if self._ctx_of[d.device] is self._ctx_of[s.device] is self._ctx_of[q]:
             ev = self._event(q)
             waits = self._waits(q, wait_for)
