@@ -329,7 +329,11 @@ class LevelZeroBackend:
         queue_device: int | None = None,
         wait_for: Sequence[Event] = (),
     ) -> L0Event:
-        """Copy ``nbytes`` (default: all of ``src``) device to device; return its event."""
+        """Copy ``nbytes`` (default: all of ``src``) device to device; return its event.
+
+        The copy is direct when :meth:`copy_route` says so and the queue's device
+        shares the buffers' context; otherwise it is staged through host memory.
+        """
         d, s = self._buffer(dst, "copy destination"), self._buffer(src, "copy source")
         n = s.nbytes if nbytes is None else nbytes
         if n > s.nbytes or n > d.nbytes:
@@ -342,12 +346,16 @@ class LevelZeroBackend:
             waits = self._waits(q, wait_for)
             self._lists[q].barrier(wait_for=waits, signal=ev.core)
             return ev.submitted(waits)
-        if self._ctx_of[d.device] is self._ctx_of[s.device] is self._ctx_of[q]:
+        one_context = self._ctx_of[d.device] is self._ctx_of[s.device] is self._ctx_of[q]
+        if one_context and (
+            d.device == s.device or self.copy_route(s.device, d.device)[0] == "direct"
+        ):
             ev = self._event(q)
             waits = self._waits(q, wait_for)
             self._lists[q].copy(d.address, s.address, n, wait_for=waits, signal=ev.core)
             return ev.submitted(waits)
-        # Separate contexts cannot address each other's memory: stage through the host.
+        # Separate contexts cannot address each other's memory, nor a device without
+        # peer access its peer's: stage through the host (what copy_route reports).
         for w in wait_for:
             w.wait()
         staging = bytearray(n)
