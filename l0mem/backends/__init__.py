@@ -13,6 +13,7 @@ measurement, audit and CLI layers import from here, never the other way.
 
 from l0mem.backends.base import (
     Backend,
+    BackendClosedError,
     DeviceBuffer,
     DeviceMemory,
     Event,
@@ -38,6 +39,7 @@ from l0mem.backends.sycl import SyclBackend, SyclBuffer, SyclEvent
 
 __all__ = [
     "Backend",
+    "BackendClosedError",
     "DeviceBuffer",
     "DeviceMemory",
     "DeviceSelectionError",

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from l0mem.backends.base import (
+    BackendClosedError,
     DeviceBuffer,
     DeviceMemory,
     Event,
@@ -86,6 +87,8 @@ class L0Buffer:
 
     def view(self, offset: int, nbytes: int) -> L0Buffer:
         """Return a non-owning view of ``nbytes`` starting at ``offset``."""
+        if self._alloc.closed:
+            raise ValueError("the buffer is closed")
         if offset < 0 or nbytes < 0 or offset + nbytes > self._nbytes:
             raise ValueError(
                 f"view [{offset}, {offset + nbytes}) is outside the buffer of {self._nbytes} bytes"
@@ -228,9 +231,12 @@ class LevelZeroBackend:
             return "staged", "no peer access"
         return "direct", "peer access in one context"
 
-    def _index(self, device: int) -> int:
+    def _check_open(self) -> None:
         if self._closed:
-            raise ValueError("the Level Zero backend is closed")
+            raise BackendClosedError("the Level Zero backend is closed")
+
+    def _index(self, device: int) -> int:
+        self._check_open()
         if isinstance(device, bool) or not isinstance(device, int):
             raise TypeError(f"device index must be an int, got {type(device).__name__}")
         if not 0 <= device < len(self._devices):
@@ -261,6 +267,7 @@ class LevelZeroBackend:
             )
         if buf.backend is not self:
             raise ValueError(f"{what}: the buffer belongs to another Level Zero backend")
+        self._check_open()
         return buf
 
     def allocate(self, device: int, nbytes: int, *, export_dmabuf: bool = False) -> L0Buffer:
@@ -470,11 +477,15 @@ class LevelZeroBackend:
             recycler.sweep()
 
     def close(self) -> None:
-        """Release every list, module, event and allocation, then the contexts."""
+        """Finish outstanding work; release every list, module, event, allocation, then contexts."""
         if self._closed:
             return
         self._closed = True
-        self._release()
+        try:
+            for cl in self._lists:
+                cl.synchronize()
+        finally:
+            self._release()
 
     def _release(self) -> None:
         self._kernels.clear()

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from typing_extensions import Self
 
 from l0mem.backends.base import (
+    BackendClosedError,
     DeviceBuffer,
     DeviceMemory,
     Event,
@@ -327,7 +328,7 @@ class SyclBackend:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("the SYCL backend is closed")
+            raise BackendClosedError("the SYCL backend is closed")
 
     def device_count(self) -> int:
         """Return how many devices this backend drives."""
