@@ -277,6 +277,8 @@ class LevelZeroBackend:
         (:attr:`L0Buffer.allocation`) then hands out its dma-buf descriptor.
         """
         i = self._index(device)
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
+            raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
         alloc = self._ctx_of[i].allocate_device(
             self._devices[i], nbytes, export_dmabuf=export_dmabuf
         )
@@ -343,6 +345,8 @@ class LevelZeroBackend:
         """
         d, s = self._buffer(dst, "copy destination"), self._buffer(src, "copy source")
         n = s.nbytes if nbytes is None else nbytes
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"copy size must be an int >= 0, got {n!r}")
         if n > s.nbytes or n > d.nbytes:
             raise ValueError(f"copy of {n} bytes exceeds the buffers ({s.nbytes}, {d.nbytes})")
         q = s.device if queue_device is None else self._index(queue_device)
