@@ -14,6 +14,7 @@ CLI layers import from here, never the other way.
 
 from l0mem.backends.base import (
     Backend,
+    BackendClosedError,
     DeviceBuffer,
     DeviceMemory,
     Event,
@@ -39,6 +40,7 @@ from l0mem.backends.sycl import SyclBackend, SyclBuffer, SyclEvent
 
 __all__ = [
     "Backend",
+    "BackendClosedError",
     "DeviceBuffer",
     "DeviceMemory",
     "DeviceSelectionError",

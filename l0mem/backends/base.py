@@ -38,6 +38,14 @@ def is_simulator_name(name: str) -> bool:
     return bool(_SIMULATOR_NAME.match(name.strip()))
 
 
+class BackendClosedError(ValueError, RuntimeError):
+    """A backend was used after :meth:`Backend.close`.
+
+    A ValueError (as for a closed file), and also a RuntimeError for callers
+    that caught the SYCL backend's earlier error as one.
+    """
+
+
 @dataclass(frozen=True)
 class DeviceMemory:
     """What a backend knows about one device's memory (None where it cannot tell)."""
@@ -204,7 +212,13 @@ class Backend(Protocol):
         ...
 
     def close(self) -> None:
-        """Release every queue, context and allocation the backend still holds."""
+        """Finish outstanding work, then release every queue, context and allocation.
+
+        Idempotent. Afterwards :attr:`closed` is True, events of the backend
+        have completed (``wait`` returns), and every call that names a device
+        or a buffer raises a ValueError: :class:`BackendClosedError`, or the
+        error of the buffer that closed with the backend.
+        """
         ...
 
     def __enter__(self) -> Self:
@@ -266,6 +280,7 @@ def staged_copy(
 __all__: list[str] = [
     "MAX_FILL_PATTERN",
     "Backend",
+    "BackendClosedError",
     "DeviceBuffer",
     "DeviceMemory",
     "Event",

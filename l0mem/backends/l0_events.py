@@ -41,7 +41,9 @@ class L0Event:
         return self
 
     def wait(self) -> None:
-        """Block until the operation has finished."""
+        """Block until the operation has finished (at the latest, the backend's close finished it)."""
+        if self._event.closed:
+            return
         if self._event.wait():
             self._recycler.completed(self._event)
 

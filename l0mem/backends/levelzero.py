@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from l0mem.backends.base import (
+    BackendClosedError,
     DeviceBuffer,
     DeviceMemory,
     Event,
@@ -86,6 +87,8 @@ class L0Buffer:
 
     def view(self, offset: int, nbytes: int) -> L0Buffer:
         """Return a non-owning view of ``nbytes`` starting at ``offset``."""
+        if self._alloc.closed:
+            raise ValueError("the buffer is closed")
         if offset < 0 or nbytes < 0 or offset + nbytes > self._nbytes:
             raise ValueError(
                 f"view [{offset}, {offset + nbytes}) is outside the buffer of {self._nbytes} bytes"
@@ -228,9 +231,12 @@ class LevelZeroBackend:
             return "staged", "no peer access"
         return "direct", "peer access in one context"
 
-    def _index(self, device: int) -> int:
+    def _check_open(self) -> None:
         if self._closed:
-            raise ValueError("the Level Zero backend is closed")
+            raise BackendClosedError("the Level Zero backend is closed")
+
+    def _index(self, device: int) -> int:
+        self._check_open()
         if isinstance(device, bool) or not isinstance(device, int):
             raise TypeError(f"device index must be an int, got {type(device).__name__}")
         if not 0 <= device < len(self._devices):
@@ -261,6 +267,7 @@ class LevelZeroBackend:
             )
         if buf.backend is not self:
             raise ValueError(f"{what}: the buffer belongs to another Level Zero backend")
+        self._check_open()
         return buf
 
     def allocate(self, device: int, nbytes: int, *, export_dmabuf: bool = False) -> L0Buffer:
@@ -270,6 +277,8 @@ class LevelZeroBackend:
         (:attr:`L0Buffer.allocation`) then hands out its dma-buf descriptor.
         """
         i = self._index(device)
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
+            raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
         alloc = self._ctx_of[i].allocate_device(
             self._devices[i], nbytes, export_dmabuf=export_dmabuf
         )
@@ -307,11 +316,17 @@ class LevelZeroBackend:
                 if to_host
                 else f"{n} bytes of data do not fit the buffer of {b.nbytes} bytes"
             )
+        address = b.address  # a closed buffer refuses even an empty transfer
         ev = self._event(b.device)
         cl = self._lists[b.device]
-        copy = cl.copy_to_host if to_host else cl.copy_from_host
         waits = self._waits(b.device, wait_for)
-        copy(b.address, host, wait_for=waits, signal=ev.core)
+        if n == 0:
+            # Nothing to move, and an empty host buffer may have no address at all
+            # (zeCommandListAppendMemoryCopy refuses a null pointer): order only.
+            cl.barrier(wait_for=waits, signal=ev.core)
+            return ev.submitted(waits)
+        copy = cl.copy_to_host if to_host else cl.copy_from_host
+        copy(address, host, wait_for=waits, signal=ev.core)
         return ev.submitted(waits)
 
     def copy(
@@ -323,18 +338,35 @@ class LevelZeroBackend:
         queue_device: int | None = None,
         wait_for: Sequence[Event] = (),
     ) -> L0Event:
-        """Copy ``nbytes`` (default: all of ``src``) device to device; return its event."""
+        """Copy ``nbytes`` (default: all of ``src``) device to device; return its event.
+
+        The copy is direct when :meth:`copy_route` says so and the queue's device
+        shares the buffers' context; otherwise it is staged through host memory.
+        """
         d, s = self._buffer(dst, "copy destination"), self._buffer(src, "copy source")
         n = s.nbytes if nbytes is None else nbytes
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"copy size must be an int >= 0, got {n!r}")
         if n > s.nbytes or n > d.nbytes:
             raise ValueError(f"copy of {n} bytes exceeds the buffers ({s.nbytes}, {d.nbytes})")
         q = s.device if queue_device is None else self._index(queue_device)
-        if self._ctx_of[d.device] is self._ctx_of[s.device] is self._ctx_of[q]:
+        if n == 0:
+            if d.allocation.closed or s.allocation.closed:
+                raise ValueError("the buffer is closed")
+            ev = self._event(q)
+            waits = self._waits(q, wait_for)
+            self._lists[q].barrier(wait_for=waits, signal=ev.core)
+            return ev.submitted(waits)
+        one_context = self._ctx_of[d.device] is self._ctx_of[s.device] is self._ctx_of[q]
+        if one_context and (
+            d.device == s.device or self.copy_route(s.device, d.device)[0] == "direct"
+        ):
             ev = self._event(q)
             waits = self._waits(q, wait_for)
             self._lists[q].copy(d.address, s.address, n, wait_for=waits, signal=ev.core)
             return ev.submitted(waits)
-        # Separate contexts cannot address each other's memory: stage through the host.
+        # Separate contexts cannot address each other's memory, nor a device without
+        # peer access its peer's: stage through the host (what copy_route reports).
         for w in wait_for:
             w.wait()
         staging = bytearray(n)
@@ -449,11 +481,15 @@ class LevelZeroBackend:
             recycler.sweep()
 
     def close(self) -> None:
-        """Release every list, module, event and allocation, then the contexts."""
+        """Finish outstanding work; release every list, module, event, allocation, then contexts."""
         if self._closed:
             return
         self._closed = True
-        self._release()
+        try:
+            for cl in self._lists:
+                cl.synchronize()
+        finally:
+            self._release()
 
     def _release(self) -> None:
         self._kernels.clear()

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from typing_extensions import Self
 
 from l0mem.backends.base import (
+    BackendClosedError,
     DeviceBuffer,
     DeviceMemory,
     Event,
@@ -327,7 +328,7 @@ class SyclBackend:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("the SYCL backend is closed")
+            raise BackendClosedError("the SYCL backend is closed")
 
     def device_count(self) -> int:
         """Return how many devices this backend drives."""
@@ -557,6 +558,8 @@ class SyclBackend:
         d = self._buffer(dst, "copy destination")
         s = self._buffer(src, "copy source")
         n = s.nbytes if nbytes is None else nbytes
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ValueError(f"copy size must be an int >= 0, got {n!r}")
         if n < 0 or n > s.nbytes or n > d.nbytes:
             raise ValueError(f"copy of {n} bytes does not fit the buffers ({s.nbytes}, {d.nbytes})")
         q = s.device if queue_device is None else self._index(queue_device)
@@ -612,6 +615,8 @@ class SyclBackend:
         if not pattern:
             raise ValueError("fill pattern must not be empty")
         n = d.nbytes if nbytes is None else nbytes
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ValueError(f"fill size must be an int >= 0, got {n!r}")
         if n < 0 or n > d.nbytes:
             raise ValueError(f"fill of {n} bytes does not fit the buffer of {d.nbytes} bytes")
         # The Level Zero rule, so that code tested here also runs there.
