@@ -1,8 +1,9 @@
 """Backends: one interface over Level Zero (:mod:`l0mem.core`) and SYCL (:mod:`l0mem.sycl`).
 
 What lives here: the :class:`Backend` protocol with its capability queries
-(:mod:`.base`), the Level Zero backend (:mod:`.levelzero`, events in
-:mod:`.l0_events`), the SYCL backend (:mod:`.sycl`), l0mem's kernel catalog
+(:mod:`.base`), the Level Zero backend (:mod:`.levelzero`, buffers in
+:mod:`.l0_buffers`, events in :mod:`.l0_events`), the SYCL backend
+(:mod:`.sycl`, buffers and events in :mod:`.sycl_buffers`), l0mem's kernel catalog
 and launchers (:mod:`.kernels`), copy routes and host-staged copies, and the
 device inventory with :func:`open_backend` (:mod:`.select`), which the CLI and
 library users share.
