@@ -27,7 +27,7 @@ from l0mem.backends.base import (
     is_simulator_name,
     staged_copy,
 )
-from l0mem.backends.levelzero import L0Buffer, LevelZeroBackend
+from l0mem.backends.levelzero import L0Buffer, LevelZeroBackend, device_memory
 from l0mem.backends.select import (
     DeviceSelectionError,
     NoDeviceError,
@@ -57,6 +57,7 @@ __all__ = [
     "SyclEvent",
     "check_fill",
     "cleanup",
+    "device_memory",
     "is_simulator_name",
     "level_zero_devices",
     "open_backend",

@@ -44,6 +44,24 @@ from l0mem.core.commands import UINT32_MAX
 _GROUP_ROUNDING = 256
 
 
+def device_memory(dev: Device) -> DeviceMemory:
+    """Return what Level Zero and Sysman report about ``dev``'s memory.
+
+    Memory is host memory on an integrated GPU, a CPU device and l0mem's
+    simulator: allocating it costs host RAM whatever the driver mirrors.
+    """
+    states = dev.sysman_memory()
+    free = sum(s.free for s in states if s.location == "device") if states else None
+    return DeviceMemory(
+        total=int(dev.total_memory) or None,
+        max_alloc=int(dev.properties.max_mem_alloc_size) or None,
+        free=free,
+        host_backed=bool(dev.properties.integrated)
+        or dev.type == "CPU"
+        or is_simulator_name(dev.name),
+    )
+
+
 class LevelZeroBackend:
     """l0mem's backend protocol over Level Zero devices."""
 
@@ -124,15 +142,7 @@ class LevelZeroBackend:
 
     def memory(self, device: int) -> DeviceMemory:
         """Return device ``device``'s memory size, largest allocation and Sysman free bytes."""
-        dev = self._devices[self._index(device)]
-        states = dev.sysman_memory()
-        free = sum(s.free for s in states if s.location == "device") if states else None
-        return DeviceMemory(
-            total=int(dev.total_memory) or None,
-            max_alloc=int(dev.properties.max_mem_alloc_size) or None,
-            free=free,
-            host_backed=is_simulator_name(dev.name),
-        )
+        return device_memory(self._devices[self._index(device)])
 
     def sysman_used(self, device: int) -> int | None:
         """Return the device memory in use by Sysman's count, None without Sysman."""

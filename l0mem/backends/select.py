@@ -2,8 +2,8 @@
 
 A device index is the position of a device in :func:`level_zero_devices`
 (every device of every Level Zero driver, drivers in loader order) or in
-:func:`sycl_devices` (dpctl's root devices), the order ``l0mem info`` lists
-them in. The audit, ``p2p``, ``allreduce`` and ``bench`` all select through
+:func:`sycl_devices` (dpctl's root devices). ``l0mem info`` lists the Level
+Zero indices; ``p2p``, ``allreduce`` and ``bench`` select through
 :func:`select_devices`, and :func:`open_backend` is what the CLI and library
 users call alike.
 
