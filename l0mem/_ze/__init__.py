@@ -17,7 +17,7 @@ layer (``core``) and everything above build on it.
 from __future__ import annotations
 
 from l0mem._ze import types as T
-from l0mem._ze.drivers import init, loader_versions
+from l0mem._ze.drivers import init, init_path, loader_versions
 from l0mem._ze.errors import (
     LoaderError,
     LoaderNotFoundError,
@@ -55,6 +55,7 @@ __all__ = [
     "error_class",
     "has_function",
     "init",
+    "init_path",
     "load",
     "loader_path",
     "loader_versions",

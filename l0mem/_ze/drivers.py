@@ -17,16 +17,36 @@ _DRIVER_TYPES = {
 }
 
 
+# zeInitDrivers results after which zeInit may still find drivers.
+_FALL_BACK_ON = (
+    E.ZE_RESULT_SUCCESS,  # with no driver found
+    E.ZE_RESULT_ERROR_UNSUPPORTED_FEATURE,
+    E.ZE_RESULT_ERROR_UNINITIALIZED,
+)
+
+
 def _handles(array: ctypes.Array[ctypes.c_void_p], count: int) -> list[int]:
     """Return the first ``count`` non-null handles of ``array`` as ints."""
     return [int(h) for h in array[:count] if h]
 
 
+_state: dict[str, str] = {}
+
+
+def init_path() -> str | None:
+    """Return the call that initialized Level Zero ("zeInitDrivers" or "zeInit"), None before."""
+    return _state.get("path")
+
+
 def init(flags: int = 0) -> list[int]:
     """Initialize Level Zero and return the driver handles.
 
-    Uses ``zeInitDrivers`` where the loader has it and ``zeInit`` + ``zeDriverGet``
-    otherwise. ``flags`` are ``ze_init_flags_t`` (0 = every driver type).
+    Uses ``zeInitDrivers`` where the loader has it and falls back to ``zeInit``
+    + ``zeDriverGet`` where it cannot serve: a new loader in front of drivers
+    that predate ``zeInitDrivers`` answers UNSUPPORTED_FEATURE (or finds no
+    driver) while ``zeInit`` still reaches them. ``flags`` are
+    ``ze_init_flags_t`` (0 = every driver type). :func:`init_path` says which
+    call succeeded.
     """
     if flags not in _DRIVER_TYPES:
         raise ValueError(
@@ -36,18 +56,23 @@ def init(flags: int = 0) -> list[int]:
     count = ctypes.c_uint32(0)
     if has_function("zeInitDrivers"):
         desc = S.ze_init_driver_type_desc_t(flags=_DRIVER_TYPES[flags])
-        check(lib.zeInitDrivers(ctypes.byref(count), None, ctypes.byref(desc)), "zeInitDrivers")
-        array = (ctypes.c_void_p * count.value)()
-        if count.value:
+        rc = lib.zeInitDrivers(ctypes.byref(count), None, ctypes.byref(desc))
+        if rc == E.ZE_RESULT_SUCCESS and count.value:
+            array = (ctypes.c_void_p * count.value)()
             check(
                 lib.zeInitDrivers(ctypes.byref(count), array, ctypes.byref(desc)), "zeInitDrivers"
             )
-        return _handles(array, count.value)
+            _state["path"] = "zeInitDrivers"
+            return _handles(array, count.value)
+        if rc not in _FALL_BACK_ON:
+            check(rc, "zeInitDrivers")
+        count = ctypes.c_uint32(0)
     check(lib.zeInit(flags), "zeInit")
     check(lib.zeDriverGet(ctypes.byref(count), None), "zeDriverGet")
     array = (ctypes.c_void_p * count.value)()
     if count.value:
         check(lib.zeDriverGet(ctypes.byref(count), array), "zeDriverGet")
+    _state["path"] = "zeInit"
     return _handles(array, count.value)
 
 
