@@ -470,6 +470,24 @@ def test_in_flight_work_keeps_a_closed_buffer_alive(backend: SyclBackend) -> Non
     assert _read(backend, dst, 64) == b"\x42" * 64
 
 
+def test_synchronize_and_close_release_what_enqueued_work_kept(backend: SyclBackend) -> None:
+    buf = backend.allocate(0, 1 << 20)
+    data = np.full(1 << 18, 7, dtype=np.float32)
+    alive = weakref.ref(data)
+    backend.upload(buf, data)
+    del data
+    backend.synchronize(0)
+    gc.collect()
+    assert alive() is None, "synchronize() drops the host buffers of finished work"
+    out = np.empty(1 << 18, dtype=np.float32)
+    alive = weakref.ref(out)
+    backend.download(buf, out)
+    del out
+    backend.close()
+    gc.collect()
+    assert alive() is None, "close() drops them too"
+
+
 def test_bad_arguments(dpctl: Any) -> None:
     with pytest.raises(ValueError, match="'default' or 'single'"):
         SyclBackend(["opencl:cpu"], context="multi")  # type: ignore[arg-type]

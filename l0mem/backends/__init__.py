@@ -9,7 +9,7 @@ device inventory with :func:`open_backend` (:mod:`.select`), which the CLI and
 library users share.
 
 What it may import: :mod:`l0mem._ze`, :mod:`l0mem.core`, :mod:`l0mem.sycl` and
-the leaf modules (``units``, ``files``, ``bf16``). The measurement, audit and
+the leaf modules (``units``, ``files``, ``bf16``, ``keepalive``). The measurement, audit and
 CLI layers import from here, never the other way.
 """
 

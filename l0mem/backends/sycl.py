@@ -10,7 +10,9 @@ through host memory.
 
 dpctl runs work asynchronously and does not keep host buffers or device
 allocations alive for it, so the backend holds a reference to everything an
-enqueued operation touches until its event has completed.
+enqueued operation touches until its event has completed (one
+:class:`l0mem.keepalive.KeepAlive` per queue, the mechanism the Level Zero
+backend's event recycler uses too).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from l0mem.backends.base import (
 )
 from l0mem.backends.kernels import KERNELS, KernelArgumentError, check_launch_args, spirv_bytes
 from l0mem.backends.sycl_buffers import SyclBuffer, SyclEvent
+from l0mem.keepalive import KeepAlive
 from l0mem.sycl import SyclNoDeviceError, load_dpctl, resolve_device
 
 # Work-group sizes from benchmarks/bench_kernels.py: on the OpenCL CPU device
@@ -133,7 +136,8 @@ class SyclBackend:
             raise SyclNoDeviceError(f"no usable SYCL device: {err}") from None
         self.context_mode = context
         self.profiling = profiling
-        self._pending: list[list[tuple[Any, tuple[object, ...]]]] = [[] for _ in self._devices]
+        self._pending = [KeepAlive() for _ in self._devices]
+        self._complete = dpctl.event_status_type.complete
         self._buffers: weakref.WeakSet[SyclBuffer] = weakref.WeakSet()
         if work_group_size is not None:
             self.set_work_group_size(work_group_size)
@@ -268,10 +272,9 @@ class SyclBackend:
         return buf
 
     def _keep(self, device: int, event: Any, refs: tuple[object, ...]) -> None:
-        pending = self._pending[device]
-        complete = load_dpctl().event_status_type.complete
-        pending[:] = [(e, r) for e, r in pending if e.execution_status != complete]
-        pending.append((event, refs))
+        """Keep ``refs`` (memory, host buffers) until the dpctl ``event`` has completed."""
+        complete = self._complete
+        self._pending[device].add(lambda: event.execution_status == complete, refs)
 
     def _deps(self, device: int, wait_for: Sequence[Event]) -> list[Any]:
         """Return the dpctl events ``device``'s queue can wait on; host-wait the rest."""
@@ -544,7 +547,8 @@ class SyclBackend:
         finally:
             for buf in list(self._buffers):
                 buf.close()
-            self._pending = [[] for _ in self._devices]
+            for pending in self._pending:
+                pending.clear()
             self._kernels.clear()
             self._programs.clear()
             self._closed = True
