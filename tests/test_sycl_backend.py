@@ -102,7 +102,7 @@ def test_default_context_allocation_is_device_usm(backend: SyclBackend) -> None:
     buf = backend.allocate(0, 4096)
     mem = buf.memory()
     assert mem.get_usm_type(backend.device_of(0).sycl_platform.default_context) == "device"
-    assert buf.address == mem._pointer
+    assert buf.address == mem.__sycl_usm_array_interface__["data"][0]
 
 
 def test_upload_download_roundtrip(backend: SyclBackend) -> None:
