@@ -16,7 +16,9 @@ from typing_extensions import Buffer
 
 from l0mem.backends import Backend, DeviceBuffer, Event, SyclBackend, check_fill
 from l0mem.backends.kernels import KERNELS, add_f32
+from l0mem.backends.select import select_devices
 from l0mem.backends.sycl import CPU_GROUPS_PER_UNIT, CPU_MAX_WORK_GROUP_SIZE
+from l0mem.backends.sycl_info import default_devices
 from l0mem.sycl import load_dpctl
 
 pytestmark = pytest.mark.sycl
@@ -486,6 +488,13 @@ def test_synchronize_and_close_release_what_enqueued_work_kept(backend: SyclBack
     backend.close()
     gc.collect()
     assert alive() is None, "close() drops them too"
+
+
+def test_without_devices_the_backend_makes_select_devices_default_choice() -> None:
+    _, chosen = select_devices("sycl")
+    assert chosen == default_devices()
+    with SyclBackend() as b:
+        assert [b.device_of(i) for i in range(b.device_count())] == chosen
 
 
 def test_bad_arguments(dpctl: Any) -> None:
