@@ -256,16 +256,3 @@ def allreduce(
         stats = ar(buffers, nelem, path=path)
         stats.wait()
     return stats
-
-
-__all__ = [
-    "BF16_UNIT",
-    "DEFAULT_THRESHOLD",
-    "F32_UNIT",
-    "AllReduce",
-    "AllReduceStats",
-    "Transport",
-    "allreduce",
-    "error_bound",
-    "roundings",
-]

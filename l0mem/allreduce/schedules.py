@@ -8,7 +8,7 @@ counting bytes and remembering each device's last event; :func:`pair` and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from l0mem.backends import Backend, DeviceBuffer, Event, staged_copy
@@ -75,17 +75,25 @@ class Call:
         self, src: DeviceBuffer, acc: DeviceBuffer, n: int, wait_for: Sequence[Event] = ()
     ) -> Event:
         """Add ``n`` BF16 elements of ``src`` into the FP32 ``acc``."""
-        self.launches += 1
-        ev = decompress_add_bf16(self.backend, src, acc, n, wait_for=wait_for)
-        self.last[acc.device] = ev
-        return ev
+        return self._accumulate(decompress_add_bf16, src, acc, n, wait_for)
 
     def add(
         self, src: DeviceBuffer, acc: DeviceBuffer, n: int, wait_for: Sequence[Event] = ()
     ) -> Event:
         """Add ``n`` FP32 elements of ``src`` into ``acc``."""
+        return self._accumulate(add_f32, src, acc, n, wait_for)
+
+    def _accumulate(
+        self,
+        kernel: Callable[..., Event],
+        src: DeviceBuffer,
+        acc: DeviceBuffer,
+        n: int,
+        wait_for: Sequence[Event],
+    ) -> Event:
+        """Launch ``kernel`` (a launcher adding ``src`` into ``acc``) on ``acc``'s device."""
         self.launches += 1
-        ev = add_f32(self.backend, src, acc, n, wait_for=wait_for)
+        ev = kernel(self.backend, src, acc, n, wait_for=wait_for)
         self.last[acc.device] = ev
         return ev
 
