@@ -16,7 +16,9 @@ from typing_extensions import Buffer
 
 from l0mem.backends import Backend, DeviceBuffer, Event, SyclBackend, check_fill
 from l0mem.backends.kernels import KERNELS, add_f32
+from l0mem.backends.select import select_devices
 from l0mem.backends.sycl import CPU_GROUPS_PER_UNIT, CPU_MAX_WORK_GROUP_SIZE
+from l0mem.backends.sycl_info import default_devices
 from l0mem.sycl import load_dpctl
 
 pytestmark = pytest.mark.sycl
@@ -102,7 +104,7 @@ def test_default_context_allocation_is_device_usm(backend: SyclBackend) -> None:
     buf = backend.allocate(0, 4096)
     mem = buf.memory()
     assert mem.get_usm_type(backend.device_of(0).sycl_platform.default_context) == "device"
-    assert buf.address == mem._pointer
+    assert buf.address == mem.__sycl_usm_array_interface__["data"][0]
 
 
 def test_upload_download_roundtrip(backend: SyclBackend) -> None:
@@ -468,6 +470,31 @@ def test_in_flight_work_keeps_a_closed_buffer_alive(backend: SyclBackend) -> Non
     src.close()  # the copy may still be running; it must not read freed memory
     ev.wait()
     assert _read(backend, dst, 64) == b"\x42" * 64
+
+
+def test_synchronize_and_close_release_what_enqueued_work_kept(backend: SyclBackend) -> None:
+    buf = backend.allocate(0, 1 << 20)
+    data = np.full(1 << 18, 7, dtype=np.float32)
+    alive = weakref.ref(data)
+    backend.upload(buf, data)
+    del data
+    backend.synchronize(0)
+    gc.collect()
+    assert alive() is None, "synchronize() drops the host buffers of finished work"
+    out = np.empty(1 << 18, dtype=np.float32)
+    alive = weakref.ref(out)
+    backend.download(buf, out)
+    del out
+    backend.close()
+    gc.collect()
+    assert alive() is None, "close() drops them too"
+
+
+def test_without_devices_the_backend_makes_select_devices_default_choice() -> None:
+    _, chosen = select_devices("sycl")
+    assert chosen == default_devices()
+    with SyclBackend() as b:
+        assert [b.device_of(i) for i in range(b.device_count())] == chosen
 
 
 def test_bad_arguments(dpctl: Any) -> None:

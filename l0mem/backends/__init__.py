@@ -1,15 +1,17 @@
 """Backends: one interface over Level Zero (:mod:`l0mem.core`) and SYCL (:mod:`l0mem.sycl`).
 
 What lives here: the :class:`Backend` protocol with its capability queries
-(:mod:`.base`), the Level Zero backend (:mod:`.levelzero`, buffers in
-:mod:`.l0_buffers`, events in :mod:`.l0_events`), the SYCL backend
-(:mod:`.sycl`, buffers and events in :mod:`.sycl_buffers`), l0mem's kernel catalog
-and launchers (:mod:`.kernels`), copy routes and host-staged copies, and the
-device inventory with :func:`open_backend` (:mod:`.select`), which the CLI and
-library users share.
+and the buffer base both backends share (:mod:`.base`), the Level Zero backend
+(:mod:`.levelzero`, buffers in :mod:`.l0_buffers`, events in :mod:`.l0_events`,
+kernels in :mod:`.l0_kernels`), the SYCL backend (:mod:`.sycl`, buffers and
+events in :mod:`.sycl_buffers`, kernels and work-group sizes in
+:mod:`.sycl_kernels`, device facts and the default device choice in
+:mod:`.sycl_info`), l0mem's kernel catalog and launchers (:mod:`.kernels`),
+copy routes and host-staged copies, and the device inventory with
+:func:`open_backend` (:mod:`.select`), which the CLI and library users share.
 
 What it may import: :mod:`l0mem._ze`, :mod:`l0mem.core`, :mod:`l0mem.sycl` and
-the leaf modules (``units``, ``files``, ``bf16``). The measurement, audit and
+the leaf modules (``units``, ``files``, ``bf16``, ``keepalive``). The measurement, audit and
 CLI layers import from here, never the other way.
 """
 

@@ -3,8 +3,9 @@
 Event slots are recycled, so a slot is handed out again only when nothing
 can still refer to it: its backend event is gone, it has completed, and no
 command that waits on it is still pending. Each command's device-side waits
-stay recorded until its own event is observed complete (``Event.wait``, a
-later recycling pass, or ``synchronize``).
+are kept (:class:`l0mem.keepalive.KeepAlive`, the SYCL backend's mechanism
+too) until its own event is observed complete (``Event.wait``, a later
+recycling pass, or ``synchronize``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 
 from l0mem.core import Context, Device, EventPool
 from l0mem.core import Event as CoreEvent
+from l0mem.keepalive import KeepAlive
 
 POOL_SIZE = 64
 
@@ -64,10 +66,9 @@ class Recycler:
         self._pools: list[EventPool] = []
         self._clean: list[CoreEvent] = []
         self._returned: list[CoreEvent] = []
-        # Pending command's event -> the events it waits on, and how many pending
-        # commands wait on each event: those slots must not be reset and reused.
-        self._waits_of: dict[CoreEvent, list[CoreEvent]] = {}
-        self._waiters: dict[CoreEvent, int] = {}
+        # The events each pending command waits on: those slots must not be reset
+        # and reused until the command (the key) has completed.
+        self._waits = KeepAlive()
         # Reentrant: a collection inside take() can run give_back() on the same thread.
         self._lock = threading.RLock()
 
@@ -79,7 +80,7 @@ class Recycler:
                 for ev in list(self._returned):
                     if ev.closed:
                         self._returned.remove(ev)
-                    elif ev not in self._waiters and ev.query():
+                    elif not self._waits.holds(ev) and ev.query():
                         self._returned.remove(ev)
                         self.completed(ev)
                         ev.reset()
@@ -95,31 +96,22 @@ class Recycler:
         if not waits:
             return
         with self._lock:
-            self._waits_of.setdefault(event, []).extend(waits)
-            for w in waits:
-                self._waiters[w] = self._waiters.get(w, 0) + 1
+            self._waits.add(lambda: event.closed or event.query(), waits, key=event)
 
     def completed(self, event: CoreEvent) -> None:
         """Forget the waits of the command signalling ``event``, observed complete."""
         with self._lock:
-            for w in self._waits_of.pop(event, []):
-                left = self._waiters[w] - 1
-                if left:
-                    self._waiters[w] = left
-                else:
-                    del self._waiters[w]
+            self._waits.forget(event)
 
     def sweep(self) -> None:
         """Forget the waits of every recorded command that has completed."""
         with self._lock:
-            for ev in list(self._waits_of):
-                if ev.closed or ev.query():
-                    self.completed(ev)
+            self._waits.prune()
 
     def referenced(self, event: CoreEvent) -> bool:
         """Return True while a pending command waits on ``event``."""
         with self._lock:
-            return event in self._waiters
+            return self._waits.holds(event)
 
     def give_back(self, event: CoreEvent) -> None:
         """Accept an event whose backend wrapper is gone; it is reused once signalled."""

@@ -3,7 +3,7 @@
 One in-order immediate command list per device carries every operation;
 events come from recycled timestamp pools (:mod:`l0mem.backends.l0_events`),
 so ``Event.elapsed_ns`` reports the device-measured duration. l0mem's kernels
-are built per device from the shipped SPIR-V on first use.
+are built per device from the shipped SPIR-V on first use (:mod:`.l0_kernels`).
 ``context="multi"`` puts all devices of a driver in one context (the layout
 the SYCL runtime uses, and where peer residency applies); ``context="single"``
 gives every device its own context, so a device-to-device copy between
@@ -16,10 +16,8 @@ device (``zeContextMakeMemoryResident``) and Sysman's view of device memory.
 
 from __future__ import annotations
 
-import ctypes
-import threading
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from l0mem.backends.base import (
     BackendClosedError,
@@ -29,19 +27,16 @@ from l0mem.backends.base import (
     HostBuffer,
     PeerAccess,
     RouteKind,
+    check_allocation_size,
     check_fill,
+    device_index,
     is_simulator_name,
 )
-from l0mem.backends.kernels import check_launch_args, spirv_bytes
 from l0mem.backends.l0_buffers import L0Buffer
 from l0mem.backends.l0_events import L0Event, Recycler
-from l0mem.core import Context, Device, ImmediateCommandList, Kernel, Module
+from l0mem.backends.l0_kernels import L0Kernels
+from l0mem.core import Context, Device, ImmediateCommandList
 from l0mem.core import Event as CoreEvent
-from l0mem.core.commands import UINT32_MAX
-
-# Kernels launch over a global size rounded up to this, so the group size the
-# driver suggests is a full work-group even for prime element counts.
-_GROUP_ROUNDING = 256
 
 
 def device_memory(dev: Device) -> DeviceMemory:
@@ -62,8 +57,8 @@ def device_memory(dev: Device) -> DeviceMemory:
     )
 
 
-class LevelZeroBackend:
-    """l0mem's backend protocol over Level Zero devices."""
+class LevelZeroBackend(L0Kernels):
+    """l0mem's backend protocol over Level Zero devices (kernels: :class:`L0Kernels`)."""
 
     name = "l0"
 
@@ -84,9 +79,7 @@ class LevelZeroBackend:
         self._ctx_of: list[Context] = []
         self._lists: list[ImmediateCommandList] = []
         self._recyclers: list[Recycler] = []
-        self._modules: dict[int, Module] = {}
-        self._kernels: dict[tuple[int, str], Kernel] = {}
-        self._lock = threading.Lock()
+        self._start_kernels()
         self._closed = False
         try:
             if context == "multi":
@@ -188,11 +181,7 @@ class LevelZeroBackend:
 
     def _index(self, device: int) -> int:
         self._check_open()
-        if isinstance(device, bool) or not isinstance(device, int):
-            raise TypeError(f"device index must be an int, got {type(device).__name__}")
-        if not 0 <= device < len(self._devices):
-            raise IndexError(f"device index {device} out of range 0..{len(self._devices) - 1}")
-        return device
+        return device_index(device, len(self._devices))
 
     def _recycler(self, device: int) -> Recycler:
         return self._recyclers[self._contexts.index(self._ctx_of[device])]
@@ -228,8 +217,7 @@ class LevelZeroBackend:
         (:attr:`L0Buffer.allocation`) then hands out its dma-buf descriptor.
         """
         i = self._index(device)
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
-            raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
+        check_allocation_size(nbytes)
         alloc = self._ctx_of[i].allocate_device(
             self._devices[i], nbytes, export_dmabuf=export_dmabuf
         )
@@ -302,8 +290,8 @@ class LevelZeroBackend:
             raise ValueError(f"copy of {n} bytes exceeds the buffers ({s.nbytes}, {d.nbytes})")
         q = s.device if queue_device is None else self._index(queue_device)
         if n == 0:
-            if d.allocation.closed or s.allocation.closed:
-                raise ValueError("the buffer is closed")
+            d.check_open()  # a closed buffer refuses even an empty copy
+            s.check_open()
             ev = self._event(q)
             waits = self._waits(q, wait_for)
             self._lists[q].barrier(wait_for=waits, signal=ev.core)
@@ -318,13 +306,11 @@ class LevelZeroBackend:
             return ev.submitted(waits)
         # Separate contexts cannot address each other's memory, nor a device without
         # peer access its peer's: stage through the host (what copy_route reports).
-        for w in wait_for:
-            w.wait()
+        # The upload waits for the download on the device within one context, on
+        # the host across contexts; its event completes after both.
         staging = bytearray(n)
-        self._lists[s.device].copy_to_host(s.address, staging)
-        ev = self._event(d.device)
-        self._lists[d.device].copy_from_host(d.address, staging, signal=ev.core)
-        return ev
+        down = self.download(s.view(0, n), staging, wait_for=wait_for)
+        return self.upload(d.view(0, n), staging, wait_for=[down])
 
     def fill(
         self,
@@ -347,82 +333,6 @@ class LevelZeroBackend:
         self._lists[d.device].fill(d.address, pattern, n, wait_for=waits, signal=ev.core)
         return ev.submitted(waits)
 
-    def kernel(self, name: str, device: int) -> Kernel:
-        """Return l0mem's kernel ``name`` built for ``device`` (built once per device)."""
-        i = self._index(device)
-        with self._lock:
-            k = self._kernels.get((i, name))
-            if k is None:
-                module = self._modules.get(i)
-                if module is None:
-                    module = self._ctx_of[i].create_module(self._devices[i], spirv_bytes())
-                    self._modules[i] = module
-                k = module.kernel(name)
-                self._kernels[(i, name)] = k
-            return k
-
-    def launch(
-        self,
-        kernel: str,
-        device: int,
-        args: Sequence[DeviceBuffer | int],
-        global_size: int,
-        *,
-        wait_for: Sequence[Event] = (),
-    ) -> L0Event:
-        """Run one of l0mem's kernels over ``global_size`` work-items; return its event.
-
-        ``args`` must match the kernel's layout in :data:`l0mem.backends.kernels.KERNELS`:
-        buffers of this backend on ``device`` holding the elements the kernel
-        touches, and ints for the scalars. The group size is the driver's
-        suggestion for ``global_size`` rounded up to a multiple of 256, and
-        enough groups are launched to cover ``global_size`` (the kernels skip
-        ids at or past their element count). ``global_size`` must fit a uint32.
-        """
-        i = self._index(device)
-        values = self._kernel_args(kernel, i, args)
-        if isinstance(global_size, bool) or not isinstance(global_size, int):
-            raise ValueError(f"global size must be an int, got {global_size!r}")
-        if not 0 <= global_size <= UINT32_MAX:
-            raise ValueError(
-                f"global size {global_size} is outside 0 to 2**32 - 1 (Level Zero counts "
-                "work-items in uint32); split the work into several launches"
-            )
-        if global_size == 0:
-            ev = self._event(i)
-            waits = self._waits(i, wait_for)
-            self._lists[i].barrier(wait_for=waits, signal=ev.core)
-            return ev.submitted(waits)
-        k = self.kernel(kernel, i)
-        ev = self._event(i)
-        padded = min(-(-global_size // _GROUP_ROUNDING) * _GROUP_ROUNDING, UINT32_MAX)
-        group = k.suggest_group_size(padded)[0] or 1
-        groups = -(-global_size // group)
-        k.set_group_size(group)
-        for index, value in enumerate(values):
-            k.set_arg(index, value)
-        waits = self._waits(i, wait_for)
-        self._lists[i].launch(k, groups, wait_for=waits, signal=ev.core)
-        return ev.submitted(waits)
-
-    def _kernel_args(
-        self, kernel: str, device: int, args: Sequence[DeviceBuffer | int]
-    ) -> list[Any]:
-        """Return ``args`` as C values after checking them against ``kernel``'s layout."""
-        info = check_launch_args(kernel, args, self, device=device)
-        values: list[Any] = []
-        for spec, value in zip(info.args, args, strict=True):
-            if spec.kind == "buffer":
-                if not isinstance(value, L0Buffer):
-                    raise ValueError(
-                        f"{kernel} argument '{spec.name}' must be a buffer of this Level Zero "
-                        f"backend, got {type(value).__name__}"
-                    )
-                values.append(ctypes.c_void_p(self._buffer(value, spec.name).address))
-            else:
-                values.append(ctypes.c_uint64(int(value)))  # type: ignore[arg-type]
-        return values
-
     def synchronize(self, device: int | None = None) -> None:
         """Wait until all work on ``device`` (default: every device) has finished."""
         targets = range(len(self._lists)) if device is None else [self._index(device)]
@@ -443,8 +353,7 @@ class LevelZeroBackend:
             self._release()
 
     def _release(self) -> None:
-        self._kernels.clear()
-        self._modules.clear()
+        self._drop_kernels()
         self._lists = []
         first: BaseException | None = None
         for ctx in self._contexts:

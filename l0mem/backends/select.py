@@ -161,11 +161,11 @@ def _select_sycl(specs: list[int | str | Any]) -> list[Any]:
         chosen.append(dev)
     if chosen:
         return chosen
-    gpus = [d for d in found if d.backend.name == "level_zero" and d.is_gpu]
-    if gpus:
-        return gpus
+    # The one default choice, which SyclBackend() without devices makes too.
+    from l0mem.backends.sycl_info import default_devices
+
     try:
-        return [dpctl.select_default_device()]
+        return default_devices()
     except Exception as err:
         raise NoDeviceError(f"no SYCL device found: {err}") from None
 
@@ -192,8 +192,10 @@ def select_devices(
 
     ``devices`` holds indices (ints or digit strings, comma lists allowed),
     device objects, or for SYCL filter strings (``opencl:cpu``); empty means
-    every Level Zero device, or the SYCL Level Zero GPUs (else the default
-    SYCL device). ``sub_devices`` (SYCL) splits the one selected device.
+    every Level Zero device, or for SYCL
+    :func:`l0mem.backends.sycl_info.default_devices` (the Level Zero GPUs,
+    else the default SYCL device). ``sub_devices`` (SYCL) splits the one
+    selected device.
     """
     specs = _split(devices)
     if kind == "auto" and any(_is_sycl_spec(s) for s in specs):

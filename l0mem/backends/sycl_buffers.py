@@ -1,7 +1,7 @@
-"""Buffers and events of the SYCL backend: USM allocations, views, and multi-part events.
+"""Buffers and events of the SYCL backend: USM allocations, views, multi-part events, host views.
 
-What it may import: dpctl through :mod:`l0mem.sycl`; the backend itself only
-for type checking.
+What it may import: dpctl through :mod:`l0mem.sycl`, :mod:`.base`; the backend
+itself only for type checking.
 """
 
 from __future__ import annotations
@@ -9,12 +9,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Self
-
+from l0mem.backends.base import BufferBase
 from l0mem.sycl import load_dpctl
 
 if TYPE_CHECKING:
     from l0mem.backends.sycl import SyclBackend
+
+
+def host_view(data: object, *, writable: bool, what: str) -> memoryview:
+    """Return ``data`` as a flat byte view; TypeError/ValueError unless it is a C-contiguous buffer."""
+    try:
+        view = memoryview(data)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise TypeError(f"{what} must support the buffer protocol") from exc
+    if not view.c_contiguous:
+        raise ValueError(f"{what} must be C-contiguous")
+    if writable and view.readonly:
+        raise ValueError(f"{what} must be writable")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
 
 class SyclEvent:
@@ -74,7 +86,7 @@ class _Span:
         }
 
 
-class SyclBuffer:
+class SyclBuffer(BufferBase):
     """A USM device allocation of a :class:`SyclBackend`, or a view into one."""
 
     def __init__(
@@ -87,48 +99,27 @@ class SyclBuffer:
         offset: int = 0,
         nbytes: int | None = None,
     ) -> None:
+        """Wrap the dpctl ``memory`` of ``device`` (or, with ``root``, ``nbytes`` of it at ``offset``)."""
         self._backend = backend
-        self._device = device
-        self._memory = memory  # the owning dpctl MemoryUSMDevice; None for views
         self._root = root
-        self._offset = offset
         if root is None:
-            self._nbytes = int(memory.nbytes)
-            self._base: int = int(memory._pointer)
+            super().__init__(device, offset, int(memory.nbytes))
+            self._memory = memory  # the owning dpctl MemoryUSMDevice
+            # The public USM array interface: dpctl's own pointer attribute is private.
+            self._base: int = int(memory.__sycl_usm_array_interface__["data"][0])
         else:
+            super().__init__(device, offset, root.nbytes if nbytes is None else nbytes)
             # A view must not hold the allocation: closing the root frees it.
             self._memory = None
-            self._nbytes = root._nbytes if nbytes is None else nbytes
             self._base = root._base
         self._queue = backend.queue_of(device)
         self._closed = False
-
-    @property
-    def nbytes(self) -> int:
-        """Return the size in bytes."""
-        return self._nbytes
-
-    @property
-    def device(self) -> int:
-        """Return the index of the owning device within its backend."""
-        return self._device
-
-    @property
-    def offset(self) -> int:
-        """Return the byte offset of this view in its allocation (0 for an allocation)."""
-        return self._offset
 
     @property
     def closed(self) -> bool:
         """Return whether the allocation behind this buffer has been freed."""
         root = self._root if self._root is not None else self
         return root._closed
-
-    @property
-    def address(self) -> int:
-        """Return the device virtual address as an integer."""
-        self.check_open()
-        return self._base + self._offset
 
     @property
     def backend(self) -> SyclBackend:
@@ -147,10 +138,14 @@ class SyclBuffer:
             "syclobj": self._queue,
         }
 
-    def check_open(self) -> None:
-        """Raise ValueError when the allocation behind this buffer has been freed."""
-        if self.closed:
-            raise ValueError("the buffer is closed")
+    def _start(self) -> int:
+        return self._base
+
+    def _view(self, offset: int, nbytes: int) -> SyclBuffer:
+        root = self._root if self._root is not None else self
+        return SyclBuffer(
+            self._backend, self._device, None, root=root, offset=offset, nbytes=nbytes
+        )
 
     def memory(self) -> Any:
         """Return a dpctl ``MemoryUSMDevice`` over exactly these bytes (non-owning for a view)."""
@@ -161,23 +156,6 @@ class SyclBuffer:
         span = _Span(root._memory, self.address, self._nbytes, self._queue)
         return load_dpctl().memory.MemoryUSMDevice(span)
 
-    def view(self, offset: int, nbytes: int) -> SyclBuffer:
-        """Return a non-owning view of ``nbytes`` starting at ``offset``."""
-        self.check_open()
-        if offset < 0 or nbytes < 0 or offset + nbytes > self._nbytes:
-            raise ValueError(
-                f"view [{offset}, {offset + nbytes}) is outside the buffer of {self._nbytes} bytes"
-            )
-        root = self._root if self._root is not None else self
-        return SyclBuffer(
-            self._backend,
-            self._device,
-            None,
-            root=root,
-            offset=self._offset + offset,
-            nbytes=nbytes,
-        )
-
     def close(self) -> None:
         """Free the allocation (a no-op for views and for already closed buffers)."""
         if self._root is not None or self._closed:
@@ -185,13 +163,3 @@ class SyclBuffer:
         self._closed = True
         # Work still in flight holds its own reference; dpctl frees on the last one.
         self._memory = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = "closed" if self.closed else f"{self._nbytes} bytes"
-        return f"<SyclBuffer device={self._device} offset={self._offset} {state}>"

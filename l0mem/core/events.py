@@ -1,4 +1,12 @@
-"""Event pools and events: completion, host signalling and kernel timestamps."""
+"""Event pools and events: completion, host signalling and kernel timestamps.
+
+``Event.hold`` keeps the host buffers of the work that signals the event
+until the event is observed signalled or reset. The backends keep objects
+for pending work with :class:`l0mem.keepalive.KeepAlive`; core keeps a plain
+list, because core may import only ``l0mem._ze`` and because here the event
+itself is the one completion check and its pinned buffers must be unpinned,
+not only dropped (the module docstring of ``l0mem.keepalive`` says more).
+"""
 
 from __future__ import annotations
 
