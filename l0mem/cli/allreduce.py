@@ -55,18 +55,12 @@ from l0mem.cli._common import (
     sizes_option,
     sub_devices_option,
 )
+from l0mem.units import format_bytes
 
 
 def _ms(ns: float) -> str:
     ms = ns / 1e6
     return f"{ms:,.0f}" if ms >= 1000 else f"{ms:.4g}"
-
-
-def _bytes(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def _num(value: float | None, spec: str) -> str:
@@ -113,7 +107,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             f"{r['path']}{' *' if r['auto'] else ''}",
             _ms(t["median"]),
             f"{t['spread']:.0%}",
-            _bytes(r["total_bytes_crossed"]),
+            format_bytes(r["total_bytes_crossed"], digits=1),
             _num(r["busbw_gbps"], ".2f"),
             _num(r["max_abs_error"], ".2g"),
             f"[{'green' if good else 'red'}]{_num(r['max_error_to_bound'], '.3f')}[/]",

@@ -44,6 +44,7 @@ from rich.table import Table
 
 from l0mem import __version__
 from l0mem.cli._common import ExitCode, measuring, save_json
+from l0mem.units import format_bytes
 
 _EPILOG = f"""\b
 Exit codes:
@@ -118,10 +119,6 @@ def collect() -> dict[str, Any]:
     return report
 
 
-def _gib(nbytes: int) -> str:
-    return f"{nbytes / 2**30:.2f} GiB"
-
-
 def render(report: dict[str, Any], console: Console) -> None:
     """Print the report as rich tables."""
     loader = Table(title="Level Zero loader", show_header=False)
@@ -156,7 +153,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             table.add_row("vendor:device", f"{dev['vendor_id']}:{dev['device_id']}")
             table.add_row("PCI address", dev["pci_address"] or "-")
             table.add_row("UUID", dev["uuid"])
-            table.add_row("memory", _gib(dev["memory_bytes"]))
+            table.add_row("memory", format_bytes(dev["memory_bytes"]))
             table.add_row("kernel driver", dev["kernel_driver"] or "-")
             table.add_row("sub-devices", str(dev["sub_devices"]))
             console.print(table)
