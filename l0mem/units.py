@@ -71,4 +71,13 @@ def format_bytes(n: float, digits: int | None = None) -> str:
     return f"{n:.0f} B"
 
 
-__all__ = ["GIB", "KIB", "MAX_SIZE", "MIB", "format_bytes", "format_size", "parse_size", "parse_sizes"]
+__all__ = [
+    "GIB",
+    "KIB",
+    "MAX_SIZE",
+    "MIB",
+    "format_bytes",
+    "format_size",
+    "parse_size",
+    "parse_sizes",
+]
