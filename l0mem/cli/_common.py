@@ -194,27 +194,28 @@ def device_option(default_note: str = "") -> Callable[[_F], _F]:
     )
 
 
-def reps_option(default: int) -> Callable[[_F], _F]:
-    """Return the ``--reps N`` option (timed repetitions, at least 1) with the command's default."""
+def _count_option(name: str, minimum: int, default: int, text: str) -> Callable[[_F], _F]:
     return click.option(
-        "--reps",
-        type=click.IntRange(min=1),
+        name,
+        type=click.IntRange(min=minimum),
         default=default,
         show_default=True,
         metavar="N",
-        help="Timed repetitions of each measurement (at least 1).",
+        help=text,
+    )
+
+
+def reps_option(default: int) -> Callable[[_F], _F]:
+    """Return the ``--reps N`` option (timed repetitions, at least 1) with the command's default."""
+    return _count_option(
+        "--reps", 1, default, "Timed repetitions of each measurement (at least 1)."
     )
 
 
 def warmup_option(default: int) -> Callable[[_F], _F]:
     """Return the ``--warmup N`` option (untimed rounds, 0 or more) with the command's default."""
-    return click.option(
-        "--warmup",
-        type=click.IntRange(min=0),
-        default=default,
-        show_default=True,
-        metavar="N",
-        help="Untimed rounds before the timed repetitions (0 or more).",
+    return _count_option(
+        "--warmup", 0, default, "Untimed rounds before the timed repetitions (0 or more)."
     )
 
 
