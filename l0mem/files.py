@@ -98,9 +98,15 @@ def finite(data: Any) -> Any:
     return data
 
 
-def json_bytes(data: Any) -> bytes:
-    """Return ``data`` as indented strict JSON (non-finite numbers as null), UTF-8, newline-ended."""
-    return (json.dumps(finite(data), indent=2, allow_nan=False) + "\n").encode()
+def json_bytes(data: Any, *, strict: bool = False) -> bytes:
+    """Return ``data`` as indented standard JSON, UTF-8, newline-ended.
+
+    Non-finite numbers (inf, nan) are written as null, or with ``strict``
+    refused (ValueError) for a format that must keep every number: the audit
+    report. TypeError when ``data`` holds something that is not JSON data.
+    """
+    payload = data if strict else finite(data)
+    return (json.dumps(payload, indent=2, allow_nan=False) + "\n").encode()
 
 
 def write_json(path: PathLike, data: Any) -> None:

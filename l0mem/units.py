@@ -2,7 +2,8 @@
 
 A size is a decimal number with an optional binary suffix (K, M, G, T: powers
 of 1024; ``KiB``/``KB``/``K`` alike) that comes to a whole number of bytes.
-Every option and function that takes a size parses it here.
+Every option and function that takes a size parses it here, and sizes are
+printed here too: :func:`format_size` exactly, :func:`format_bytes` rounded.
 
 What it may import: nothing of l0mem (a leaf every layer may use).
 """
@@ -57,11 +58,26 @@ def format_size(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def format_bytes(n: float) -> str:
-    """Return ``n`` bytes as a short human-readable string in MiB or GiB."""
-    if abs(n) >= GIB:
-        return f"{n / GIB:.2f} GiB"
-    return f"{n / MIB:.0f} MiB"
+def format_bytes(n: float, digits: int | None = None) -> str:
+    """Return ``n`` bytes, rounded, in the largest binary unit it reaches (GiB, MiB, KiB, B).
+
+    ``digits`` decimals in every unit above bytes; by default 2 for GiB and
+    none below (``4.00 GiB``, ``320 MiB``). Bytes are always whole.
+    """
+    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if abs(n) >= scale:
+            places = (2 if scale == GIB else 0) if digits is None else digits
+            return f"{n / scale:.{places}f} {unit}"
+    return f"{n:.0f} B"
 
 
-__all__ = ["GIB", "KIB", "MAX_SIZE", "MIB", "format_bytes", "format_size", "parse_size", "parse_sizes"]
+__all__ = [
+    "GIB",
+    "KIB",
+    "MAX_SIZE",
+    "MIB",
+    "format_bytes",
+    "format_size",
+    "parse_size",
+    "parse_sizes",
+]

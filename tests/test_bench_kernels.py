@@ -221,6 +221,58 @@ def test_cli_bad_work_group_size_is_a_usage_error_found_before_measuring(
     assert calls == []
 
 
+@pytest.mark.parametrize("backend", ["auto", "l0"])
+def test_cli_work_group_size_with_level_zero_is_refused_before_a_device_is_opened(
+    monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    import l0mem.backends
+    import l0mem.cli.bench
+
+    calls = _no_measuring(monkeypatch)
+
+    def resolved_to_level_zero(kind: str, specs: object) -> tuple[str, list[object]]:
+        assert kind == backend
+        return "l0", [object()]
+
+    def no_open(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a device was opened although the options were bad")
+
+    monkeypatch.setattr(l0mem.backends, "select_devices", resolved_to_level_zero)
+    monkeypatch.setattr(l0mem.cli.bench, "open_backend", no_open)
+    args = ["bench", "kernels", "--backend", backend, "--work-group-size", "64"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    where = " on this machine" if backend == "auto" else ""
+    assert (
+        f"--work-group-size applies to --backend sycl only; --backend {backend} "
+        f"selects Level Zero{where}"
+    ) in res.output
+    assert calls == []
+
+
+def test_cli_work_group_size_applies_when_auto_resolves_to_sycl(tmp_path: Path) -> None:
+    out = tmp_path / "k.json"
+    args = ["bench", "kernels", *SMALL[2:], "--device", "opencl:cpu", "--work-group-size", "16"]
+    res = CliRunner().invoke(cli, [*args, "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["backend"] == "sycl"
+
+
+def test_run_takes_simulated_from_the_backend() -> None:
+    class Simulated(SyclBackend):
+        @property
+        def simulated(self) -> bool:
+            return True
+
+    with Simulated(["opencl:cpu"]) as b:
+        one = ["l0mem_f32_add"]
+        assert run_kernel_bench(b, elements=100, repetitions=1, warmup=0, kernels=one).simulated
+        told = run_kernel_bench(
+            b, elements=100, repetitions=1, warmup=0, kernels=one, simulated=False
+        )
+        assert told.simulated is False
+
+
 @pytest.mark.parametrize(
     ("where", "why"), [("missing/k.json", "no such directory"), ("plain/k.json", "not a directory")]
 )

@@ -88,11 +88,29 @@ def test_simulator_without_peers_stages(tmp_path):
 
 def test_simulator_device_count(tmp_path):
     out = tmp_path / "ar.json"
-    _, data = run_json(
-        "allreduce", ["--devices", "2", "--sizes", "40", "--reps", "1"], sim.sim_env(devices=4), out
+    proc, data = run_json(
+        "allreduce", ["--count", "2", "--sizes", "40", "--reps", "1"], sim.sim_env(devices=4), out
     )
     assert len(data["devices"]) == 2
     assert {(r["nelem"], r["nbytes"]) for r in data["results"]} == {(10, 40)}
+    assert proc.stderr == ""
+
+
+def test_old_devices_option_still_counts_with_a_deprecation_notice(tmp_path):
+    out = tmp_path / "ar.json"
+    proc, data = run_json(
+        "allreduce", ["--devices", "3", "--sizes", "40", "--reps", "1"], sim.sim_env(devices=4), out
+    )
+    assert [d["index"] for d in data["devices"]] == [0, 1, 2]
+    assert proc.stderr == "l0mem allreduce: --devices N is deprecated: use --count N\n"
+    help_text = run_l0mem("allreduce", ["--help"], dict(os.environ), columns=200).stdout
+    assert "--count N" in help_text and "--devices" not in help_text
+
+
+def test_count_and_old_devices_that_disagree_are_a_usage_error():
+    proc = _cli(["--count", "2", "--devices", "3", "--sizes", "40"], sim.sim_env(devices=4))
+    assert proc.returncode == 2, proc.stderr
+    assert "--devices is the old name of --count: give one of them" in proc.stderr
 
 
 @pytest.mark.sycl
@@ -110,6 +128,7 @@ def test_sycl_cpu_sub_devices(tmp_path):
 @pytest.mark.parametrize(
     ("args", "devices", "code", "needle"),
     [
+        (["--count", "5"], 2, 3, "needs 5 devices, 2 available"),
         (["--devices", "5"], 2, 3, "needs 5 devices, 2 available"),
         ([], 1, 3, "needs 2 devices, 1 available"),
         (["--threshold", "-1"], 2, 2, "--threshold"),
@@ -128,6 +147,32 @@ def test_no_driver_is_exit_3():
     proc = _cli(["--sizes", "32"], no_driver_env())
     assert proc.returncode == 3
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_too_few_devices_hint_names_sub_devices_only_for_sycl():
+    proc = _cli(["--backend", "l0", "--sizes", "32"], sim.sim_env(devices=1))
+    assert proc.returncode == 3
+    assert one_line(proc, "allreduce").endswith("needs 2 devices, 1 available")
+
+
+@pytest.mark.sycl
+def test_auto_that_resolves_to_sycl_gets_the_sub_devices_hint():
+    # No Level Zero device: auto opens SYCL's one CPU device, which --sub-devices could split.
+    proc = _cli(["--sizes", "32", "--device", "opencl:cpu"], no_driver_env())
+    assert proc.returncode == 3, proc.stderr
+    assert one_line(proc, "allreduce").endswith(
+        "needs 2 devices, 1 available (SYCL: try --sub-devices 2)"
+    )
+
+
+def test_unwritable_json_is_exit_4_before_measuring(tmp_path):
+    target = tmp_path / "missing" / "ar.json"
+    proc = _cli(["--sizes", "32", "--reps", "1", "--json", str(target)], sim.sim_env(devices=2))
+    assert proc.returncode == 4
+    assert one_line(proc, "allreduce") == (
+        f"l0mem allreduce: {target}: cannot write (no such directory)"
+    )
+    assert proc.stdout == "", "the path is checked before anything is measured"
 
 
 @pytest.mark.parametrize("lost_at", [40, 120, 400])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from l0mem.cli import _common
 from l0mem.cli._common import ExitCode, classify, fail, measuring, reporting
@@ -101,3 +102,70 @@ def test_commands_report_failures_only_through_common() -> None:
         text = path.read_text()
         assert "def _fail" not in text, path.name
         assert re.search(r"\berr=True", text) is None, path.name
+
+
+def _measuring_commands() -> dict[str, click.Command]:
+    from l0mem.cli.allreduce import allreduce
+    from l0mem.cli.bench import kernels
+    from l0mem.cli.p2p import p2p
+
+    return {"p2p": p2p, "allreduce": allreduce, "bench kernels": kernels}
+
+
+@pytest.mark.parametrize("name", ["--reps", "--warmup"])
+def test_reps_and_warmup_are_one_option_with_help_in_every_command(name: str) -> None:
+    options = {
+        command: next(p for p in cmd.params if name in p.opts)
+        for command, cmd in _measuring_commands().items()
+    }
+    helps = {getattr(o, "help", None) for o in options.values()}
+    assert len(helps) == 1 and None not in helps and "" not in helps, helps
+    assert {o.metavar for o in options.values()} == {"N"}
+    # Defaults stay each command's own.
+    defaults = {command: o.default for command, o in options.items()}
+    expected = {"--reps": [10, 5, 20], "--warmup": [2, 1, 3]}[name]
+    assert list(defaults.values()) == expected
+
+
+def test_sizes_option_parses_with_units_and_checks_each_size() -> None:
+    def whole_words(n: int) -> None:
+        if n % 4:
+            raise ValueError(f"{n:,} bytes is not a whole number of words")
+
+    @click.command()
+    @_common.sizes_option("1K,4K", "what they mean here", check=whole_words)
+    def show(sizes: list[int]) -> None:
+        click.echo(repr(sizes))
+
+    runner = CliRunner()
+    assert runner.invoke(show, []).output == "[1024, 4096]\n"
+    assert runner.invoke(show, ["--sizes", "1.5K,64M,1.5K"]).output == f"[1536, {64 << 20}]\n"
+    bad = runner.invoke(show, ["--sizes", "12X"])
+    assert bad.exit_code == 2 and "Invalid value for --sizes: bad size '12X'" in bad.output
+    odd = runner.invoke(show, ["--sizes", "4K,1001"])
+    assert odd.exit_code == 2
+    assert "Invalid value for --sizes: 1,001 bytes is not a whole number of words" in odd.output
+    text = " ".join(runner.invoke(show, ["--help"]).output.split())
+    assert "--sizes LIST Bytes per device buffer" in text and "(what they mean here)" in text
+
+
+def test_every_command_with_json_checks_the_path_first() -> None:
+    # One helper, called before any work; its failure is the one-line exit 4.
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        if path.name in ("_common.py", "__init__.py", "audit.py", "audit_view.py"):
+            continue
+        text = path.read_text()
+        if "json_path" in text:
+            assert "check_output(" in text, path.name
+
+
+def test_check_output_is_one_line_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _common.check_output("p2p", None)
+    _common.check_output("p2p", tmp_path / "fine.json")
+    with pytest.raises(SystemExit) as exc:
+        _common.check_output("p2p", tmp_path / "missing" / "x.json")
+    assert exc.value.code == 4
+    assert capsys.readouterr().err == (
+        f"l0mem p2p: {tmp_path / 'missing' / 'x.json'}: cannot write (no such directory)\n"
+    )
+    assert list(tmp_path.iterdir()) == []

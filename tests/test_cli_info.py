@@ -91,10 +91,22 @@ def test_json_output(sim_env, tmp_path):
 
 
 def test_json_to_unwritable_path_is_one_line(sim_env, tmp_path):
-    proc = run_info(["--json", str(tmp_path / "missing" / "x.json")], sim_env)
+    target = tmp_path / "missing" / "x.json"
+    proc = run_info(["--json", str(target)], sim_env)
     assert proc.returncode == 4
-    assert len(proc.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in proc.stderr
+    assert proc.stderr == f"l0mem info: {target}: cannot write (no such directory)\n"
+    assert proc.stdout == "", "the path is checked before any driver is asked"
+
+
+def test_unwritable_json_wins_over_a_missing_driver(tmp_path):
+    # Checked first: no loader or driver is needed to learn that the path is bad.
+    env = base_env()
+    env["ZE_ENABLE_ALT_DRIVERS"] = "/nonexistent.so"
+    (tmp_path / "plain").write_text("a file, not a directory")
+    target = tmp_path / "plain" / "x.json"
+    proc = run_info(["--json", str(target)], env)
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr == f"l0mem info: {target}: cannot write (not a directory)\n"
 
 
 @pytest.mark.parametrize(

@@ -100,10 +100,12 @@ def test_no_driver_is_exit_3():
     assert len(lines) == 1 and lines[0].startswith("l0mem p2p:")
 
 
-def test_unwritable_json_is_exit_4(tmp_path):
+def test_unwritable_json_is_exit_4_before_measuring(tmp_path):
     target = tmp_path / "missing" / "p2p.json"
     proc = _cli(["--sizes", "4K", "--reps", "1", "--json", str(target)], sim.sim_env(devices=2))
-    assert proc.returncode == 4 and "cannot write" in proc.stderr
+    assert proc.returncode == 4
+    assert one_line(proc, "p2p") == f"l0mem p2p: {target}: cannot write (no such directory)"
+    assert proc.stdout == "", "the path is checked before anything is measured"
     assert not target.exists()
 
 

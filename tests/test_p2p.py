@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from pathlib import Path
+
 import pytest
 
 import l0mem.core as core
@@ -53,6 +57,25 @@ def test_peer_matrix_follows_the_driver(backend, clean):
         if expect:
             assert p.bandwidth is not None and p.bandwidth > 0 and p.bandwidth_unit
     assert peers[(1, 2)].route_reason == "no peer access"
+
+
+def _documented_keys(section: str) -> list[str]:
+    """Return the keys the table under ``## `SECTION` `` of docs/p2p-json.md lists, in order."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "p2p-json.md").read_text()
+    body = text.split(f"## `{section}`", 1)[1].split("\n## ", 1)[0]
+    cells = [line.split("|")[1] for line in body.splitlines() if line.startswith("| `")]
+    return [key for cell in cells for key in re.findall(r"`(\w+)`", cell)]
+
+
+def test_peer_info_is_the_backends_peer_access_plus_the_route(backend, clean):
+    clean.set("peers", "0>1")
+    p = next(p for p in peer_matrix(backend) if (p.src, p.dst) == (0, 1))
+    assert isinstance(p, PeerAccess)
+    assert dataclasses.astuple(backend.peer_access(0, 1)) == dataclasses.astuple(p)[:-2]
+    assert (p.route, p.route_reason) == backend.copy_route(0, 1)
+    data = p.to_dict()
+    assert list(data) == _documented_keys("peers[]")
+    assert data["can_access"] is p.access is True
 
 
 def test_separate_contexts_are_staged(clean):

@@ -59,3 +59,56 @@ def test_readme_python_example_runs_and_makes_the_mirror() -> None:
     assert proc.returncode == 0, proc.stderr
     assert f"mirror-during {1 << 30}" in proc.stdout
     assert "mirror-after 0" in proc.stdout
+
+
+def _command_options() -> dict[str, set[str]]:
+    """Return every l0mem command (``bench kernels`` by its full name) and its option names."""
+    import click
+
+    from l0mem.cli import cli
+
+    ctx = click.Context(cli)
+    commands: dict[str, click.Command] = {}
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        if isinstance(command, click.Group):
+            commands.update({f"{name} {sub}": c for sub, c in command.commands.items()})
+        else:
+            commands[name] = command
+    return {name: {o for p in c.params for o in p.opts} for name, c in commands.items()}
+
+
+MEASURING = ("p2p", "allreduce", "bench kernels")
+
+
+def test_shared_options_table_names_exactly_the_commands_that_take_each_option() -> None:
+    section = README.read_text().split("## Options the measuring commands share", 1)[1]
+    rows = [line for line in section.split("\n## ", 1)[0].splitlines() if line.startswith("| `--")]
+    options = _command_options()
+    listed: dict[str, set[str]] = {}
+    for row in rows:
+        option_cell, commands_cell = row.split(" | ")[:2]
+        option = re.search(r"--[a-z-]+", option_cell)
+        assert option is not None, row
+        named = (
+            set(options)
+            if commands_cell == "every command"
+            else set(re.findall(r"`([a-z0-9 ]+)`", commands_cell))
+        )
+        listed[option.group()] = named
+        # Every command named takes the option; no measuring command that takes it is left out.
+        takes = {c for c in set(MEASURING) | named if option.group() in options[c]}
+        assert named == takes, (option.group(), named, takes)
+    # Every option the measuring commands share is in the table.
+    shared = set.intersection(*(options[c] for c in MEASURING)) - {"--help"}
+    assert shared <= set(listed), shared - set(listed)
+
+
+def test_readme_names_no_option_a_command_lacks() -> None:
+    # `l0mem COMMAND ... --option` in the commands table: each option exists.
+    options = _command_options()
+    text = README.read_text()
+    for command, args in re.findall(r"`l0mem ((?:bench )?[a-z0-9]+) (\[[^`]*)`", text):
+        for option in re.findall(r"--[a-z-]+", args):
+            assert option in options[command], (command, option)

@@ -22,7 +22,7 @@ from l0mem.audit.report import (
     write_junit,
     write_plot,
 )
-from l0mem.files import ReportWriteError
+from l0mem.files import ReportWriteError, json_bytes
 from tests.test_analysis import synthetic_report, synthetic_run
 
 DATA = Path(__file__).parent / "data" / "reports"
@@ -118,6 +118,19 @@ def test_non_serializable_value_leaves_no_file(tmp_path: Path, report: AuditRepo
     with pytest.raises(ReportFormatError, match="not JSON-serializable"):
         write_json(bad, path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_audit_json_refuses_what_benchmark_json_writes_as_null(report: AuditReport) -> None:
+    # One serializer (l0mem.files.json_bytes): the audit report in strict mode.
+    data = {"slope": float("nan"), "runs": [1.5, float("inf")]}
+    assert json.loads(json_bytes(data)) == {"slope": None, "runs": [1.5, None]}
+    with pytest.raises(ValueError):
+        json_bytes(data, strict=True)
+    with pytest.raises(ReportFormatError, match=r"x\.json: not JSON-serializable"):
+        report_mod.dumps_json(data, "x.json")
+    finite = report.to_dict()
+    assert report_mod.dumps_json(finite, "x.json") == json_bytes(finite, strict=True)
+    assert json_bytes(finite, strict=True) == json_bytes(finite)
 
 
 def test_invalid_report_is_not_written(tmp_path: Path, report: AuditReport) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from l0mem.audit.analysis import DEFAULT_CONFIG, GIB, cost_series, recorded_signals
 from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun, parse_schema
-from l0mem.files import write_bytes
+from l0mem.files import json_bytes, write_bytes
 
 PathLike = str | os.PathLike[str]
 
@@ -30,9 +30,13 @@ class MissingDependencyError(ImportError):
 
 
 def dumps_json(data: Any, path: PathLike) -> bytes:
-    """Return ``data`` as indented UTF-8 JSON; raise ReportFormatError when it is not JSON data."""
+    """Return ``data`` as strict JSON (:func:`l0mem.files.json_bytes`); raise ReportFormatError.
+
+    A non-finite number is refused, not written as null: a report must read
+    back exactly as it was measured.
+    """
     try:
-        return (json.dumps(data, indent=2, allow_nan=False) + "\n").encode()
+        return json_bytes(data, strict=True)
     except (TypeError, ValueError) as exc:
         raise ReportFormatError(f"{path}: not JSON-serializable: {exc}") from None
 

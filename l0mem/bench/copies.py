@@ -49,11 +49,19 @@ runs that set-up, and the raw hanging copy, in subprocesses with a timeout.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from l0mem import __version__
-from l0mem.backends import Backend, DeviceBuffer, Event, cleanup, staged_copy
+from l0mem.backends import (
+    Backend,
+    DeviceBuffer,
+    Event,
+    PeerAccess,
+    RouteKind,
+    cleanup,
+    staged_copy,
+)
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import Measurement, TimingRequest, time_op, unmeasured_dict
 
@@ -65,34 +73,21 @@ CopyKind = Literal["same_device", "direct", "staged"]
 
 
 @dataclass(frozen=True)
-class PeerInfo:
-    """What the runtime reports about device ``src`` accessing memory of device ``dst``."""
+class PeerInfo(PeerAccess):
+    """A pair's :class:`~l0mem.backends.PeerAccess` and how l0mem copies from ``src`` to ``dst``."""
 
-    src: int
-    dst: int
-    can_access: bool | None
-    atomics: bool | None
-    bandwidth: int | None = None
-    bandwidth_unit: str | None = None
-    latency: int | None = None
-    latency_unit: str | None = None
-    route: Literal["direct", "staged"] = "staged"
+    route: RouteKind = "staged"
     route_reason: str = ""
 
+    @property
+    def can_access(self) -> bool | None:
+        """Return whether ``src`` can access ``dst``'s memory (the JSON's ``can_access``)."""
+        return self.access
+
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict of this pair."""
-        return {
-            "src": self.src,
-            "dst": self.dst,
-            "can_access": self.can_access,
-            "atomics": self.atomics,
-            "bandwidth": self.bandwidth,
-            "bandwidth_unit": self.bandwidth_unit,
-            "latency": self.latency,
-            "latency_unit": self.latency_unit,
-            "route": self.route,
-            "route_reason": self.route_reason,
-        }
+        """Return a JSON-ready dict of this pair (keys of docs/p2p-json.md ``peers[]``)."""
+        # PeerAccess.access is written under the name the l0mem.p2p/1 schema gave it.
+        return {("can_access" if k == "access" else k): v for k, v in asdict(self).items()}
 
 
 def peer_matrix(backend: Backend, devices: Sequence[int] | None = None) -> list[PeerInfo]:
@@ -101,24 +96,11 @@ def peer_matrix(backend: Backend, devices: Sequence[int] | None = None) -> list[
     out: list[PeerInfo] = []
     for s in idx:
         for d in idx:
-            if s == d:
-                continue
-            p = backend.peer_access(s, d)
-            route, why = backend.copy_route(s, d)
-            out.append(
-                PeerInfo(
-                    s,
-                    d,
-                    p.access,
-                    p.atomics,
-                    p.bandwidth,
-                    p.bandwidth_unit,
-                    p.latency,
-                    p.latency_unit,
-                    route,
-                    why,
+            if s != d:
+                route, why = backend.copy_route(s, d)
+                out.append(
+                    PeerInfo(**asdict(backend.peer_access(s, d)), route=route, route_reason=why)
                 )
-            )
     return out
 
 

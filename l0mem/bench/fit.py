@@ -6,15 +6,11 @@ from collections.abc import Sequence
 
 from l0mem.backends import Backend, NoDeviceError
 from l0mem.probe import mem_available
-from l0mem.units import GIB
+from l0mem.units import format_bytes
 
 
 class HostTooSmall(Exception):
     """The request needs more host memory than is available (a usage error on the command line)."""
-
-
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / GIB:.1f} GiB"
 
 
 def check_fits(
@@ -34,20 +30,21 @@ def check_fits(
         name = backend.device_name(d)
         if mem.total is not None and per_device > mem.total:
             raise NoDeviceError(
-                f"{what} need {_gib(per_device)} on device {d} ({name}), "
-                f"which has {_gib(mem.total)} of memory"
+                f"{what} need {format_bytes(per_device, 1)} on device {d} ({name}), "
+                f"which has {format_bytes(mem.total, 1)} of memory"
             )
         if mem.max_alloc is not None and largest > mem.max_alloc:
             raise NoDeviceError(
-                f"{what} need one allocation of {_gib(largest)} on device {d} ({name}), "
-                f"larger than its limit of {_gib(mem.max_alloc)}"
+                f"{what} need one allocation of {format_bytes(largest, 1)} on device {d} ({name}), "
+                f"larger than its limit of {format_bytes(mem.max_alloc, 1)}"
             )
         if mem.host_backed:
             host_need += per_device
     available = mem_available()
     if host_need > available:
         raise HostTooSmall(
-            f"{what} need about {_gib(host_need)} of host memory, {_gib(available)} available"
+            f"{what} need about {format_bytes(host_need, 1)} of host memory, "
+            f"{format_bytes(available, 1)} available"
         )
 
 

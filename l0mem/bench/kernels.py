@@ -8,6 +8,27 @@ machine hit all of them alike, and on one clock (device timestamps when every
 event carries them, host wall time around enqueue + wait otherwise), so the
 ratios compare like with like. Nothing is printed here: the functions return
 results.
+
+The JSON of a run (:meth:`KernelBenchResult.to_dict`, what ``l0mem bench
+kernels --json`` writes), schema ``l0mem.bench.kernels/1``:
+
+- ``schema``, ``l0mem_version``, ``backend`` (``l0`` or ``sycl``), ``device``
+  (its name), ``simulated`` (numbers of l0mem's simulated driver, not
+  hardware), ``elements`` (per launch), ``repetitions``, ``warmup``;
+- ``timing``: the one clock of the run, ``device`` (event timestamps) or
+  ``host`` (wall time around enqueue + wait);
+- ``copy`` and each of ``kernels[]``: ``name``, ``bytes_moved`` (per
+  repetition), and the measurement (:meth:`l0mem.bench.timing.Measurement.to_dict`):
+  ``timing``, ``samples_ns`` (every repetition), ``median_ns``, ``min_ns`` and
+  ``max_ns`` (fastest and slowest sample), ``gbps`` (at the median),
+  ``gbps_min`` and ``gbps_max`` (at the slowest and the fastest sample),
+  ``spread`` ((max - min) / median); a kernel also has ``ratio_to_copy``;
+- ``details``: an object for facts a caller adds (empty as
+  :func:`run_kernel_bench` returns it).
+
+New in this version: ``timing``, ``min_ns`` and ``max_ns`` in ``copy`` and in
+every ``kernels[]`` entry. No key was removed or changed meaning, so the
+schema stays at 1.
 """
 
 from __future__ import annotations
@@ -70,7 +91,8 @@ class KernelBenchResult:
             "timing": self.timing,
             "copy": op(COPY, self.copy),
             "kernels": [
-                dict(op(name, m), ratio_to_copy=self.ratio(name)) for name, m in self.kernels.items()
+                dict(op(name, m), ratio_to_copy=self.ratio(name))
+                for name, m in self.kernels.items()
             ],
             "details": self.details,
         }
@@ -85,9 +107,12 @@ def run_kernel_bench(
     warmup: int = 3,
     kernels: Sequence[str] | None = None,
     timing: TimingRequest = "auto",
-    simulated: bool = False,
+    simulated: bool | None = None,
 ) -> KernelBenchResult:
-    """Measure each kernel and a same-size device copy on ``device``; return the results."""
+    """Measure each kernel and a same-size device copy on ``device``; return the results.
+
+    ``simulated`` labels the numbers as a simulator's; by default the backend says.
+    """
     if elements < 1:
         raise ValueError(f"elements must be >= 1, got {elements}")
     if repetitions < 1 or warmup < 0:
@@ -139,7 +164,7 @@ def run_kernel_bench(
         warmup=warmup,
         copy=measured.pop(COPY),
         kernels=measured,
-        simulated=simulated,
+        simulated=backend.simulated if simulated is None else simulated,
     )
 
 

@@ -191,7 +191,9 @@ def time_ops(
         samples = _rounds(run, reps, used, prepare)
     except _NoTimestamp:
         if timing == "device":
-            raise RuntimeError("device timing asked for, but an event carries no timestamp") from None
+            raise RuntimeError(
+                "device timing asked for, but an event carries no timestamp"
+            ) from None
         # Warm-up is done; the device-timed rounds so far are discarded.
         used = "host"
         samples = _rounds(run, reps, used, prepare)

@@ -178,7 +178,8 @@ json_option = click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the results as JSON to PATH.",
+    metavar="PATH",
+    help="Also write the result as JSON to PATH (checked before any work, written atomically).",
 )
 
 
@@ -193,14 +194,97 @@ def device_option(default_note: str = "") -> Callable[[_F], _F]:
     )
 
 
-def sizes_option(value: str, param_hint: str) -> list[int]:
-    """Return the parsed size list of an option value or raise click.BadParameter."""
-    from l0mem.units import parse_sizes
+def _count_option(name: str, minimum: int, default: int, text: str) -> Callable[[_F], _F]:
+    return click.option(
+        name,
+        type=click.IntRange(min=minimum),
+        default=default,
+        show_default=True,
+        metavar="N",
+        help=text,
+    )
 
-    try:
-        return parse_sizes(value)
-    except ValueError as err:
-        raise click.BadParameter(str(err), param_hint=param_hint) from None
+
+def reps_option(default: int) -> Callable[[_F], _F]:
+    """Return the ``--reps N`` option (timed repetitions, at least 1) with the command's default."""
+    return _count_option(
+        "--reps", 1, default, "Timed repetitions of each measurement (at least 1)."
+    )
+
+
+def warmup_option(default: int) -> Callable[[_F], _F]:
+    """Return the ``--warmup N`` option (untimed rounds, 0 or more) with the command's default."""
+    return _count_option(
+        "--warmup", 0, default, "Untimed rounds before the timed repetitions (0 or more)."
+    )
+
+
+class SizeList(click.ParamType):
+    """A comma-separated list of sizes in l0mem's grammar (:func:`l0mem.units.parse_sizes`).
+
+    The value is the list of bytes, in the order given, repeats dropped; each
+    size must also pass ``check`` (which raises ValueError with one line).
+    """
+
+    name = "sizes"
+
+    def __init__(self, check: Callable[[int], object] | None = None) -> None:
+        self.check = check
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> list[int]:
+        """Return the sizes in ``value`` in bytes, or raise click.BadParameter (exit 2)."""
+        if isinstance(value, list):
+            return value
+        from l0mem.units import parse_sizes
+
+        try:
+            sizes = parse_sizes(str(value))
+            if self.check is not None:
+                for nbytes in sizes:
+                    self.check(nbytes)
+        except ValueError as err:
+            # The option's name as the usage line spells it, without click's quotes.
+            hint = "/".join(param.opts) if param is not None else None
+            raise click.BadParameter(str(err), ctx=ctx, param=param, param_hint=hint) from None
+        return sizes
+
+
+def sizes_option(
+    default: str, note: str = "", *, check: Callable[[int], object] | None = None
+) -> Callable[[_F], _F]:
+    """Return the ``--sizes LIST`` option: bytes per device buffer, parsed by :class:`SizeList`.
+
+    ``note`` (what the sizes mean to this command) goes into the help text;
+    ``check`` refuses a size this command cannot take.
+    """
+    text = (
+        "Bytes per device buffer, comma-separated, each a whole number of bytes "
+        "with an optional K/M/G/T (binary) suffix"
+    )
+    return click.option(
+        "--sizes",
+        type=SizeList(check),
+        default=default,
+        show_default=True,
+        metavar="LIST",
+        help=f"{text} ({note})." if note else f"{text}.",
+    )
+
+
+def check_output(command: str, path: Path | None) -> None:
+    """Fail ``command`` with BAD_INPUT (exit 4) unless ``path`` is None or could be written.
+
+    Every command calls it first, before any device is opened: a bad path
+    must not throw a long run away.
+    """
+    if path is None:
+        return
+    from l0mem.files import check_writable
+
+    with reporting(command):
+        check_writable(path)
 
 
 @contextlib.contextmanager

@@ -18,10 +18,13 @@ and reports:
   the path's roundings allow (:func:`l0mem.allreduce.error_bound`), and
   whether every device holds the same bits.
 
-``--json PATH`` writes the run atomically (schema ``l0mem.allreduce/1``,
-documented in docs/allreduce-json.md; non-finite numbers are written as null).
-Before any input is made, the largest size is checked against every device's
-memory and the host's available memory.
+``--count N`` runs over the first N of the selected devices (``--devices N``,
+its old name, still works and prints a deprecation notice). ``--json PATH``
+writes the run atomically (schema ``l0mem.allreduce/1``, documented in
+docs/allreduce-json.md; non-finite numbers are written as null); the path is
+checked before any device is opened. Before any input is made, the largest
+size is checked against every device's memory and the host's available
+memory.
 
 Exit codes: 0 on success, 1 when a result is outside its error bound or the
 devices disagree, 2 on bad options (including a size that is not a multiple
@@ -46,27 +49,25 @@ from rich.table import Table
 from l0mem.cli._common import (
     ExitCode,
     backend_option,
+    check_output,
     device_option,
     fail,
     json_option,
     measuring,
+    notice,
     open_backend,
+    reps_option,
     save_json,
     sizes_option,
     sub_devices_option,
+    warmup_option,
 )
+from l0mem.units import format_bytes
 
 
 def _ms(ns: float) -> str:
     ms = ns / 1e6
     return f"{ms:,.0f}" if ms >= 1000 else f"{ms:.4g}"
-
-
-def _bytes(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def _num(value: float | None, spec: str) -> str:
@@ -113,7 +114,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             f"{r['path']}{' *' if r['auto'] else ''}",
             _ms(t["median"]),
             f"{t['spread']:.0%}",
-            _bytes(r["total_bytes_crossed"]),
+            format_bytes(r["total_bytes_crossed"], digits=1),
             _num(r["busbw_gbps"], ".2f"),
             _num(r["max_abs_error"], ".2g"),
             f"[{'green' if good else 'red'}]{_num(r['max_error_to_bound'], '.3f')}[/]",
@@ -132,23 +133,26 @@ def render(report: dict[str, Any], console: Console) -> None:
         )
 
 
+def _whole_fp32(nbytes: int) -> None:
+    """Raise ValueError unless ``nbytes`` is a whole number of FP32 elements."""
+    from l0mem.bench.allreduce import fp32_elements
+
+    fp32_elements(nbytes)
+
+
 @click.command()
 @backend_option
-@click.option(
-    "--devices",
-    "count",
-    type=click.IntRange(min=2),
-    help="Use the first N devices (default: all).",
-)
 @device_option()
-@sub_devices_option
 @click.option(
-    "--sizes",
-    default="16K,128K,4M,64M",
-    show_default=True,
-    help="Bytes per device buffer (multiples of 4: FP32), comma-separated, "
-    "with optional K/M/G (binary) suffix.",
+    "--count",
+    type=click.IntRange(min=2),
+    metavar="N",
+    help="Use the first N of the selected devices (default: all of them).",
 )
+# The old name of --count: still accepted, with a notice, so that scripts keep running.
+@click.option("--devices", "old_count", type=click.IntRange(min=2), hidden=True)
+@sub_devices_option
+@sizes_option("16K,128K,4M,64M", "multiples of 4: FP32", check=_whole_fp32)
 @click.option(
     "--threshold",
     type=click.IntRange(min=0),
@@ -163,16 +167,17 @@ def render(report: dict[str, Any], console: Console) -> None:
     show_default=True,
     help="Copy directly where possible, or always through host memory.",
 )
-@click.option("--reps", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
+@reps_option(5)
+@warmup_option(1)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @json_option
 def allreduce(
     backend: str,
-    count: int | None,
     device_specs: tuple[str, ...],
+    count: int | None,
+    old_count: int | None,
     sub_devices: int | None,
-    sizes: str,
+    sizes: list[int],
     threshold: int,
     transport: Literal["auto", "staged"],
     reps: int,
@@ -181,28 +186,29 @@ def allreduce(
     json_path: Path | None,
 ) -> None:
     """Time the FP32 and BF16-compressed all-reduce and check its sums against FP64."""
-    from l0mem.backends import NoDeviceError
-    from l0mem.bench.allreduce import check_sizes, fp32_elements, measure
+    from l0mem.backends import NoDeviceError, SyclBackend
+    from l0mem.bench.allreduce import check_sizes, measure
 
-    size_list = sizes_option(sizes, "--sizes")
-    for nbytes in size_list:
-        try:
-            fp32_elements(nbytes)
-        except ValueError as err:
-            raise click.BadParameter(str(err), param_hint="--sizes") from None
+    if old_count is not None:
+        notice("allreduce", "--devices N is deprecated: use --count N")
+        if count is not None and count != old_count:
+            raise click.UsageError("--devices is the old name of --count: give one of them")
+        count = old_count
+    check_output("allreduce", json_path)
     with measuring("allreduce"), open_backend(backend, device_specs, sub_devices) as b:
         available = b.device_count()
         want = available if count is None else count
         if want > available or available < 2:
+            # Only SYCL can split one device into several (the CPU, without a GPU).
+            hint = " (SYCL: try --sub-devices 2)" if isinstance(b, SyclBackend) else ""
             raise NoDeviceError(
-                f"all-reduce needs {max(want, 2)} devices, {available} available"
-                + (" (SYCL: try --sub-devices 2)" if backend == "sycl" else "")
+                f"all-reduce needs {max(want, 2)} devices, {available} available{hint}"
             )
-        check_sizes(b, list(range(want)), size_list)
+        check_sizes(b, list(range(want)), sizes)
         report = measure(
             b,
             list(range(want)),
-            size_list,
+            sizes,
             threshold=threshold,
             reps=reps,
             warmup=warmup,

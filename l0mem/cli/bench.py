@@ -4,13 +4,15 @@
 size on one device (round-robin, after warm-up) and prints each kernel's
 effective bandwidth (bytes read + written per second) and its ratio to the copy
 bandwidth. ``--json PATH`` writes the run atomically (schema
-``l0mem.bench.kernels/1``, see :meth:`l0mem.bench.kernels.KernelBenchResult.to_dict`);
+``l0mem.bench.kernels/1``, described in :mod:`l0mem.bench.kernels`);
 the path is checked before measuring, so a bad one does not cost the run.
 
 Exit codes: 0 on success, 2 on bad options (including a work-group size above
-the kernels' limit on the device), 3 when the backend or device is unavailable
-(including a missing dpctl for ``--backend sycl``), 4 when the ``--json`` path
-cannot be written, 6 when the runtime fails while measuring, 130 on Ctrl-C.
+the kernels' limit on the device, and ``--work-group-size`` when ``--backend``
+resolves to Level Zero, refused before a device is opened), 3 when the
+backend or device is unavailable (including a missing dpctl for ``--backend
+sycl``), 4 when the ``--json`` path cannot be written, 6 when the runtime
+fails while measuring, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ from rich.table import Table
 
 from l0mem.cli._common import (
     backend_option,
+    check_output,
     device_option,
     json_option,
     measuring,
     open_backend,
+    reps_option,
     save_json,
+    warmup_option,
 )
 from l0mem.units import MIB
 
@@ -74,6 +79,16 @@ def render(result: Any, console: Console) -> None:
         )
 
 
+def _sycl_only(work_group_size: int | None, kind: str, backend: str) -> None:
+    """Raise a usage error when ``--work-group-size`` is given and ``kind`` is Level Zero."""
+    if work_group_size is not None and kind == "l0":
+        where = " on this machine" if backend == "auto" else ""
+        raise click.UsageError(
+            f"--work-group-size applies to --backend sycl only; --backend {backend} "
+            f"selects Level Zero{where}"
+        )
+
+
 @click.group()
 def bench() -> None:
     """Benchmarks of l0mem's building blocks."""
@@ -96,12 +111,12 @@ def bench() -> None:
     show_default=True,
     help="Elements per kernel launch (the copy moves 4 bytes per element).",
 )
-@click.option("--reps", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
+@reps_option(20)
+@warmup_option(3)
 @click.option(
     "--work-group-size",
     type=click.IntRange(min=1),
-    help="Override the work-group size (SYCL only).",
+    help="Override the work-group size (SYCL backend only).",
 )
 @json_option
 def kernels(
@@ -115,33 +130,24 @@ def kernels(
     json_path: Path | None,
 ) -> None:
     """Measure each kernel's bandwidth against the same device's copy bandwidth."""
+    from l0mem.backends import SyclBackend, select_devices
     from l0mem.bench.kernels import run_kernel_bench
-    from l0mem.files import check_writable
 
-    if json_path is not None:
-        with measuring("bench kernels"):
-            check_writable(json_path)
-    from l0mem.backends import select_devices
-
-    if backend == "l0" and work_group_size is not None:
-        raise click.UsageError("--work-group-size applies to --backend sycl only")
-
+    check_output("bench kernels", json_path)
     if len(device_specs) > 1 or "," in "".join(device_specs):
         raise click.BadParameter("bench kernels runs on one device", param_hint="--device")
+    # --backend l0 contradicts the option on any machine; auto is known once resolved.
+    _sycl_only(work_group_size, backend, backend)
     with measuring("bench kernels"):
         kind, chosen = select_devices(backend, device_specs)
+    _sycl_only(work_group_size, kind, backend)
     with measuring("bench kernels"), open_backend(kind, chosen[:1], context=context) as b:
-        if work_group_size is not None:
-            set_size = getattr(b, "set_work_group_size", None)
-            if set_size is None:
-                raise click.UsageError("--work-group-size applies to --backend sycl only")
+        if work_group_size is not None and isinstance(b, SyclBackend):
             try:
-                set_size(work_group_size)
+                b.set_work_group_size(work_group_size)
             except ValueError as err:
                 raise click.BadParameter(str(err), param_hint="--work-group-size") from None
-        result = run_kernel_bench(
-            b, 0, elements=elements, repetitions=reps, warmup=warmup, simulated=b.simulated
-        )
+        result = run_kernel_bench(b, 0, elements=elements, repetitions=reps, warmup=warmup)
     render(result, Console())
     if json_path is not None:
         save_json("bench kernels", json_path, result.to_dict())

@@ -18,7 +18,7 @@ from l0mem.audit.compare import (
     load_pair,
 )
 from l0mem.audit.report import dumps_json
-from l0mem.cli._common import ExitCode, fail, reporting
+from l0mem.cli._common import ExitCode, check_output, fail, reporting
 from l0mem.files import write_bytes
 
 _EPILOG = f"""\b
@@ -136,6 +136,7 @@ def compare(
     json_path: Path | None,
 ) -> None:
     """Compare two audit reports (BASELINE, CURRENT) run by run and flag regressions."""
+    check_output("compare", json_path)
     # A missing or malformed report is exit 4, reports that cannot be compared exit 5.
     with reporting("compare"):
         before, after = load_pair(baseline, current)

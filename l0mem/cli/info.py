@@ -3,7 +3,8 @@
 Text goes to the terminal: the loader, then one block per device (so that
 PCI addresses and UUIDs stay whole on an 80-column terminal), then the peer
 matrix. ``--json PATH`` writes the same report atomically (temporary file,
-fsync, rename; mode 0644) as JSON with these keys:
+fsync, rename; mode 0644; the path is checked before any driver is asked) as
+JSON with these keys:
 
 - ``l0mem_version``: version of l0mem that wrote the report.
 - ``loader``: ``path`` (real path of libze_loader, or null) and ``components``,
@@ -43,7 +44,8 @@ from rich.console import Console
 from rich.table import Table
 
 from l0mem import __version__
-from l0mem.cli._common import ExitCode, measuring, save_json
+from l0mem.cli._common import ExitCode, check_output, json_option, measuring, save_json
+from l0mem.units import format_bytes
 
 _EPILOG = f"""\b
 Exit codes:
@@ -118,10 +120,6 @@ def collect() -> dict[str, Any]:
     return report
 
 
-def _gib(nbytes: int) -> str:
-    return f"{nbytes / 2**30:.2f} GiB"
-
-
 def render(report: dict[str, Any], console: Console) -> None:
     """Print the report as rich tables."""
     loader = Table(title="Level Zero loader", show_header=False)
@@ -156,7 +154,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             table.add_row("vendor:device", f"{dev['vendor_id']}:{dev['device_id']}")
             table.add_row("PCI address", dev["pci_address"] or "-")
             table.add_row("UUID", dev["uuid"])
-            table.add_row("memory", _gib(dev["memory_bytes"]))
+            table.add_row("memory", format_bytes(dev["memory_bytes"]))
             table.add_row("kernel driver", dev["kernel_driver"] or "-")
             table.add_row("sub-devices", str(dev["sub_devices"]))
             console.print(table)
@@ -177,15 +175,10 @@ def render(report: dict[str, Any], console: Console) -> None:
 
 
 @click.command(epilog=_EPILOG)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
-    help="Also write the report as JSON to PATH.",
-)
+@json_option
 def info(json_path: Path | None) -> None:
     """Show the Level Zero loader, drivers, devices and peer access."""
+    check_output("info", json_path)
     with measuring("info"):
         report = collect()
     render(report, Console())

@@ -11,9 +11,10 @@ Device event timestamps are used where the backend has them, the host clock
 otherwise; host-staged copies always with the host clock, from the first
 enqueue to the last completion. ``--json PATH`` writes the run atomically
 (schema ``l0mem.p2p/1``, documented in docs/p2p-json.md; non-finite numbers
-are written as null). Numbers from l0mem's simulated driver are labelled as a
-simulator's. The largest size is checked against device and host memory
-before anything is allocated.
+are written as null); the path is checked before any device is opened.
+Numbers from l0mem's simulated driver are labelled as a simulator's. The
+largest size is checked against device and host memory before anything is
+allocated.
 
 Exit codes: 0 on success, 2 on bad options (including sizes that do not fit
 in host memory), 3 when the backend or the requested devices are unavailable
@@ -37,13 +38,16 @@ from rich.table import Table
 
 from l0mem.cli._common import (
     backend_option,
+    check_output,
     device_option,
     json_option,
     measuring,
     open_backend,
+    reps_option,
     save_json,
     sizes_option,
     sub_devices_option,
+    warmup_option,
 )
 from l0mem.units import format_size
 
@@ -126,21 +130,15 @@ def render(result: Any, console: Console) -> None:
 @backend_option
 @device_option("Default: all.")
 @sub_devices_option
-@click.option(
-    "--sizes",
-    default="1M,16M,64M",
-    show_default=True,
-    help="Bytes per device buffer (each copy's size), comma-separated, "
-    "with optional K/M/G (binary) suffix.",
-)
-@click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True)
+@sizes_option("1M,16M,64M", "each copy's size")
+@reps_option(10)
+@warmup_option(2)
 @json_option
 def p2p(
     backend: str,
     device_specs: tuple[str, ...],
     sub_devices: int | None,
-    sizes: str,
+    sizes: list[int],
     reps: int,
     warmup: int,
     json_path: Path | None,
@@ -148,10 +146,10 @@ def p2p(
     """Show peer access between devices and measure direct, host-staged and same-device copies."""
     from l0mem.bench.copies import check_sizes, run_p2p
 
-    size_list = sizes_option(sizes, "--sizes")
+    check_output("p2p", json_path)
     with measuring("p2p"), open_backend(backend, device_specs, sub_devices) as b:
-        check_sizes(b, size_list)
-        result = run_p2p(b, sizes=size_list, reps=reps, warmup=warmup)
+        check_sizes(b, sizes)
+        result = run_p2p(b, sizes=sizes, reps=reps, warmup=warmup)
     render(result, Console())
     if json_path is not None:
         save_json("p2p", json_path, result.to_dict())

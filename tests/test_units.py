@@ -1,0 +1,29 @@
+"""Printing sizes (l0mem.units): every table and message rounds them the same way."""
+
+from __future__ import annotations
+
+import pytest
+
+from l0mem.units import GIB, KIB, MIB, format_bytes, format_size
+
+
+@pytest.mark.parametrize(
+    ("n", "digits", "text"),
+    [
+        (4 * GIB, None, "4.00 GiB"),
+        (320 * MIB, None, "320 MiB"),
+        (512 * KIB, None, "512 KiB"),  # not "0 MiB"
+        (1000, None, "1000 B"),
+        (8 * GIB, 1, "8.0 GiB"),
+        (3 * MIB // 2, 1, "1.5 MiB"),
+        (12 * KIB, 1, "12.0 KiB"),
+        (100, 1, "100 B"),  # bytes stay whole
+        (-2 * GIB, None, "-2.00 GiB"),
+    ],
+)
+def test_format_bytes_picks_the_largest_unit_reached(n: int, digits: int | None, text: str) -> None:
+    assert format_bytes(n, digits) == text
+
+
+def test_format_size_is_exact() -> None:
+    assert [format_size(n) for n in (64 * MIB, 1536, 3 * GIB)] == ["64 MiB", "1536 B", "3 GiB"]
