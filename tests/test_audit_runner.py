@@ -110,7 +110,9 @@ def l0_inventory(n: int = 2, **overrides: Any) -> Inventory:
             "pci_id": "8086:e20b",
             "pci_address": f"0000:0{i}:00.0",
             "memory_bytes": 16 * GIB,
+            "max_alloc_bytes": 4 * GIB,
             "free_bytes": 16 * GIB,
+            "host_backed": False,
             "integrated": False,
             "kernel_driver": "xe",
             "dmabuf_export": True,
@@ -523,7 +525,8 @@ def test_inventory_is_simulated_only_when_a_simulated_device_was_found() -> None
 
 
 def test_runs_say_whether_they_are_simulated_and_on_host_memory() -> None:
-    sim_inv = l0_inventory(2, name="l0mem simulated GPU")
+    # Discovery reports the simulator as host-backed (l0mem.backends.device_memory's rule).
+    sim_inv = l0_inventory(2, name="l0mem simulated GPU", host_backed=True)
     plans = {p.setup: p for p in plan_audit(AuditOptions(), sim_inv)}
     assert all(plans[s].simulated for s in L0_SETUPS)
     # Here the SYCL set-ups run on the CPU device (the simulator is hidden from them).
@@ -532,8 +535,11 @@ def test_runs_say_whether_they_are_simulated_and_on_host_memory() -> None:
 
     skipped = skipped_run(dataclasses.replace(plans["l0"], skip_reason="test"))
     assert skipped.simulated and not skipped.host_memory
+    # Host memory is what discovery says (host_backed), not a rule of the audit's own.
+    host = plan_audit(AuditOptions(setups=("l0",)), l0_inventory(1, host_backed=True))
+    assert host[0].host_memory_device and not host[0].simulated
     integrated = plan_audit(AuditOptions(setups=("l0",)), l0_inventory(1, integrated=True))
-    assert integrated[0].host_memory_device and not integrated[0].simulated
+    assert not integrated[0].host_memory_device
     # A SYCL device that is the simulator seen through the runtime's Level Zero adapter.
     sim_gpu = {
         "filter_string": "level_zero:gpu:0",

@@ -119,10 +119,10 @@ class AuditOptions:
 class Inventory:
     """The devices and runtimes found, as reported by the discovery children."""
 
-    l0_devices: list[dict[str, Any]]  # see child.discover_l0
+    l0_devices: list[dict[str, Any]]  # see l0mem.audit.discovery.discover_l0
     l0_error: str | None  # why there are no Level Zero devices (None when there are)
     l0_info: dict[str, Any]  # loader, drivers, alt drivers
-    sycl_devices: list[dict[str, Any]]  # see child.discover_sycl
+    sycl_devices: list[dict[str, Any]]  # see l0mem.audit.discovery.discover_sycl
     sycl_error: str | None
     sycl_info: dict[str, Any]  # dpctl and runtime versions
 
@@ -166,7 +166,7 @@ class SetupPlan:
     idle_samples: int = 5
     freed_samples: int = 2
     allow_fewer_devices: bool = False  # a remedy may hide devices (ZE_AFFINITY_MASK)
-    host_memory_device: bool = False  # a CPU or integrated device: its memory is host memory
+    host_memory_device: bool = False  # its memory is host memory (host_backed; not the simulator)
     simulated: bool = False  # runs on the simulated Level Zero driver
     env_unset: tuple[str, ...] = ()  # variables the child must not inherit
 
@@ -301,6 +301,14 @@ def plan_audit(
     return plans
 
 
+def _host_memory(dev: Mapping[str, Any]) -> bool:
+    """Return True when a Level Zero device's memory is host memory: about 1:1 is expected."""
+    # host_backed is l0mem.backends.device_memory's one rule (integrated, CPU, simulator).
+    # The simulator stands for a discrete GPU here: the audit fills with zeros, which
+    # it keeps uncommitted, so what it shows is the mirror it simulates.
+    return bool(dev.get("host_backed")) and not is_simulated_device(dev)
+
+
 def _plan_l0(
     setup: str,
     options: AuditOptions,
@@ -356,7 +364,7 @@ def _plan_l0(
         context="multi" if multi else "single",
         peer_resident=setup == "l0-peer-resident",
         dmabuf=setup == "l0-dmabuf",
-        host_memory_device=bool(owner.get("integrated")) or owner.get("type") == "CPU",
+        host_memory_device=_host_memory(owner),
         simulated=simulated,
         target_bytes=target,
         step_bytes=step,
