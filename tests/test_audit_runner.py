@@ -184,9 +184,17 @@ def test_no_level_zero_skips_l0_setups_and_keeps_sycl() -> None:
     assert plans["sycl"].skip_reason is None and plans["sycl"].sycl_filter == "opencl:cpu:0"
 
 
-def test_unknown_device_index_is_a_skip_reason_naming_the_known_ones() -> None:
-    plans = plan_audit(AuditOptions(setups=("l0",), devices=(5,)), l0_inventory(2))
-    assert plans[0].skip_reason == "no Level Zero device with index 5 (found: 0, 1)"
+def test_unknown_device_index_is_no_device_naming_the_known_ones() -> None:
+    # Asked for by index, a device that is not there is an error (exit 3), not a skip.
+    for setups in (("l0",), ("sycl",)):
+        with pytest.raises(NoDeviceError) as err:
+            plan_audit(AuditOptions(setups=setups, devices=(0, 5)), l0_inventory(2))
+        assert str(err.value) == "no Level Zero device 5: this machine has 2 (0..1)"
+    inv = dataclasses.replace(l0_inventory(0), l0_error="no Level Zero driver found (test)")
+    with pytest.raises(NoDeviceError, match=r"^no Level Zero device 0: no Level Zero driver found"):
+        plan_audit(AuditOptions(devices=(0,)), inv)
+    (plan,) = plan_audit(AuditOptions(setups=("l0",), devices=(1,)), l0_inventory(2))
+    assert plan.skip_reason is None and plan.l0_devices == (1,)
 
 
 def test_sycl_prefers_level_zero_gpus_and_simulator_is_hidden_from_sycl() -> None:

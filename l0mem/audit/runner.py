@@ -140,8 +140,9 @@ def run_audit(
 ) -> AuditReport:
     """Run every planned set-up (then remedies for those that mirrored); return the report.
 
-    Raises NoDeviceError when neither Level Zero nor SYCL has a device for the
-    request, and AuditInterrupted (with the partial report) when cancelled.
+    Raises NoDeviceError when neither Level Zero nor SYCL has a device, or
+    ``options.devices`` names an index no Level Zero device has, and
+    AuditInterrupted (with the partial report) when cancelled.
     """
     cancel = cancel or threading.Event()
     guard = guard or Guard.for_host(options.floor_bytes)
@@ -167,11 +168,11 @@ def run_audit(
     except (Cancelled, KeyboardInterrupt):
         raise AuditInterrupted(report([], False, {"simulated": False})) from None
     fingerprint = build_fingerprint(inventory)
-    plans = plan_audit(options, inventory, guard.floor_bytes)
     if not inventory.l0_devices and not inventory.sycl_devices:
         raise NoDeviceError(
             f"no device to audit: Level Zero: {inventory.l0_error}; SYCL: {inventory.sycl_error}"
         )
+    plans = plan_audit(options, inventory, guard.floor_bytes)
     runs: list[SetupRun] = []
     interrupted = False
 

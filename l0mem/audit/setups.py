@@ -242,16 +242,23 @@ def _sycl_description(dev: Mapping[str, Any]) -> dict[str, Any]:
     return {"backend": "sycl", **{k: dev.get(k) for k in keys}}
 
 
+def check_devices(options: AuditOptions, inv: Inventory) -> None:
+    """Raise NoDeviceError when ``options.devices`` names an index no Level Zero device has."""
+    known = {d.get("index") for d in inv.l0_devices}
+    count = len(inv.l0_devices)
+    for index in options.devices:
+        if index not in known:
+            # As select_devices says it for every other command.
+            have = f"this machine has {count} (0..{count - 1})" if count else inv.l0_error
+            raise NoDeviceError(f"no Level Zero device {index}: {have or 'none found'}")
+
+
 def _select_l0(options: AuditOptions, inv: Inventory) -> tuple[list[dict[str, Any]], str | None]:
     """Return the selected Level Zero devices (of the owner's driver) or why there are none."""
     if inv.l0_error is not None:
         return [], inv.l0_error
     by_index = {d["index"]: d for d in inv.l0_devices}
     if options.devices:
-        missing = [i for i in options.devices if i not in by_index]
-        if missing:
-            known = ", ".join(str(i) for i in sorted(by_index)) or "none"
-            return [], f"no Level Zero device with index {missing[0]} (found: {known})"
         chosen = [by_index[i] for i in options.devices]
     else:
         gpus = [d for d in inv.l0_devices if d.get("type") == "GPU"]
@@ -282,7 +289,12 @@ def _select_sycl(options: AuditOptions, inv: Inventory) -> tuple[dict[str, Any] 
 def plan_audit(
     options: AuditOptions, inventory: Inventory, floor_bytes: int = 0
 ) -> list[SetupPlan]:
-    """Return one plan per selected set-up: what it runs on, or why it is skipped."""
+    """Return one plan per selected set-up: what it runs on, or why it is skipped.
+
+    Raises NoDeviceError when ``options.devices`` names an index that no Level
+    Zero device has: asked for by index, a device must not be skipped quietly.
+    """
+    check_devices(options, inventory)
     common: dict[str, Any] = {
         "floor_bytes": floor_bytes,
         "settle_s": options.settle_s,
