@@ -1,4 +1,4 @@
-"""The audit child process: its libc declarations and how it handles signals per mode."""
+"""The audit child process: its libc declarations, how it handles signals per mode, its experiment."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ import os
 import signal
 import subprocess
 import sys
+import types
 from pathlib import Path
 
+import pytest
+
 from l0mem.audit import child
+from l0mem.backends import LevelZeroBackend, PeerAccess
 
 ROOT = Path(__file__).resolve().parent.parent
 PR_GET_PDEATHSIG = 2
@@ -92,3 +96,66 @@ def test_discovery_modes_keep_the_default_signal_handling() -> None:
     assert proc.returncode == 0, err
     assert err.split() == ["True", "True"]
     assert '"event": "inventory"' in out
+
+
+def _fake_l0(monkeypatch: pytest.MonkeyPatch, backend: object, count: int = 2) -> None:
+    """Give the experiment ``count`` fake devices of one driver and ``backend`` as the open backend."""
+    from l0mem.audit import experiment
+
+    driver = object()
+    devices = [types.SimpleNamespace(driver=driver) for _ in range(count)]
+    monkeypatch.setattr(experiment, "level_zero_devices", lambda: devices)
+    monkeypatch.setattr(experiment, "open_backend", lambda kind, devs, **kw: backend)
+
+
+def _l0_spec(**overrides: object) -> dict[str, object]:
+    spec: dict[str, object] = {
+        "backend": "l0",
+        "l0_devices": [0, 1],
+        "context": "multi",
+        "peer_resident": True,
+        "dmabuf": False,
+    }
+    spec.update(overrides)
+    return spec
+
+
+class _FailingL0(LevelZeroBackend):
+    """A Level Zero backend over no device whose peer query fails; it counts its closes."""
+
+    def __init__(self) -> None:  # nothing to open
+        self.closes = 0
+
+    def peer_access(self, src: int, dst: int) -> PeerAccess:
+        raise RuntimeError("peer query failed")
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+def test_a_failure_after_the_level_zero_backend_opened_closes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from l0mem.audit.experiment import open_experiment
+
+    backend = _FailingL0()
+    _fake_l0(monkeypatch, backend)
+    with pytest.raises(RuntimeError, match="peer query failed"):
+        open_experiment(_l0_spec())
+    assert backend.closes == 1
+
+
+def test_the_level_zero_set_ups_hold_a_level_zero_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    from l0mem.audit.experiment import open_experiment
+
+    class NotLevelZero:
+        closes = 0
+
+        def close(self) -> None:
+            self.closes += 1
+
+    other = NotLevelZero()
+    _fake_l0(monkeypatch, other)
+    with pytest.raises(TypeError, match="expected the Level Zero backend"):
+        open_experiment(_l0_spec(peer_resident=False))
+    assert other.closes == 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import signal
 import threading
@@ -37,8 +38,9 @@ from l0mem.audit import (
     run_setup,
 )
 from l0mem.audit.analysis import classify
+from l0mem.audit.execute import assemble_run
 from l0mem.audit.model import AuditReport, Sample, SetupRun
-from l0mem.audit.runner import CHILD_MODULE, _assemble
+from l0mem.audit.runner import CHILD_MODULE, build_fingerprint
 from l0mem.audit.setups import L0_FILL, SYCL_FILL, NoDeviceError, size_plan
 from tests.support import sim
 from tests.support.quiet import wait_for_quiet
@@ -110,7 +112,9 @@ def l0_inventory(n: int = 2, **overrides: Any) -> Inventory:
             "pci_id": "8086:e20b",
             "pci_address": f"0000:0{i}:00.0",
             "memory_bytes": 16 * GIB,
+            "max_alloc_bytes": 4 * GIB,
             "free_bytes": 16 * GIB,
+            "host_backed": False,
             "integrated": False,
             "kernel_driver": "xe",
             "dmabuf_export": True,
@@ -180,9 +184,17 @@ def test_no_level_zero_skips_l0_setups_and_keeps_sycl() -> None:
     assert plans["sycl"].skip_reason is None and plans["sycl"].sycl_filter == "opencl:cpu:0"
 
 
-def test_unknown_device_index_is_a_skip_reason_naming_the_known_ones() -> None:
-    plans = plan_audit(AuditOptions(setups=("l0",), devices=(5,)), l0_inventory(2))
-    assert plans[0].skip_reason == "no Level Zero device with index 5 (found: 0, 1)"
+def test_unknown_device_index_is_no_device_naming_the_known_ones() -> None:
+    # Asked for by index, a device that is not there is an error (exit 3), not a skip.
+    for setups in (("l0",), ("sycl",)):
+        with pytest.raises(NoDeviceError) as err:
+            plan_audit(AuditOptions(setups=setups, devices=(0, 5)), l0_inventory(2))
+        assert str(err.value) == "no Level Zero device 5: this machine has 2 (0..1)"
+    inv = dataclasses.replace(l0_inventory(0), l0_error="no Level Zero driver found (test)")
+    with pytest.raises(NoDeviceError, match=r"^no Level Zero device 0: no Level Zero driver found"):
+        plan_audit(AuditOptions(devices=(0,)), inv)
+    (plan,) = plan_audit(AuditOptions(setups=("l0",), devices=(1,)), l0_inventory(2))
+    assert plan.skip_reason is None and plan.l0_devices == (1,)
 
 
 def test_sycl_prefers_level_zero_gpus_and_simulator_is_hidden_from_sycl() -> None:
@@ -233,7 +245,7 @@ def _sample(phase: str, n: int = 0) -> Sample:
 
 def test_assemble_child_killed_without_end_is_failed_and_keeps_samples() -> None:
     samples = [_sample("idle"), _sample("alloc", 2 * MIB)]
-    run = _assemble(_plan(), samples, [], None, None, [], None, -9, "")
+    run = assemble_run(_plan(), samples, [], None, None, [], None, -9, "")
     assert run.status == "failed" and run.samples == samples
     assert run.reason is not None
     assert "killed by SIGKILL" in run.reason and "did not report freeing" in run.reason
@@ -243,13 +255,13 @@ def test_assemble_parent_reason_wins_over_the_signal_the_child_saw() -> None:
     end = {"status": "stopped-early", "reason": "stopped by SIGTERM"}
     freed = {"allocations": 2, "bytes": 4 * MIB}
     why = ("stopped-early", "safety guard: MemAvailable fell to 1 GiB")
-    run = _assemble(_plan(), [], [], end, freed, [], why, 0, "")
+    run = assemble_run(_plan(), [], [], end, freed, [], why, 0, "")
     assert run.status == "stopped-early"
     assert run.reason == "safety guard: MemAvailable fell to 1 GiB; freed 2 allocation(s), 4 MiB"
 
 
 def test_assemble_keeps_a_child_that_finished_ok() -> None:
-    run = _assemble(_plan(), [], [], {"status": "ok", "reason": None}, {}, [], None, 0, "")
+    run = assemble_run(_plan(), [], [], {"status": "ok", "reason": None}, {}, [], None, 0, "")
     assert run.status == "ok" and run.reason is None
 
 
@@ -523,7 +535,8 @@ def test_inventory_is_simulated_only_when_a_simulated_device_was_found() -> None
 
 
 def test_runs_say_whether_they_are_simulated_and_on_host_memory() -> None:
-    sim_inv = l0_inventory(2, name="l0mem simulated GPU")
+    # Discovery reports the simulator as host-backed (l0mem.backends.device_memory's rule).
+    sim_inv = l0_inventory(2, name="l0mem simulated GPU", host_backed=True)
     plans = {p.setup: p for p in plan_audit(AuditOptions(), sim_inv)}
     assert all(plans[s].simulated for s in L0_SETUPS)
     # Here the SYCL set-ups run on the CPU device (the simulator is hidden from them).
@@ -532,8 +545,11 @@ def test_runs_say_whether_they_are_simulated_and_on_host_memory() -> None:
 
     skipped = skipped_run(dataclasses.replace(plans["l0"], skip_reason="test"))
     assert skipped.simulated and not skipped.host_memory
+    # Host memory is what discovery says (host_backed), not a rule of the audit's own.
+    host = plan_audit(AuditOptions(setups=("l0",)), l0_inventory(1, host_backed=True))
+    assert host[0].host_memory_device and not host[0].simulated
     integrated = plan_audit(AuditOptions(setups=("l0",)), l0_inventory(1, integrated=True))
-    assert integrated[0].host_memory_device and not integrated[0].simulated
+    assert not integrated[0].host_memory_device
     # A SYCL device that is the simulator seen through the runtime's Level Zero adapter.
     sim_gpu = {
         "filter_string": "level_zero:gpu:0",
@@ -546,10 +562,47 @@ def test_runs_say_whether_they_are_simulated_and_on_host_memory() -> None:
     assert sycl_plan.simulated and not sycl_plan.host_memory_device
 
 
+MEMORY = """
+import dataclasses, json
+from l0mem.backends import device_memory, level_zero_devices
+print(json.dumps([dataclasses.asdict(device_memory(d)) for d in level_zero_devices()]))
+"""
+
+
+def test_discovery_describes_memory_as_the_backends_do(simulator: Any) -> None:
+    # One inventory, one memory rule: what discovery reports per index is
+    # l0mem.backends.device_memory of the device level_zero_devices has there.
+    simulator(devices=2)
+    inventory = discover(AuditOptions(setups=("l0",)))
+    proc = sim.run_python_env(MEMORY, dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    memory = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [d["index"] for d in inventory.l0_devices] == [0, 1]
+    seen = [
+        {
+            "total": d["memory_bytes"],
+            "max_alloc": d["max_alloc_bytes"],
+            "free": d["free_bytes"],
+            "host_backed": d["host_backed"],
+        }
+        for d in inventory.l0_devices
+    ]
+    assert seen == memory
+    assert all(m["host_backed"] is True and m["free"] for m in memory)  # the simulator
+    # Host-backed as the simulator is, it stands for a discrete GPU in the audit.
+    (plan,) = plan_audit(AuditOptions(setups=("l0",)), inventory)
+    assert plan.simulated and not plan.host_memory_device
+    fingerprint = build_fingerprint(inventory)
+    assert [d["host_backed"] for d in fingerprint["devices"] if d["backend"] == "l0"] == [
+        True,
+        True,
+    ]
+
+
 def test_cancel_while_a_discovery_child_dies_of_the_same_ctrl_c(tmp_path: Any) -> None:
     # Ctrl-C reaches the whole process group: the parent's handler sets the cancel
     # flag and the discovery child dies of SIGINT at once. That is a cancel.
-    from l0mem.audit import runner
+    from l0mem.audit import process
 
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\nkill -INT $PPID\nkill -INT $$\nsleep 5\n")
@@ -557,8 +610,8 @@ def test_cancel_while_a_discovery_child_dies_of_the_same_ctrl_c(tmp_path: Any) -
     cancel = threading.Event()
     old = signal.signal(signal.SIGINT, lambda signum, frame: cancel.set())
     try:
-        with pytest.raises(runner._Cancelled):
-            runner._discover(str(fake), ["discover-l0"], dict(os.environ), cancel)
+        with pytest.raises(process.Cancelled):
+            process.discover_one(str(fake), ["discover-l0"], dict(os.environ), cancel)
     finally:
         signal.signal(signal.SIGINT, old)
     assert cancel.is_set()

@@ -58,12 +58,35 @@ def _one_line_error(stderr: str) -> str:
         (["--floor", "150%"], "percentage"),
         (["--steps", "2"], "2 is not in the range"),
         (["--sycl-device", "bogus:gpu"], "unknown backend"),
+        (["--device", "x"], "expected a Level Zero device index as `l0mem info` lists it"),
+        (["--device", "0,opencl:cpu"], "(a SYCL device is --sycl-device)"),
+        (["--device", "-1"], "got '-1'"),
+        (["--device", "1", "--device", "0,1"], "device 1 given twice"),
+        (["--device", ","], "empty device spec"),
     ],
 )
 def test_usage_errors_exit_2_before_anything_runs(args: list[str], message: str) -> None:
     result = CliRunner().invoke(audit, args)
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+def test_device_takes_indices_repeated_or_as_comma_lists() -> None:
+    from l0mem.cli.audit import device_indices
+
+    assert device_indices(()) == ()
+    assert device_indices(("2", " 0 , 1 ")) == (2, 0, 1)
+
+
+def test_a_device_index_no_device_has_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    # As in every command: not a quiet skip of the Level Zero set-ups, and nothing runs.
+    out = tmp_path / "r.json"
+    args = ["--setups", "l0,l0-dmabuf", "--device", "0,7", "--json", str(out)]
+    result = _cli(args, sim.sim_env(devices=2))
+    assert result.returncode == 3, result.stderr
+    line = _one_line_error(result.stderr)
+    assert line == "l0mem audit: error: no Level Zero device 7: this machine has 2 (0..1)"
+    assert not out.exists()
 
 
 def test_parse_size_accepts_binary_units() -> None:

@@ -117,10 +117,10 @@ def test_parent_stops_a_child_that_crosses_the_floor(simulator: Any) -> None:  #
 
 def _no_child(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Record (and refuse) any attempt to start a set-up's child process."""
-    from l0mem.audit import runner
+    from l0mem.audit import execute
 
     started: list[object] = []
-    real = runner._Child
+    real = execute.ChildProcess
 
     def child(python: str, args: list[str], env: dict[str, str], stdin: bytes) -> Any:
         if args[0] != "run":
@@ -128,7 +128,7 @@ def _no_child(monkeypatch: pytest.MonkeyPatch) -> list[object]:
         started.append(args)
         raise AssertionError("a set-up's child started although the guard refuses its first step")
 
-    monkeypatch.setattr(runner, "_Child", child)
+    monkeypatch.setattr(execute, "ChildProcess", child)
     return started
 
 
@@ -173,10 +173,10 @@ def test_parent_waits_for_the_child_to_be_ready_before_stopping_it(
     # The floor is crossed from the start, but the parent's own check before
     # starting is bypassed: its watch must not kill a child that cannot yet
     # handle SIGTERM (it holds nothing); it stops it once the child is ready.
-    from l0mem.audit import runner
+    from l0mem.audit import execute
 
     simulator(mirror="all")
-    monkeypatch.setattr(runner, "refused_run", lambda plan, guard: None, raising=False)
+    monkeypatch.setattr(execute, "refused_run", lambda plan, guard: None)
     options = AuditOptions(setups=("l0",), size_bytes=256 * MIB, steps=4, settle_s=0.0)
     (plan,) = plan_audit(options, discover(options), floor_bytes=0)
     run = run_setup(plan, guard=Guard(floor_bytes=mem_available() + 4 * GIB))

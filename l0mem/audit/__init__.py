@@ -1,10 +1,13 @@
 """The mirroring audit: set-ups, child processes, data model, analysis, reports and comparison.
 
 :mod:`.setups` plans which set-up runs on which device, :mod:`.runner` runs
-each in a child process (:mod:`.child`) under a :class:`Guard`, :mod:`.model`
-is the report, :mod:`.analysis` fits the signals and judges each run,
-:mod:`.report` writes JSON, JUnit and plots and :mod:`.compare` compares two
-reports. Nothing here prints or exits: the CLI does.
+the audit: each set-up (:mod:`.execute`) in a child process (:mod:`.process`
+starts it, :mod:`.child` is its side: :mod:`.experiment` allocates,
+:mod:`.discovery` lists the devices) under a :class:`Guard`. :mod:`.model` is
+the report (its parts in :mod:`.runs`, field checks in :mod:`.jsonfields`),
+:mod:`.analysis` fits the signals and judges each run, :mod:`.report` writes
+JSON, JUnit and plots and :mod:`.compare` compares two reports. Nothing here
+prints or exits: the CLI does.
 
 What it may import: the layers below it, :mod:`l0mem.bench`,
 :mod:`l0mem.allreduce`, :mod:`l0mem.probe`, :mod:`l0mem.backends`,

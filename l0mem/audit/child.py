@@ -23,6 +23,10 @@ SIGTERM stop it at the next safe point: it frees everything, takes the freed
 samples and reports what it freed (the discovery modes keep the default
 handlers: they hold no device memory). If the parent dies, the kernel sends
 SIGTERM (PR_SET_PDEATHSIG), so an orphan never keeps device memory.
+
+This module is the process side (protocol, signals, the allocation loop);
+what a set-up allocates with is :mod:`l0mem.audit.experiment`, what the
+discovery modes report is :mod:`l0mem.audit.discovery`.
 """
 
 from __future__ import annotations
@@ -36,10 +40,14 @@ import sys
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any
 
+from l0mem.audit.discovery import discover_l0, discover_sycl, one_line
 from l0mem.audit.guard import Guard
 from l0mem.probe import MeminfoError, mem_available
+
+if TYPE_CHECKING:
+    from l0mem.audit.experiment import L0Experiment, SyclExperiment
 
 _PR_SET_PDEATHSIG = 1
 
@@ -113,135 +121,6 @@ def _wait(seconds: float) -> None:
         time.sleep(min(left, 0.05))
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
-
-
-# ---------------------------------------------------------------- experiments
-
-
-class _Experiment:
-    """A set-up as a backend configuration plus an allocation policy.
-
-    Both kinds of set-up run through :func:`l0mem.backends.open_backend`: the
-    configuration is the backend kind, its devices and its context; the policy
-    is what happens to each allocation (dma-buf export, residency on peers)
-    before it is filled on its device. Device 0 of the backend is the owner.
-    """
-
-    def __init__(self, spec: dict[str, Any]) -> None:
-        from l0mem.backends import open_backend
-
-        self.note: str | None = None
-        self.peers: list[int] = []
-        self.dmabuf = False
-        self.flat_index: list[int] = []
-        self.buffers: list[Any] = []
-        if spec["backend"] == "l0":
-            self.backend: Any = self._open_l0(spec)
-        else:
-            mode: Literal["default", "single"] = (
-                "default" if spec["context"] == "default" else "single"
-            )
-            self.backend = open_backend("sycl", [spec["sycl_filter"]], context=mode, profiling=False)
-            self.devices = [self._sycl_description(mode)]
-        self.max_alloc = self.backend.memory(0).max_alloc or (1 << 62)
-
-    def _open_l0(self, spec: dict[str, Any]) -> Any:
-        from l0mem.backends import level_zero_devices, open_backend
-
-        flat = level_zero_devices()
-        wanted = [int(i) for i in spec["l0_devices"]]
-        present = [i for i in wanted if i < len(flat)]
-        if not wanted or wanted[0] not in present:
-            raise LookupError(
-                f"Level Zero device {wanted[0] if wanted else '?'} is not visible "
-                f"({len(flat)} device(s) found)"
-            )
-        if len(present) < len(wanted):
-            if not spec.get("allow_fewer_devices"):
-                raise LookupError(
-                    f"only {len(flat)} Level Zero device(s) visible, the set-up needs {len(wanted)}"
-                )
-            self.note = f"{len(present)} of {len(wanted)} planned device(s) visible"
-        owner = flat[present[0]]
-        # A context holds devices of one driver; "single" is the owner alone.
-        members = [i for i in present if flat[i].driver is owner.driver]
-        if spec["context"] == "single":
-            members = members[:1]
-        self.flat_index = members
-        backend = open_backend("l0", [flat[i] for i in members])
-        if spec["peer_resident"]:
-            self.peers = [
-                i for i in range(1, len(members)) if backend.peer_access(i, 0).access
-            ]
-        self.dmabuf = bool(spec["dmabuf"])
-        self.devices = [
-            {
-                "backend": "l0",
-                "index": flat_i,
-                "name": backend.device_name(i),
-                "role": "owner" if i == 0 else ("peer-resident" if i in self.peers else "member"),
-            }
-            for i, flat_i in enumerate(members)
-        ]
-        return backend
-
-    def _sycl_description(self, mode: str) -> dict[str, Any]:
-        from l0mem.sycl import describe
-
-        info = describe(self.backend.device_of(0))
-        return {
-            "backend": "sycl",
-            "filter_string": info.filter_string,
-            "name": info.name,
-            "device_type": info.device_type,
-            "context": mode,
-            "context_devices": len(self.backend.context_of(0).get_devices()),
-        }
-
-    def allocate(self, nbytes: int, pattern: bytes) -> None:
-        """Allocate ``nbytes`` on the owner device, apply the policy, and fill it there."""
-        if self.dmabuf:
-            buf = self.backend.allocate(0, nbytes, export_dmabuf=True)
-        else:
-            buf = self.backend.allocate(0, nbytes)
-        self.buffers.append(buf)
-        if self.dmabuf:
-            # The export descriptor alone may never reach a driver's export path
-            # (xe_gem_prime_export); asking for the fd does, as an importer would.
-            # The allocation owns the new descriptor and closes it when it is freed.
-            buf.allocation.dmabuf_fd()
-        for peer in self.peers:
-            self.backend.make_resident(buf, peer)
-        self.backend.fill(buf, pattern).wait()
-
-    def free_all(self) -> tuple[int, int]:
-        """Free every allocation; return (allocations, bytes) freed."""
-        self.backend.synchronize()
-        count, total = 0, 0
-        while self.buffers:
-            buf = self.buffers.pop()
-            total += buf.nbytes
-            buf.close()  # closes an allocation's dma-buf descriptor too, once
-            count += 1
-        return count, total
-
-    def device_values(self) -> dict[str, int]:
-        """Return ``sysman.<index>.used`` for the devices of the run (empty without Sysman)."""
-        out: dict[str, int] = {}
-        for i, flat_i in enumerate(self.flat_index):
-            used = self.backend.sysman_used(i)
-            if used is not None:
-                out[f"sysman.{flat_i}.used"] = used
-        return out
-
-    def close(self) -> None:
-        """Release the backend and everything it holds."""
-        self.backend.close()
-
-
 # ---------------------------------------------------------------- one run
 
 
@@ -254,7 +133,7 @@ class _Runner:
         self.guard = Guard(floor_bytes=int(spec["floor_bytes"]))
         self.pattern = bytes.fromhex(spec["fill_pattern"])
         self.t0 = time.monotonic()
-        self.exp: _Experiment | None = None
+        self.exp: L0Experiment | SyclExperiment | None = None
         self.device_bytes = 0
 
     def sample(self, phase: str) -> None:
@@ -283,13 +162,16 @@ class _Runner:
 
     def run(self) -> tuple[str, str | None]:
         """Run the set-up; return (status, reason)."""
-        self.exp = _Experiment(self.spec)
+        # Imported here: the backends load only in run mode, after "ready".
+        from l0mem.audit.experiment import open_experiment
+
+        self.exp = open_experiment(self.spec)
         self.emit("devices", devices=self.exp.devices, note=self.exp.note)
         status: tuple[str, str | None] = ("ok", None)
         try:
             status = self._measure()
         except Exception as exc:
-            status = ("failed", _one_line(exc))
+            status = ("failed", one_line(exc))
         finally:
             status = self._free(status)
         return status
@@ -320,7 +202,7 @@ class _Runner:
                 from l0mem._ze.errors import OutOfDeviceMemoryError
 
                 if isinstance(exc, (OutOfDeviceMemoryError, MemoryError)):
-                    return "stopped-early", f"device memory ran out: {_one_line(exc)}"
+                    return "stopped-early", f"device memory ran out: {one_line(exc)}"
                 raise
             _wait(settle)
             self.sample("alloc")
@@ -340,8 +222,8 @@ class _Runner:
         try:
             count, total = self.exp.free_all()
         except Exception as exc:
-            self.emit("freed", allocations=0, bytes=0, error=_one_line(exc))
-            return "failed", f"freeing device memory failed: {_one_line(exc)}"
+            self.emit("freed", allocations=0, bytes=0, error=one_line(exc))
+            return "failed", f"freeing device memory failed: {one_line(exc)}"
         self.device_bytes = 0
         self.emit("freed", allocations=count, bytes=total)
         settle = float(self.spec["settle_s"])
@@ -357,144 +239,21 @@ def run(spec: dict[str, Any], emit: Callable[..., None]) -> int:
     try:
         runner = _Runner(spec, emit)
     except (KeyError, TypeError, ValueError) as exc:
-        emit("end", status="failed", reason=f"bad set-up spec: {_one_line(exc)}")
+        emit("end", status="failed", reason=f"bad set-up spec: {one_line(exc)}")
         return 2
     try:
         status, reason = runner.run()
     except Exception as exc:
-        emit("end", status="failed", reason=_one_line(exc))
+        emit("end", status="failed", reason=one_line(exc))
         return 0
     finally:
         if runner.exp is not None:
             try:
                 runner.exp.close()
             except Exception as exc:
-                print(f"l0mem audit child: closing failed: {_one_line(exc)}", file=sys.stderr)
+                print(f"l0mem audit child: closing failed: {one_line(exc)}", file=sys.stderr)
     emit("end", status=status, reason=reason)
     return 0
-
-
-# ---------------------------------------------------------------- discovery
-
-
-def discover_l0() -> dict[str, Any]:
-    """Return the Level Zero loader, drivers and devices as JSON data (error set on failure)."""
-    os.environ.setdefault("ZES_ENABLE_SYSMAN", "1")
-    from l0mem._ze import loader_path, loader_versions
-    from l0mem._ze.errors import LoaderError, UninitializedError, ZeError
-    from l0mem.core import drivers
-    from l0mem.probe.fingerprint import kernel_module_version
-
-    alt = [p for p in os.environ.get("ZE_ENABLE_ALT_DRIVERS", "").split(",") if p.strip()]
-    out: dict[str, Any] = {"error": None, "devices": [], "drivers": [], "alt_drivers": alt}
-    try:
-        found = drivers()
-    except LoaderError as exc:
-        out["error"] = f"no usable Level Zero loader: {exc}"
-        return out
-    except UninitializedError as exc:
-        out["error"] = f"no Level Zero driver found ({exc})"
-        return out
-    except ZeError as exc:
-        out["error"] = f"Level Zero initialization failed: {exc}"
-        return out
-    out["loader"] = {
-        "path": loader_path(),
-        "components": [{"name": n, "version": ".".join(map(str, v))} for n, v in loader_versions()],
-    }
-    flat = 0
-    all_devices = []
-    for drv in found:
-        props = drv.properties
-        out["drivers"].append(
-            {
-                "index": drv.index,
-                "version": props.version,
-                "driver_version": props.driver_version,
-                "api_version": f"{props.api_version[0]}.{props.api_version[1]}",
-                "uuid": props.uuid,
-            }
-        )
-        devs = drv.devices()
-        for dev in devs:
-            all_devices.append((flat, drv, dev, devs))
-            flat += 1
-    index_of = {dev: i for i, _, dev, _ in all_devices}
-    for i, drv, dev, devs in all_devices:
-        kd = dev.kernel_driver
-        states = dev.sysman_memory()
-        free = sum(s.free for s in states if s.location == "device") if states else None
-        try:
-            dmabuf = dev.supports_dmabuf_export
-        except ZeError:
-            dmabuf = False
-        out["devices"].append(
-            {
-                "index": i,
-                "driver": drv.index,
-                "driver_version": drv.properties.version,
-                "name": dev.name,
-                "type": dev.type,
-                "pci_id": f"{dev.vendor_id:04x}:{dev.device_id:04x}",
-                "pci_address": dev.pci_address,
-                "uuid": dev.uuid,
-                "memory_bytes": dev.total_memory,
-                "free_bytes": free,
-                "integrated": dev.properties.integrated,
-                "kernel_driver": kd,
-                "kernel_driver_version": kernel_module_version(kd) if kd else None,
-                "dmabuf_export": dmabuf,
-                "peer_access": [
-                    index_of[o] for o in devs if o is not dev and dev.can_access_peer(o)
-                ],
-            }
-        )
-    if not out["devices"]:
-        out["error"] = "the Level Zero drivers report no device"
-    return out
-
-
-def discover_sycl(filter_text: str | None) -> dict[str, Any]:
-    """Return the SYCL runtime versions and devices (matching ``filter_text``) as JSON data."""
-    import importlib.metadata
-
-    out: dict[str, Any] = {"error": None, "devices": [], "runtime": {}}
-    for pkg in ("dpctl", "intel-sycl-rt", "intel-cmplr-lib-ur", "intel-opencl-rt"):
-        try:
-            out["runtime"][pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    try:
-        from l0mem.sycl import describe, find_devices
-
-        found = find_devices(filter_text)
-    except ValueError as exc:
-        out["error"] = str(exc)
-        return out
-    except Exception as exc:
-        out["error"] = f"SYCL unavailable: {_one_line(exc)}"
-        return out
-    for dev in found:
-        info = describe(dev)
-        out["devices"].append(
-            {
-                "filter_string": info.filter_string,
-                "name": info.name,
-                "backend": info.backend,
-                "device_type": info.device_type,
-                "vendor": info.vendor,
-                "driver_version": info.driver_version,
-                "platform": info.platform,
-                "platform_version": str(dev.sycl_platform.version),
-                "global_mem_size": info.global_mem_size,
-                "max_mem_alloc_size": int(dev.max_mem_alloc_size),
-            }
-        )
-    if not out["devices"]:
-        out["error"] = (
-            f"no SYCL device matches {filter_text!r}" if filter_text else "no SYCL device found"
-        )
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -513,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 spec = json.loads(sys.stdin.read())
             except ValueError as exc:
-                emit("end", status="failed", reason=f"bad set-up spec: {_one_line(exc)}")
+                emit("end", status="failed", reason=f"bad set-up spec: {one_line(exc)}")
                 return 2
             if not isinstance(spec, dict):
                 emit("end", status="failed", reason="bad set-up spec: not a JSON object")

@@ -119,10 +119,10 @@ class AuditOptions:
 class Inventory:
     """The devices and runtimes found, as reported by the discovery children."""
 
-    l0_devices: list[dict[str, Any]]  # see child.discover_l0
+    l0_devices: list[dict[str, Any]]  # see l0mem.audit.discovery.discover_l0
     l0_error: str | None  # why there are no Level Zero devices (None when there are)
     l0_info: dict[str, Any]  # loader, drivers, alt drivers
-    sycl_devices: list[dict[str, Any]]  # see child.discover_sycl
+    sycl_devices: list[dict[str, Any]]  # see l0mem.audit.discovery.discover_sycl
     sycl_error: str | None
     sycl_info: dict[str, Any]  # dpctl and runtime versions
 
@@ -166,7 +166,7 @@ class SetupPlan:
     idle_samples: int = 5
     freed_samples: int = 2
     allow_fewer_devices: bool = False  # a remedy may hide devices (ZE_AFFINITY_MASK)
-    host_memory_device: bool = False  # a CPU or integrated device: its memory is host memory
+    host_memory_device: bool = False  # its memory is host memory (host_backed; not the simulator)
     simulated: bool = False  # runs on the simulated Level Zero driver
     env_unset: tuple[str, ...] = ()  # variables the child must not inherit
 
@@ -242,16 +242,23 @@ def _sycl_description(dev: Mapping[str, Any]) -> dict[str, Any]:
     return {"backend": "sycl", **{k: dev.get(k) for k in keys}}
 
 
+def check_devices(options: AuditOptions, inv: Inventory) -> None:
+    """Raise NoDeviceError when ``options.devices`` names an index no Level Zero device has."""
+    known = {d.get("index") for d in inv.l0_devices}
+    count = len(inv.l0_devices)
+    for index in options.devices:
+        if index not in known:
+            # As select_devices says it for every other command.
+            have = f"this machine has {count} (0..{count - 1})" if count else inv.l0_error
+            raise NoDeviceError(f"no Level Zero device {index}: {have or 'none found'}")
+
+
 def _select_l0(options: AuditOptions, inv: Inventory) -> tuple[list[dict[str, Any]], str | None]:
     """Return the selected Level Zero devices (of the owner's driver) or why there are none."""
     if inv.l0_error is not None:
         return [], inv.l0_error
     by_index = {d["index"]: d for d in inv.l0_devices}
     if options.devices:
-        missing = [i for i in options.devices if i not in by_index]
-        if missing:
-            known = ", ".join(str(i) for i in sorted(by_index)) or "none"
-            return [], f"no Level Zero device with index {missing[0]} (found: {known})"
         chosen = [by_index[i] for i in options.devices]
     else:
         gpus = [d for d in inv.l0_devices if d.get("type") == "GPU"]
@@ -282,7 +289,12 @@ def _select_sycl(options: AuditOptions, inv: Inventory) -> tuple[dict[str, Any] 
 def plan_audit(
     options: AuditOptions, inventory: Inventory, floor_bytes: int = 0
 ) -> list[SetupPlan]:
-    """Return one plan per selected set-up: what it runs on, or why it is skipped."""
+    """Return one plan per selected set-up: what it runs on, or why it is skipped.
+
+    Raises NoDeviceError when ``options.devices`` names an index that no Level
+    Zero device has: asked for by index, a device must not be skipped quietly.
+    """
+    check_devices(options, inventory)
     common: dict[str, Any] = {
         "floor_bytes": floor_bytes,
         "settle_s": options.settle_s,
@@ -299,6 +311,14 @@ def plan_audit(
             unset = (ALT_DRIVERS_VAR,) if inventory.simulator_only else ()
             plans.append(_plan_sycl(setup, options, sycl_dev, sycl_why, unset, common))
     return plans
+
+
+def _host_memory(dev: Mapping[str, Any]) -> bool:
+    """Return True when a Level Zero device's memory is host memory: about 1:1 is expected."""
+    # host_backed is l0mem.backends.device_memory's one rule (integrated, CPU, simulator).
+    # The simulator stands for a discrete GPU here: the audit fills with zeros, which
+    # it keeps uncommitted, so what it shows is the mirror it simulates.
+    return bool(dev.get("host_backed")) and not is_simulated_device(dev)
 
 
 def _plan_l0(
@@ -356,7 +376,7 @@ def _plan_l0(
         context="multi" if multi else "single",
         peer_resident=setup == "l0-peer-resident",
         dmabuf=setup == "l0-dmabuf",
-        host_memory_device=bool(owner.get("integrated")) or owner.get("type") == "CPU",
+        host_memory_device=_host_memory(owner),
         simulated=simulated,
         target_bytes=target,
         step_bytes=step,

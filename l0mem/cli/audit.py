@@ -28,7 +28,8 @@ from l0mem.audit.report import (
 )
 from l0mem.audit.runner import AuditInterrupted, run_audit
 from l0mem.audit.setups import AuditOptions
-from l0mem.cli._common import ExitCode, error, fail, notice, reporting
+from l0mem.backends import DeviceSelectionError
+from l0mem.cli._common import ExitCode, device_option, error, fail, notice, reporting
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
 from l0mem.files import ReportWriteError
 from l0mem.probe import MeminfoError, read_meminfo
@@ -41,8 +42,9 @@ Exit codes:
   {ExitCode.OK:<3d} the audit ran
   {ExitCode.REGRESSION:<3d} --fail-on-mirror and a set-up mirrored (fully or partly); not
       counted: CPU and integrated devices, whose device memory is host memory
-  {ExitCode.USAGE:<3d} bad command-line usage
-  {ExitCode.NO_DEVICE:<3d} no Level Zero or SYCL device to audit, or every set-up was skipped
+  {ExitCode.USAGE:<3d} bad command-line usage (a --device spec that is not an index too)
+  {ExitCode.NO_DEVICE:<3d} no Level Zero or SYCL device to audit, a --device index no Level Zero
+      device has, or every set-up was skipped
   {ExitCode.BAD_INPUT:<3d} a report file could not be written
   {ExitCode.DRIVER_ERROR:<3d} a set-up failed (driver or runtime error); the report still
       holds every run
@@ -104,6 +106,29 @@ def _env_option(
         return parse_env_assignments(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def device_indices(specs: tuple[str, ...]) -> tuple[int, ...]:
+    """Return the Level Zero device indices ``--device`` names; DeviceSelectionError if malformed.
+
+    Only the syntax is checked here: the parent never loads a driver, so
+    whether a device has the index is decided after discovery (exit 3).
+    """
+    indices: list[int] = []
+    for spec in specs:
+        parts = [p.strip() for p in spec.split(",")]
+        if not any(parts):
+            raise DeviceSelectionError("empty device spec")
+        for part in filter(None, parts):
+            if not (part.isascii() and part.isdigit()):
+                raise DeviceSelectionError(
+                    f"expected a Level Zero device index as `l0mem info` lists it, got {part!r} "
+                    "(a SYCL device is --sycl-device)"
+                )
+            if int(part) in indices:
+                raise DeviceSelectionError(f"device {part} given twice")
+            indices.append(int(part))
+    return tuple(indices)
 
 
 def _output_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
@@ -182,15 +207,16 @@ def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
     metavar="NAMES",
     help="Set-ups to run, comma-separated or repeated (default: all).",
 )
-@click.option(
-    "--device",
-    "devices",
-    type=click.IntRange(min=0),
-    multiple=True,
-    help="Level Zero device index as `l0mem info` lists it (the devices of every driver, in "
-    "order); repeatable; the first owns the allocations (default: every GPU).",
+@device_option(
+    "The audit takes Level Zero indices only (the SYCL set-ups' device is --sycl-device); "
+    "the first owns the allocations. Default: every GPU."
 )
-@click.option("--sycl-device", metavar="FILTER", help="SYCL device filter, e.g. level_zero:gpu:0.")
+@click.option(
+    "--sycl-device",
+    metavar="FILTER",
+    help="SYCL filter string (e.g. level_zero:gpu:0, opencl:cpu) naming the device of the "
+    "sycl set-ups (default: the first Level Zero GPU, else the default device).",
+)
 @click.option(
     "--size",
     "size_bytes",
@@ -241,7 +267,7 @@ def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
 @_output_option("--plot", "plot_path", "Plot host memory against device memory (.png or .svg).")
 def audit(
     setups: tuple[str, ...],
-    devices: tuple[int, ...],
+    device_specs: tuple[str, ...],
     sycl_device: str | None,
     size_bytes: int | None,
     steps: int,
@@ -267,6 +293,8 @@ def audit(
             parse_filter(sycl_device)
         except ValueError as exc:
             fail("audit", ExitCode.USAGE, str(exc))
+    with reporting("audit"):
+        devices = device_indices(device_specs)
     try:
         options = AuditOptions(
             setups=setups,
@@ -285,7 +313,8 @@ def audit(
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     cancel = threading.Event()
     interrupted = False
-    # No device at all is exit 3; MemAvailable unreadable (no floor to keep) exit 6.
+    # No device at all, or none with a --device index, is exit 3; MemAvailable
+    # unreadable (no floor to keep) exit 6.
     with reporting("audit"):
         try:
             with (
@@ -314,4 +343,4 @@ def audit(
     raise SystemExit(int(code))
 
 
-__all__ = ["audit", "exit_code", "parse_size", "render", "unavailable_lines"]
+__all__ = ["audit", "device_indices", "exit_code", "parse_size", "render", "unavailable_lines"]
