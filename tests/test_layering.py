@@ -4,7 +4,7 @@ Layers, each importing only downward::
 
     _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, bench  ->  audit  ->  cli  ->  __main__
 
-``units``, ``files`` and ``bf16`` are leaves (and the root ``l0mem`` holds
+``units``, ``files``, ``keepalive`` and ``bf16`` are leaves (and the root ``l0mem`` holds
 only ``__version__``): they import nothing of l0mem, and every layer from
 ``backends`` up may import them. ``probe`` imports only leaves; ``bench``
 measures ``allreduce`` and reads ``probe``. Every import counts: at module
