@@ -18,6 +18,8 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -128,6 +130,8 @@ def l0_inventory(n: int = 2, **overrides: Any) -> Inventory:
         "backend": "opencl",
         "device_type": "cpu",
         "global_mem_size": 32 * GIB,
+        "host_backed": True,
+        "default": True,
     }
     return Inventory(devices, None, {"alt_drivers": []}, [cpu], None, {})
 
@@ -199,8 +203,15 @@ def test_unknown_device_index_is_no_device_naming_the_known_ones() -> None:
 
 def test_sycl_prefers_level_zero_gpus_and_simulator_is_hidden_from_sycl() -> None:
     inv = l0_inventory(1, name="l0mem simulated GPU 0")
-    gpu = {"filter_string": "level_zero:gpu:0", "backend": "level_zero", "device_type": "gpu"}
-    inv = dataclasses.replace(inv, sycl_devices=[*inv.sycl_devices, gpu])
+    gpu = {
+        "filter_string": "level_zero:gpu:0",
+        "backend": "level_zero",
+        "device_type": "gpu",
+        "host_backed": False,
+        "default": True,
+    }
+    cpu = dict(inv.sycl_devices[0], default=False)
+    inv = dataclasses.replace(inv, sycl_devices=[cpu, gpu])
     (plan,) = plan_audit(AuditOptions(setups=("sycl",)), inv)
     assert plan.sycl_filter == "level_zero:gpu:0" and not plan.host_memory_device
     assert plan.env_unset == ("ZE_ENABLE_ALT_DRIVERS",)
@@ -556,6 +567,8 @@ def test_runs_say_whether_they_are_simulated_and_on_host_memory() -> None:
         "name": "l0mem simulated GPU 0",
         "backend": "level_zero",
         "device_type": "gpu",
+        "host_backed": True,  # what device_memory says of the simulator; the audit knows better
+        "default": True,
     }
     inv = dataclasses.replace(l0_inventory(1), sycl_devices=[sim_gpu])
     (sycl_plan,) = plan_audit(AuditOptions(setups=("sycl",)), inv)
@@ -668,3 +681,31 @@ def test_the_dmabuf_setup_exports_an_fd_per_allocation_and_closes_it(simulator: 
     # is left once everything was freed.
     assert seen["alloc"] and 2 <= max(seen["alloc"]) <= 4, seen
     assert seen["freed"] and seen["freed"][0] == 0, seen
+
+
+DISCOVER_SYCL = """
+import json
+from l0mem.audit.discovery import discover_sycl
+from l0mem.backends.sycl_info import default_devices, device_memory
+from l0mem.sycl import find_devices
+found = discover_sycl(None)["devices"]
+defaults = default_devices()
+print(json.dumps({
+    "flags": [d["default"] for d in found],
+    "want": [any(dev == x for x in defaults) for dev in find_devices(None)],
+    "host": [d["host_backed"] for d in found],
+    "host_want": [device_memory(dev).host_backed for dev in find_devices(None)],
+}))
+"""
+
+
+def test_sycl_discovery_marks_the_backends_default_device_and_host_memory() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ZE_ENABLE_ALT_DRIVERS"}
+    env["ONEAPI_DEVICE_SELECTOR"] = "opencl:*"
+    proc = subprocess.run(
+        [sys.executable, "-c", DISCOVER_SYCL], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["flags"] == out["want"] and sum(out["flags"]) == 1
+    assert out["host"] == out["host_want"] and all(out["host"])  # the CPU device here

@@ -54,7 +54,6 @@ def _one_line_error(stderr: str) -> str:
         (["--env", "NOEQUALS"], "expected KEY=VALUE"),
         (["--env", "1BAD=x"], "not an environment variable name"),
         (["--plot", "out.txt"], "must end in .png or .svg"),
-        (["--json", "/nonexistent-dir/r.json"], "does not exist"),
         (["--floor", "150%"], "percentage"),
         (["--steps", "2"], "2 is not in the range"),
         (["--sycl-device", "bogus:gpu"], "unknown backend"),
@@ -388,3 +387,19 @@ def test_sycl_cpu_positive_control_next_to_the_simulator(tmp_path: Path) -> None
     svg = paths["--plot"].read_text()
     assert "l0 (SIMULATOR)" in svg and "sycl (SIMULATOR)" not in svg
     assert "not available" in result.stdout
+
+
+@pytest.mark.parametrize("flag", ["--json", "--junit", "--plot"])
+def test_unwritable_report_paths_exit_4_before_anything_runs(
+    flag: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import l0mem.cli.audit as cli_audit
+
+    ran: list[object] = []
+    monkeypatch.setattr(cli_audit, "run_audit", lambda *a, **k: ran.append(a))
+    target = tmp_path / "missing" / ("r.png" if flag == "--plot" else "r.out")
+    result = CliRunner().invoke(audit, [flag, str(target)])
+    assert result.exit_code == 4, result.output
+    assert "cannot write (no such directory)" in result.output
+    assert result.output.count("\n") == 1
+    assert ran == [] and not (tmp_path / "missing").exists()

@@ -107,9 +107,11 @@ def discover_sycl(filter_text: str | None) -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             continue
     try:
+        from l0mem.backends.sycl_info import default_devices, device_memory
         from l0mem.sycl import describe, find_devices
 
         found = find_devices(filter_text)
+        defaults = [] if filter_text else default_devices()
     except ValueError as exc:
         out["error"] = str(exc)
         return out
@@ -130,6 +132,9 @@ def discover_sycl(filter_text: str | None) -> dict[str, Any]:
                 "platform_version": str(dev.sycl_platform.version),
                 "global_mem_size": info.global_mem_size,
                 "max_mem_alloc_size": int(dev.max_mem_alloc_size),
+                "host_backed": device_memory(dev).host_backed,
+                # The device SyclBackend() and select_devices() take when none is named.
+                "default": any(dev == d for d in defaults),
             }
         )
     if not out["devices"]:

@@ -278,12 +278,9 @@ def _select_sycl(options: AuditOptions, inv: Inventory) -> tuple[dict[str, Any] 
     if options.sycl_device is not None:
         # The discovery child applied the filter: what is left matches it.
         return inv.sycl_devices[0], None
-    gpus = [
-        d
-        for d in inv.sycl_devices
-        if d.get("backend") == "level_zero" and d.get("device_type") == "gpu"
-    ]
-    return (gpus or inv.sycl_devices)[0], None
+    # Discovery marked the backends' one default choice (l0mem.backends.sycl_info).
+    defaults = [d for d in inv.sycl_devices if d.get("default")]
+    return (defaults or inv.sycl_devices)[0], None
 
 
 def plan_audit(
@@ -314,7 +311,7 @@ def plan_audit(
 
 
 def _host_memory(dev: Mapping[str, Any]) -> bool:
-    """Return True when a Level Zero device's memory is host memory: about 1:1 is expected."""
+    """Return True when a discovered device's memory is host memory: about 1:1 is expected."""
     # host_backed is l0mem.backends.device_memory's one rule (integrated, CPU, simulator).
     # The simulator stands for a discrete GPU here: the audit fills with zeros, which
     # it keeps uncommitted, so what it shows is the mirror it simulates.
@@ -405,7 +402,7 @@ def _plan_sycl(
         devices=(_sycl_description(dev),),
         context="default" if setup == "sycl" else "single",
         sycl_filter=str(dev["filter_string"]),
-        host_memory_device=dev.get("device_type") == "cpu",
+        host_memory_device=_host_memory(dev),
         # The SYCL runtime's Level Zero adapter can drive the simulator too.
         simulated=is_simulated_device(dev),
         target_bytes=target,

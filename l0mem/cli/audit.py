@@ -29,7 +29,16 @@ from l0mem.audit.report import (
 from l0mem.audit.runner import AuditInterrupted, run_audit
 from l0mem.audit.setups import AuditOptions
 from l0mem.backends import DeviceSelectionError
-from l0mem.cli._common import ExitCode, device_option, error, fail, notice, reporting
+from l0mem.cli._common import (
+    ExitCode,
+    check_output,
+    device_option,
+    error,
+    fail,
+    json_option,
+    notice,
+    reporting,
+)
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
 from l0mem.files import ReportWriteError
 from l0mem.probe import MeminfoError, read_meminfo
@@ -131,25 +140,10 @@ def device_indices(specs: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(indices)
 
 
-def _output_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    # Checked before the audit runs: a typo must not cost a long measurement.
-    if value is None:
-        return None
-    if value.is_dir():
-        raise click.BadParameter(f"{value} is a directory")
-    parent = value.parent if str(value.parent) else Path(".")
-    if not parent.is_dir():
-        raise click.BadParameter(f"directory {parent} does not exist")
-    if param.name == "plot_path" and value.suffix.lower() not in (".png", ".svg"):
+def _plot_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None and value.suffix.lower() not in (".png", ".svg"):
         raise click.BadParameter("the plot file must end in .png or .svg")
     return value
-
-
-def _output_option(flag: str, dest: str, help: str) -> Callable[[_F], _F]:
-    """Return an option naming a report file, checked by :func:`_output_path`."""
-    return click.option(
-        flag, dest, type=click.Path(path_type=Path), callback=_output_path, help=help
-    )
 
 
 @contextmanager
@@ -215,7 +209,7 @@ def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
     "--sycl-device",
     metavar="FILTER",
     help="SYCL filter string (e.g. level_zero:gpu:0, opencl:cpu) naming the device of the "
-    "sycl set-ups (default: the first Level Zero GPU, else the default device).",
+    "sycl set-ups (default: the first Level Zero GPU, else dpctl's default device).",
 )
 @click.option(
     "--size",
@@ -260,11 +254,22 @@ def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
     help="Exit 1 when a set-up mirrors (not counting CPU or integrated devices, whose device "
     "memory is host memory).",
 )
-@_output_option("--json", "json_path", "Write the report as JSON (schema l0mem.audit/1.x).")
-@_output_option(
-    "--junit", "junit_path", "Write the report as JUnit XML (mirrors fail, failed set-ups error)."
+@json_option
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Also write the report as JUnit XML (mirrors fail, failed set-ups error).",
 )
-@_output_option("--plot", "plot_path", "Plot host memory against device memory (.png or .svg).")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    callback=_plot_path,
+    help="Also plot host memory against device memory (.png or .svg).",
+)
 def audit(
     setups: tuple[str, ...],
     device_specs: tuple[str, ...],
@@ -281,6 +286,9 @@ def audit(
     plot_path: Path | None,
 ) -> None:
     """Measure the host memory each set-up's device allocations cost, and say which mirror."""
+    # Before anything runs: a typo in a path must not cost a long measurement.
+    for path in (json_path, junit_path, plot_path):
+        check_output("audit", path)
     if plot_path is not None:
         try:
             import matplotlib  # noqa: F401
