@@ -7,7 +7,7 @@ backend interface over both with the kernels and the device inventory
 (``backends``); measurement (``bench``), the all-reduce algorithm
 (``allreduce``) and host and device memory signals (``probe``); the
 mirroring audit (``audit``); the command line (``cli``). ``units`` (the size
-grammar), ``files`` (the report writer) and ``bf16`` are leaves.
+grammar), ``files`` (the report writer), ``keepalive`` and ``bf16`` are leaves.
 
 What it may import: nothing of l0mem; this module only holds the version,
 which every layer may read.

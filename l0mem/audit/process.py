@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
-from l0mem.audit.setups import ALT_DRIVERS_VAR, AuditOptions, Inventory
+from l0mem.audit.setups import AuditOptions, Inventory
 
 CHILD_MODULE = "l0mem.audit.child"
 DISCOVERY_TIMEOUT_S = 120.0
@@ -187,12 +187,10 @@ def discover(options: AuditOptions, cancel: threading.Event | None = None) -> In
         sycl_error=None,
         sycl_info={},
     )
-    # With the simulated driver in its list, Debian's loader 1.8 under the SYCL
-    # runtime lists no device or crashes unless test-side workarounds are in
-    # place (tests/simdriver/README.md); the SYCL set-ups use the real devices.
-    unset = (ALT_DRIVERS_VAR,) if inventory.simulator_only else ()
     sycl_args = ["discover-sycl"] + ([options.sycl_device] if options.sycl_device else [])
-    sycl = discover_one(options.python, sycl_args, child_env({}, unset), cancel)
+    sycl = discover_one(
+        options.python, sycl_args, child_env({}, inventory.sycl_env_unset), cancel
+    )
     return dataclasses.replace(
         inventory,
         sycl_devices=list(sycl.get("devices", [])),

@@ -15,7 +15,6 @@ exit codes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -36,8 +35,7 @@ class DeviceSelectionError(ValueError):
 
 def level_zero_devices() -> list[Any]:
     """Return every Level Zero device of every driver, in l0mem's index order; NoDeviceError if none."""
-    # Sysman must be requested before zeInit for device-side memory values.
-    os.environ.setdefault("ZES_ENABLE_SYSMAN", "1")
+    # core.drivers() asks for Sysman before zeInit, for device-side memory values.
     from l0mem._ze.errors import LoaderError, UninitializedError, ZeError
     from l0mem.core import drivers
 

@@ -6,7 +6,7 @@ of this process and machine in one cheap pass; signal names and meaning are in
 :mod:`l0mem.probe.parse`. :mod:`l0mem.probe.fingerprint` describes the host; :mod:`l0mem.probe.host` is the one
 reader of MemAvailable/MemTotal.
 
-What it may import: the leaf modules (``units``, ``files``, ``bf16``) and
+What it may import: the leaf modules (``units``, ``files``, ``keepalive``, ``bf16``) and
 nothing else of l0mem: the probes run in the audit's child processes and on
 machines without any GPU runtime.
 """
