@@ -75,13 +75,20 @@ def simulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     yield use
 
 
-def disturbed(report: AuditReport) -> bool:
-    """Return True when the analysis says a run's measurement was too noisy to test."""
+def disturbed(report: AuditReport, *, release_expected: bool = True) -> bool:
+    """Return True when the analysis says a run's measurement was too noisy to test.
+
+    Where the simulator gives every byte back, "not released" is what another
+    process taking memory between the last step and the freed samples looks
+    like: measured again, a real failure to release stays one.
+    """
     for run in report.runs:
         res = run.result
         if res is None or run.status == "skipped":
             continue
         if res.verdict == "inconclusive":
+            return True
+        if release_expected and res.released is False:
             return True
         if any(why.startswith("too noisy") for why in res.passed_over.values()):
             return True
@@ -91,11 +98,13 @@ def disturbed(report: AuditReport) -> bool:
     return False
 
 
-def measure(options: AuditOptions, guard: Guard = FLOOR) -> AuditReport:
+def measure(
+    options: AuditOptions, guard: Guard = FLOOR, *, release_expected: bool = True
+) -> AuditReport:
     """Return the audit report, retaken while the analysis says the measurement was disturbed."""
     report = run_audit(options, guard=guard)
     for _ in range(ATTEMPTS - 1):
-        if not disturbed(report):
+        if not disturbed(report, release_expected=release_expected):
             break
         wait_for_quiet()
         report = run_audit(options, guard=guard)
@@ -316,7 +325,7 @@ def test_every_mirror_mode_gets_the_right_verdict_and_slope(
 
 def test_a_mirror_kept_after_free_is_reported_as_not_released(simulator: Any) -> None:
     simulator(mirror="peer-resident", mirror_release=0)
-    report = measure(AuditOptions(setups=("l0-peer-resident",), **SMALL))
+    report = measure(AuditOptions(setups=("l0-peer-resident",), **SMALL), release_expected=False)
     (run,) = report.runs
     assert run.result is not None and run.result.verdict == "mirror"
     assert run.result.released is False
