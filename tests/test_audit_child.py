@@ -9,6 +9,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -159,3 +160,87 @@ def test_the_level_zero_set_ups_hold_a_level_zero_backend(monkeypatch: pytest.Mo
     with pytest.raises(TypeError, match="expected the Level Zero backend"):
         open_experiment(_l0_spec(peer_resident=False))
     assert other.closes == 1
+
+
+# ---------------------------------------------------------------- the fill is proved
+
+
+class _Recording:
+    """A stand-in backend whose fills reach memory or not, recording what is read back."""
+
+    def __init__(self, fills: bool) -> None:
+        self.fills = fills
+        self.memory: dict[int, bytearray] = {}
+        self.reads: list[tuple[int, int]] = []
+
+    def fill(self, buf: Any, pattern: bytes) -> Any:
+        if self.fills:
+            data = self.memory.setdefault(id(buf), bytearray(buf.nbytes))
+            data[:] = (pattern * (buf.nbytes // len(pattern) + 1))[: buf.nbytes]
+        return types.SimpleNamespace(wait=lambda: None)
+
+    def download(self, view: Any, out: bytearray) -> Any:
+        self.reads.append((view.offset, view.nbytes))
+        data = self.memory.get(id(view.parent), bytearray(view.parent.nbytes))
+        out[:] = data[view.offset : view.offset + view.nbytes]
+        return types.SimpleNamespace(wait=lambda: None)
+
+
+class _Buf:
+    """A stand-in buffer: its size and views of it."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+    def view(self, offset: int, nbytes: int) -> Any:
+        return types.SimpleNamespace(parent=self, offset=offset, nbytes=nbytes)
+
+
+@pytest.mark.parametrize("fills", [True, False])
+def test_fill_visible_reads_back_start_middle_and_end(fills: bool) -> None:
+    from l0mem.audit.experiment import fill_visible
+
+    backend, buf = _Recording(fills), _Buf(1000)
+    backend.fill(buf, b"\xa5\x5a\x01\x02").wait()
+    assert fill_visible(cast(Any, backend), cast(Any, buf), b"\xa5\x5a\x01\x02") is fills
+    # Whole patterns at multiples of its length: start, middle, last.
+    expected = [(0, 4), (496, 4), (996, 4)] if fills else [(0, 4)]
+    assert backend.reads == expected
+
+
+def _sim_audit(monkeypatch: pytest.MonkeyPatch, **config: object) -> Any:
+    """Run the l0 set-up of a small audit on the simulator configured by ``config``."""
+    from l0mem.audit import AuditOptions, Guard, analyze_run, discover, plan_audit, run_setup
+    from tests.support import sim
+
+    env = sim.sim_env(None, **config)
+    for key in list(os.environ):
+        if key.startswith("ZESIM_") and key not in env:
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith("ZESIM_") or key in ("ZE_ENABLE_ALT_DRIVERS", "ZES_ENABLE_SYSMAN"):
+            monkeypatch.setenv(key, value)
+    guard = Guard(floor_bytes=2 << 30)
+    options = AuditOptions(setups=("l0",), size_bytes=64 << 20, steps=2, settle_s=0.0)
+    (plan,) = plan_audit(options, discover(options), guard.floor_bytes)
+    run = run_setup(plan, guard=guard)
+    return run, analyze_run(run)
+
+
+def test_an_untouched_allocation_makes_the_run_inconclusive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 9: fills that never reached memory were judged "clean" from untouched memory.
+    run, result = _sim_audit(monkeypatch, devices=1, mirror="none", fill_noop=1)
+    assert run.status == "ok", run.reason
+    assert run.untouched_allocations == 2
+    assert run.to_dict()["untouched_allocations"] == 2
+    assert result.verdict == "inconclusive"
+    assert result.reason.startswith("memory not touched: 2 allocation(s)")
+
+
+def test_a_filled_run_reports_no_untouched_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
+    run, result = _sim_audit(monkeypatch, devices=1, mirror="none")
+    assert run.status == "ok", run.reason
+    assert run.untouched_allocations == 0
+    assert result.verdict != "inconclusive" or "not touched" not in result.reason
