@@ -166,23 +166,30 @@ def test_the_level_zero_set_ups_hold_a_level_zero_backend(monkeypatch: pytest.Mo
 
 
 class _Recording:
-    """A stand-in backend whose fills reach memory or not, recording what is read back."""
+    """A stand-in backend whose fills reach memory or not, recording what is written and read."""
 
     def __init__(self, fills: bool) -> None:
         self.fills = fills
         self.memory: dict[int, bytearray] = {}
-        self.reads: list[tuple[int, int]] = []
+        self.calls: list[tuple[str, int, int]] = []
+
+    def _data(self, buf: Any) -> bytearray:
+        return self.memory.setdefault(id(buf), bytearray(buf.nbytes))  # fresh memory reads zero
 
     def fill(self, buf: Any, pattern: bytes) -> Any:
+        self.calls.append(("fill", 0, buf.nbytes))
         if self.fills:
-            data = self.memory.setdefault(id(buf), bytearray(buf.nbytes))
-            data[:] = (pattern * (buf.nbytes // len(pattern) + 1))[: buf.nbytes]
+            self._data(buf)[:] = (pattern * (buf.nbytes // len(pattern) + 1))[: buf.nbytes]
+        return types.SimpleNamespace(wait=lambda: None)
+
+    def upload(self, view: Any, data: bytes) -> Any:
+        self.calls.append(("upload", view.offset, view.nbytes))
+        self._data(view.parent)[view.offset : view.offset + len(data)] = data
         return types.SimpleNamespace(wait=lambda: None)
 
     def download(self, view: Any, out: bytearray) -> Any:
-        self.reads.append((view.offset, view.nbytes))
-        data = self.memory.get(id(view.parent), bytearray(view.parent.nbytes))
-        out[:] = data[view.offset : view.offset + view.nbytes]
+        self.calls.append(("download", view.offset, view.nbytes))
+        out[:] = self._data(view.parent)[view.offset : view.offset + view.nbytes]
         return types.SimpleNamespace(wait=lambda: None)
 
 
@@ -196,16 +203,19 @@ class _Buf:
         return types.SimpleNamespace(parent=self, offset=offset, nbytes=nbytes)
 
 
+@pytest.mark.parametrize("pattern", [b"\0\0\0\0", b"\xa5\x5a\x01\x02"])
 @pytest.mark.parametrize("fills", [True, False])
-def test_fill_visible_reads_back_start_middle_and_end(fills: bool) -> None:
-    from l0mem.audit.experiment import fill_visible
+def test_fill_proved_needs_the_fill_to_replace_canaries(fills: bool, pattern: bytes) -> None:
+    from l0mem.audit.experiment import fill_proved
 
     backend, buf = _Recording(fills), _Buf(1000)
-    backend.fill(buf, b"\xa5\x5a\x01\x02").wait()
-    assert fill_visible(cast(Any, backend), cast(Any, buf), b"\xa5\x5a\x01\x02") is fills
+    # A zero pattern on fresh (zero) memory proves nothing by itself: the canaries do.
+    assert fill_proved(cast(Any, backend), cast(Any, buf), pattern) is fills
     # Whole patterns at multiples of its length: start, middle, last.
-    expected = [(0, 4), (496, 4), (996, 4)] if fills else [(0, 4)]
-    assert backend.reads == expected
+    places = [0, 496, 996]
+    uploads = [("upload", o, 4) for o in places]
+    reads = [("download", o, 4) for o in places] if fills else [("download", 0, 4)]
+    assert backend.calls == [*uploads, ("fill", 0, 1000), *reads]
 
 
 def _sim_audit(monkeypatch: pytest.MonkeyPatch, **config: object) -> Any:
