@@ -203,7 +203,7 @@ def test_config_file_with_environment_override(tmp_path: Path) -> None:
         ({"peers": "0>5"}, "peers=0>5"),
         ({"mirror_ratio": "-1"}, "mirror_ratio=-1"),
         ({"defer_backing_mirror": "2"}, "defer_backing_mirror=2"),
-        ({"timestamp_not_ready": "yes"}, "timestamp_not_ready=yes"),
+        ({"timestamp_not_ready": "3"}, "timestamp_not_ready=3"),
         ({"fill_noop": "2"}, "fill_noop=2"),
         ({"subdevices": "1"}, "subdevices=1: expected 0 or 2..8"),
         ({"subdevices": "9"}, "subdevices=9"),
