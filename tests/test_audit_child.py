@@ -9,6 +9,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -159,3 +160,97 @@ def test_the_level_zero_set_ups_hold_a_level_zero_backend(monkeypatch: pytest.Mo
     with pytest.raises(TypeError, match="expected the Level Zero backend"):
         open_experiment(_l0_spec(peer_resident=False))
     assert other.closes == 1
+
+
+# ---------------------------------------------------------------- the fill is proved
+
+
+class _Recording:
+    """A stand-in backend whose fills reach memory or not, recording what is written and read."""
+
+    def __init__(self, fills: bool) -> None:
+        self.fills = fills
+        self.memory: dict[int, bytearray] = {}
+        self.calls: list[tuple[str, int, int]] = []
+
+    def _data(self, buf: Any) -> bytearray:
+        return self.memory.setdefault(id(buf), bytearray(buf.nbytes))  # fresh memory reads zero
+
+    def fill(self, buf: Any, pattern: bytes) -> Any:
+        self.calls.append(("fill", 0, buf.nbytes))
+        if self.fills:
+            self._data(buf)[:] = (pattern * (buf.nbytes // len(pattern) + 1))[: buf.nbytes]
+        return types.SimpleNamespace(wait=lambda: None)
+
+    def upload(self, view: Any, data: bytes) -> Any:
+        self.calls.append(("upload", view.offset, view.nbytes))
+        self._data(view.parent)[view.offset : view.offset + len(data)] = data
+        return types.SimpleNamespace(wait=lambda: None)
+
+    def download(self, view: Any, out: bytearray) -> Any:
+        self.calls.append(("download", view.offset, view.nbytes))
+        out[:] = self._data(view.parent)[view.offset : view.offset + view.nbytes]
+        return types.SimpleNamespace(wait=lambda: None)
+
+
+class _Buf:
+    """A stand-in buffer: its size and views of it."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+    def view(self, offset: int, nbytes: int) -> Any:
+        return types.SimpleNamespace(parent=self, offset=offset, nbytes=nbytes)
+
+
+@pytest.mark.parametrize("pattern", [b"\0\0\0\0", b"\xa5\x5a\x01\x02"])
+@pytest.mark.parametrize("fills", [True, False])
+def test_fill_proved_needs_the_fill_to_replace_canaries(fills: bool, pattern: bytes) -> None:
+    from l0mem.audit.experiment import fill_proved
+
+    backend, buf = _Recording(fills), _Buf(1000)
+    # A zero pattern on fresh (zero) memory proves nothing by itself: the canaries do.
+    assert fill_proved(cast(Any, backend), cast(Any, buf), pattern) is fills
+    # Whole patterns at multiples of its length: start, middle, last.
+    places = [0, 496, 996]
+    uploads = [("upload", o, 4) for o in places]
+    reads = [("download", o, 4) for o in places] if fills else [("download", 0, 4)]
+    assert backend.calls == [*uploads, ("fill", 0, 1000), *reads]
+
+
+def _sim_audit(monkeypatch: pytest.MonkeyPatch, **config: object) -> Any:
+    """Run the l0 set-up of a small audit on the simulator configured by ``config``."""
+    from l0mem.audit import AuditOptions, Guard, analyze_run, discover, plan_audit, run_setup
+    from tests.support import sim
+
+    env = sim.sim_env(None, **config)
+    for key in list(os.environ):
+        if key.startswith("ZESIM_") and key not in env:
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith("ZESIM_") or key in ("ZE_ENABLE_ALT_DRIVERS", "ZES_ENABLE_SYSMAN"):
+            monkeypatch.setenv(key, value)
+    guard = Guard(floor_bytes=2 << 30)
+    options = AuditOptions(setups=("l0",), size_bytes=64 << 20, steps=2, settle_s=0.0)
+    (plan,) = plan_audit(options, discover(options), guard.floor_bytes)
+    run = run_setup(plan, guard=guard)
+    return run, analyze_run(run)
+
+
+def test_an_untouched_allocation_makes_the_run_inconclusive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 9: fills that never reached memory were judged "clean" from untouched memory.
+    run, result = _sim_audit(monkeypatch, devices=1, mirror="none", fill_noop=1)
+    assert run.status == "ok", run.reason
+    assert run.untouched_allocations == 2
+    assert run.to_dict()["untouched_allocations"] == 2
+    assert result.verdict == "inconclusive"
+    assert result.reason.startswith("memory not touched: 2 allocation(s)")
+
+
+def test_a_filled_run_reports_no_untouched_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
+    run, result = _sim_audit(monkeypatch, devices=1, mirror="none")
+    assert run.status == "ok", run.reason
+    assert run.untouched_allocations == 0
+    assert result.verdict != "inconclusive" or "not touched" not in result.reason

@@ -20,7 +20,7 @@ import l0mem.bench.kernels
 from l0mem.backends import SyclBackend, SyclBuffer
 from l0mem.backends.kernels import KERNELS
 from l0mem.bench.kernels import SCHEMA, KernelBenchResult, run_kernel_bench
-from l0mem.bench.timing import Measurement
+from l0mem.bench.timing import FALLBACK_NOTE, Measurement
 from l0mem.cli import cli
 from l0mem.cli.bench import render
 from l0mem.files import ReportWriteError, check_writable
@@ -173,6 +173,24 @@ def test_cli_on_the_level_zero_simulator(tmp_path: Path) -> None:
     assert data["backend"] == "l0" and data["simulated"] is True
     assert data["timing"] == "device"
     assert [k["name"] for k in data["kernels"]] == list(KERNELS)
+
+
+def test_cli_timestamp_not_ready_falls_back_to_host_timing_with_a_note(tmp_path: Path) -> None:
+    # Issue 9: NOT_READY for a completed kernel's timestamp crashed the command (exit 6).
+    out = tmp_path / "l0.json"
+    code = (
+        "import sys\n"
+        "from l0mem.cli import main\n"
+        f"sys.argv = ['l0mem', 'bench', 'kernels', '--backend', 'l0', "
+        f"'--elements', '5000', '--reps', '2', '--json', {str(out)!r}]\n"
+        "main()\n"
+    )
+    proc = sim.run_python(code, timeout=120, devices=1, timestamp_not_ready=1)
+    assert proc.returncode == 0, proc.stderr
+    assert "Note: no device timing" in " ".join(proc.stdout.split())
+    data = json.loads(out.read_text())
+    assert data["timing"] == "host" and data["note"] == FALLBACK_NOTE
+    assert all(ns > 0 for k in data["kernels"] for ns in k["samples_ns"])
 
 
 @pytest.fixture(scope="module")

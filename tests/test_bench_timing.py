@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from l0mem.bench.timing import (
+    FALLBACK_NOTE,
     SUMMARY_KEYS,
     Measurement,
     time_op,
@@ -100,6 +101,16 @@ def test_an_event_without_timestamp_switches_every_op_to_the_host_clock(clock: F
     assert got["timed"].bytes_moved == 100 and got["untimed"].bytes_moved == 200
     # Warm-up once, the device-timed round that found the gap, then the host rounds: round-robin.
     assert calls == ["timed", "untimed"] * 4
+
+
+def test_a_fallback_to_the_host_clock_carries_a_note(clock: FakeClock) -> None:
+    # An event whose timestamp cannot be read (NOT_READY after the wait, an end before its
+    # start) answers None: host clock, and the note says why (issue 9).
+    timed = time_op(_op(clock, [], "a", [(5, 10)]), 8, reps=1, warmup=0)
+    assert timed.timing == "device" and timed.note is None
+    fell = time_op(_op(clock, [], "b", [(None, 10)]), 8, reps=1, warmup=0)
+    assert fell.timing == "host" and fell.note == FALLBACK_NOTE
+    assert "host clock" in FALLBACK_NOTE
 
 
 def test_device_timing_asked_for_but_missing_is_an_error(clock: FakeClock) -> None:

@@ -18,6 +18,7 @@ from l0mem.backends import (
 )
 from l0mem.backends.levelzero import LevelZeroBackend
 from l0mem.bench.copies import measure_copies, peer_matrix, run_p2p
+from l0mem.bench.timing import FALLBACK_NOTE
 from l0mem.units import parse_size, parse_sizes
 from tests.support import core_fixtures
 from tests.support.fake_events import FakeClock, FakeEvent
@@ -150,6 +151,17 @@ def test_run_p2p_labels_the_simulator(backend):
     assert {c["kind"] for c in d["copies"]} == {"same_device", "direct", "staged"}
     assert result.timing("staged", 0, 2, 2048) is not None
     assert result.timing("staged", 0, 2, 4096) is None
+
+
+def test_timestamp_not_ready_after_the_wait_falls_back_to_host_timing(backend, clean):
+    # Issue 9: a real driver answered NOT_READY for the timestamp of a completed copy.
+    clean.set("timestamp_not_ready", "1")
+    result = run_p2p(backend, sizes=[2048], reps=2, warmup=0)
+    measured = [c.measured for c in result.copies if c.measured and c.kind != "staged"]
+    assert measured and all(m.timing == "host" and m.note == FALLBACK_NOTE for m in measured)
+    assert all(ns > 0 for m in measured for ns in m.samples_ns)
+    assert FALLBACK_NOTE in result.notes
+    assert FALLBACK_NOTE in result.to_dict()["notes"]
 
 
 def test_bad_arguments(backend):

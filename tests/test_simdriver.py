@@ -203,6 +203,8 @@ def test_config_file_with_environment_override(tmp_path: Path) -> None:
         ({"peers": "0>5"}, "peers=0>5"),
         ({"mirror_ratio": "-1"}, "mirror_ratio=-1"),
         ({"defer_backing_mirror": "2"}, "defer_backing_mirror=2"),
+        ({"timestamp_not_ready": "3"}, "timestamp_not_ready=3"),
+        ({"fill_noop": "2"}, "fill_noop=2"),
         ({"subdevices": "1"}, "subdevices=1: expected 0 or 2..8"),
         ({"subdevices": "9"}, "subdevices=9"),
         ({"subdevices": "4", "device_memory": "3"}, "subdevices=4: more sub-devices than bytes"),
@@ -302,6 +304,33 @@ def test_copies_move_the_right_bytes() -> None:
     assert r["back"] == 0
     assert r["used"] == [size, size]
     assert r["over"] == zeraw.INVALID_SIZE
+
+
+@pytest.mark.parametrize("fault", [0, 1])
+def test_fault_keys_timestamp_not_ready_and_fill_noop(fault: int) -> None:
+    r = run(
+        """
+        ctx = ze.context()
+        buf = ze.alloc_host(ctx, 4096)
+        zr.write(buf, b"\\x00" * 4096)
+        pool = ze.event_pool(ctx, 1, zr.EVENT_POOL_FLAG_HOST_VISIBLE | zr.EVENT_POOL_FLAG_KERNEL_TIMESTAMP)
+        ev = ze.event(pool, 0)
+        cl = ze.immediate_list(ctx, devs[0])
+        ze.copy(cl, buf, buf + 2048, 16, ev)
+        ze.fill(cl, buf, b"\\x5a", 4096)
+        ts = zr.KernelTimestampResult()
+        out(
+            sync=ze.call("zeEventHostSynchronize", ev, c_uint64(10**9)),
+            ts=ze.call("zeEventQueryKernelTimestamp", ev, byref(ts)),
+            filled=zr.read(buf, 4096) == b"\\x5a" * 4096,
+        )
+        """,
+        timestamp_not_ready=fault,
+        fill_noop=fault,
+    )
+    assert r["sync"] == 0
+    assert r["ts"] == (zeraw.NOT_READY if fault else 0)
+    assert r["filled"] is not bool(fault)
 
 
 def test_regular_list_runs_on_execute_and_signals_event_and_fence() -> None:

@@ -234,12 +234,19 @@ def analyze_run(run: SetupRun, config: AnalysisConfig = DEFAULT_CONFIG) -> Setup
             break
         passed_over[name] = why
 
-    if chosen is None or chosen.slope is None:
+    if run.untouched_allocations or chosen is None or chosen.slope is None:
+        reason = _no_signal_reason(alloc != [], passed_over)
+        if run.untouched_allocations:
+            # Memory the fill never reached may not be backed at all: no verdict holds.
+            reason = (
+                f"memory not touched: {run.untouched_allocations} allocation(s) did not read "
+                "back the fill pattern"
+            )
         return SetupAnalysis(
             verdict="inconclusive",
             deciding_signal=None,
             ratio=None,
-            reason=_no_signal_reason(alloc != [], passed_over),
+            reason=reason,
             host=host,
             device=device,
             passed_over=passed_over,

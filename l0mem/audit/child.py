@@ -13,7 +13,9 @@ Output is one JSON object per line on stdout, each with an ``event`` key:
 (what the run uses), ``sample`` (``t``, ``phase``, ``device_bytes``,
 ``values``, ``unavailable``: streamed as taken, so data survives a crash),
 ``freed`` (``allocations``, ``bytes``: what was freed at the end), ``end``
-(``status``: ok, stopped-early, interrupted or failed; ``reason``), and
+(``status``: ok, stopped-early, interrupted or failed; ``reason``;
+``untouched_allocations``: how many allocations did not read back the fill
+pattern, so their memory may never have been touched), and
 ``inventory`` for the discovery modes. Anything libraries print goes to
 stderr, never into this stream.
 
@@ -135,6 +137,8 @@ class _Runner:
         self.t0 = time.monotonic()
         self.exp: L0Experiment | SyclExperiment | None = None
         self.device_bytes = 0
+        # Allocations whose fill did not read back: their memory proves nothing.
+        self.untouched = 0
 
     def sample(self, phase: str) -> None:
         """Take one snapshot and emit it as a sample."""
@@ -213,7 +217,8 @@ class _Runner:
         left = nbytes
         while left > 0:
             chunk = min(left, self.exp.max_alloc)
-            self.exp.allocate(chunk, self.pattern)
+            if not self.exp.allocate(chunk, self.pattern):
+                self.untouched += 1
             left -= chunk
             self.device_bytes += chunk
 
@@ -252,7 +257,7 @@ def run(spec: dict[str, Any], emit: Callable[..., None]) -> int:
                 runner.exp.close()
             except Exception as exc:
                 print(f"l0mem audit child: closing failed: {one_line(exc)}", file=sys.stderr)
-    emit("end", status=status, reason=reason)
+    emit("end", status=status, reason=reason, untouched_allocations=runner.untouched)
     return 0
 
 

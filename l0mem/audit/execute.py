@@ -249,12 +249,14 @@ def assemble_run(
     elif freed is None and samples and any(s.phase == "alloc" for s in samples):
         parts.append("the child did not report freeing its device memory")
     parts.extend(notes)
+    untouched = 0 if end is None else int(end.get("untouched_allocations") or 0)
     return _run_of(
         plan,
         status=status,
         reason="; ".join(parts) or None,
         devices=devices,
         samples=samples,
+        untouched_allocations=untouched,
     )
 
 

@@ -31,6 +31,40 @@ BackendT = TypeVar("BackendT", bound=Backend)
 _NO_LIMIT = 1 << 62
 
 
+def _sample_offsets(nbytes: int, size: int) -> list[int]:
+    """Return the start, middle and last whole-pattern offsets of ``nbytes`` (``size`` each)."""
+    last = (nbytes // size - 1) * size
+    return list(dict.fromkeys((0, (last // 2) // size * size, last)))
+
+
+def fill_proved(backend: Backend, buf: DeviceBuffer, pattern: bytes) -> bool:
+    """Fill ``buf`` with ``pattern``; return True when the fill is seen at start, middle and end.
+
+    The audit fills every allocation so that lazily backed memory is committed;
+    a fill that did not happen leaves memory untouched and a "clean" verdict
+    would mean nothing (issue 9). Reading the pattern back alone proves
+    nothing when it is zeros (fresh memory reads zero), so a canary (the
+    pattern's complement, different in every byte) is written first at three
+    places, each a whole pattern at a multiple of its length; the fill must
+    replace all three. Those few bytes are all that is read or written besides.
+    """
+    size = len(pattern)
+    if not size or buf.nbytes < size:
+        backend.fill(buf, pattern).wait()
+        return False
+    offsets = _sample_offsets(buf.nbytes, size)
+    canary = bytes(b ^ 0xFF for b in pattern)
+    for offset in offsets:
+        backend.upload(buf.view(offset, size), canary).wait()
+    backend.fill(buf, pattern).wait()
+    for offset in offsets:
+        out = bytearray(size)
+        backend.download(buf.view(offset, size), out).wait()
+        if bytes(out) != pattern:
+            return False
+    return True
+
+
 class Experiment(Generic[BackendT]):
     """An open backend and the allocations made on its device 0."""
 
@@ -44,11 +78,11 @@ class Experiment(Generic[BackendT]):
         self.buffers: list[DeviceBuffer] = []
         self.max_alloc = backend.memory(0).max_alloc or _NO_LIMIT
 
-    def allocate(self, nbytes: int, pattern: bytes) -> None:
-        """Allocate ``nbytes`` on the owner device and fill it there."""
+    def allocate(self, nbytes: int, pattern: bytes) -> bool:
+        """Allocate ``nbytes`` on the owner device and fill it; return whether the fill shows."""
         buf = self.backend.allocate(0, nbytes)
         self.buffers.append(buf)
-        self.backend.fill(buf, pattern).wait()
+        return fill_proved(self.backend, buf, pattern)
 
     def free_all(self) -> tuple[int, int]:
         """Free every allocation; return (allocations, bytes) freed."""
@@ -89,8 +123,8 @@ class L0Experiment(Experiment[LevelZeroBackend]):
         self.peers = peers  # backend indices each allocation is made resident on
         self.dmabuf = dmabuf
 
-    def allocate(self, nbytes: int, pattern: bytes) -> None:
-        """Allocate ``nbytes`` on the owner device, apply the policy, and fill it there."""
+    def allocate(self, nbytes: int, pattern: bytes) -> bool:
+        """Allocate ``nbytes`` on the owner device, apply the policy, and fill it; return whether it shows."""
         buf = self.backend.allocate(0, nbytes, export_dmabuf=self.dmabuf)
         self.buffers.append(buf)  # first, so that a failure below still frees it
         if self.dmabuf:
@@ -100,7 +134,7 @@ class L0Experiment(Experiment[LevelZeroBackend]):
             buf.allocation.dmabuf_fd()
         for peer in self.peers:
             self.backend.make_resident(buf, peer)
-        self.backend.fill(buf, pattern).wait()
+        return fill_proved(self.backend, buf, pattern)
 
     def device_values(self) -> dict[str, int]:
         """Return ``sysman.<index>.used`` for the devices of the run (empty without Sysman)."""
@@ -204,4 +238,4 @@ def _open_sycl(spec: dict[str, Any]) -> SyclExperiment:
         raise
 
 
-__all__ = ["Experiment", "L0Experiment", "SyclExperiment", "open_experiment"]
+__all__ = ["Experiment", "L0Experiment", "SyclExperiment", "fill_proved", "open_experiment"]

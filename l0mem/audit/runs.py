@@ -294,6 +294,8 @@ class SetupRun:
     host_memory: bool = False
     simulated: bool = False  # measured on the simulated Level Zero driver, not hardware
     unavailable: dict[str, str] = dataclasses.field(default_factory=dict)  # signal -> why absent
+    # Allocations whose fill did not read back: untouched memory cannot show a mirror.
+    untouched_allocations: int = 0
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -329,6 +331,7 @@ class SetupRun:
             "host_memory": self.host_memory,
             "simulated": self.simulated,
             "unavailable": dict(self.unavailable),
+            "untouched_allocations": self.untouched_allocations,
         }
 
     @classmethod
@@ -368,4 +371,7 @@ class SetupRun:
             host_memory=optional("host_memory", _cpu_device(devices), boolean),
             simulated=optional("simulated", simulated, boolean),
             unavailable=optional("unavailable", {}, str_map),
+            untouched_allocations=optional(
+                "untouched_allocations", 0, lambda v, p: integer(v, p, minimum=0)
+            ),
         )

@@ -16,7 +16,7 @@ fails the same way on either. NumPy is not needed here.
 from __future__ import annotations
 
 import importlib.resources
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -90,6 +90,30 @@ class _NoWorkEvent:
     def elapsed_ns(self) -> int | None:
         """Return 0: nothing ran on the device."""
         return 0
+
+
+class MissingKernelsError(RuntimeError):
+    """A SPIR-V module that built but lacks some of the kernels in ``KERNELS``."""
+
+    def __init__(self, module: str, missing: Sequence[str]) -> None:
+        """Name the module and the kernels it lacks."""
+        self.module = module
+        self.missing = tuple(missing)
+        super().__init__(
+            f"SPIR-V module {module} built but lacks l0mem's kernel(s) {', '.join(self.missing)}; "
+            "reinstall l0mem or rebuild native_kernels/ (clang-15, llvm-spirv-15)"
+        )
+
+
+def check_module_kernels(module: str, has: Callable[[str], bool]) -> None:
+    """Raise MissingKernelsError naming every kernel of ``KERNELS`` for which ``has`` is False.
+
+    A module that builds proves nothing about its contents (issue 9): each
+    backend checks, once per build, that all of l0mem's kernels are there.
+    """
+    missing = [name for name in KERNELS if not has(name)]
+    if missing:
+        raise MissingKernelsError(module, missing)
 
 
 class KernelArgumentError(ValueError, TypeError):
@@ -242,8 +266,10 @@ __all__ = [
     "KernelArg",
     "KernelArgumentError",
     "KernelInfo",
+    "MissingKernelsError",
     "add_f32",
     "check_launch_args",
+    "check_module_kernels",
     "compress_bf16",
     "decompress_add_bf16",
     "launch_elementwise",

@@ -14,6 +14,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 
+from l0mem._ze.errors import NotReadyError
 from l0mem.core import Context, Device, EventPool
 from l0mem.core import Event as CoreEvent
 from l0mem.keepalive import KeepAlive
@@ -50,11 +51,22 @@ class L0Event:
             self._recycler.completed(self._event)
 
     def elapsed_ns(self) -> int | None:
-        """Return the device-measured duration in ns once done (None after the backend closed)."""
+        """Return the device-measured duration in ns once done; None when there is none to give.
+
+        None after the backend closed, when the timestamps are implausible
+        (``l0mem.core.events.timestamp_ticks``), and when the driver answers
+        NOT_READY for the timestamp of an event the wait saw signalled (seen on
+        a real driver): the timing routine then falls back to the host clock.
+        """
         if self._event.closed:
             return None
-        self._event.wait()
-        return self._event.duration_ns(self._device)
+        done = self._event.wait()
+        try:
+            return self._event.duration_ns(self._device)
+        except NotReadyError:
+            if not done:
+                raise
+            return None
 
 
 class Recycler:

@@ -17,7 +17,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from l0mem.backends.base import DeviceBuffer, Event
-from l0mem.backends.kernels import check_launch_args, spirv_bytes
+from l0mem.backends.kernels import (
+    SPIRV_RESOURCE,
+    check_launch_args,
+    check_module_kernels,
+    spirv_bytes,
+)
 from l0mem.backends.l0_buffers import L0Buffer
 from l0mem.backends.l0_events import L0Event
 from l0mem.core import Context, Device, ImmediateCommandList, Kernel, Module
@@ -62,6 +67,12 @@ class L0Kernels:
                 module = self._modules.get(i)
                 if module is None:
                     module = self._ctx_of[i].create_module(self._devices[i], spirv_bytes())
+                    try:
+                        names = set(module.kernel_names())
+                        check_module_kernels(SPIRV_RESOURCE, names.__contains__)
+                    except BaseException:
+                        module.close()
+                        raise
                     self._modules[i] = module
                 k = module.kernel(name)
                 self._kernels[(i, name)] = k

@@ -60,7 +60,11 @@ class SyclEvent:
         total = 0
         try:
             for ev in self._events:
-                total += int(ev.profiling_info_end) - int(ev.profiling_info_start)
+                start, end = int(ev.profiling_info_start), int(ev.profiling_info_end)
+                if end < start:
+                    # 64-bit ns counters do not wrap: a bad timestamp, no device timing.
+                    return None
+                total += end - start
         except Exception:
             # Barriers and some runtimes carry no profiling data.
             return None

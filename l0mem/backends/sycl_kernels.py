@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from l0mem.backends.base import DeviceBuffer, Event
-from l0mem.backends.kernels import KERNELS, KernelArgumentError, check_launch_args, spirv_bytes
+from l0mem.backends.kernels import (
+    KERNELS,
+    SPIRV_RESOURCE,
+    KernelArgumentError,
+    check_launch_args,
+    check_module_kernels,
+    spirv_bytes,
+)
 from l0mem.backends.sycl_buffers import SyclBuffer, SyclEvent
 from l0mem.sycl import load_dpctl
 
@@ -81,6 +88,7 @@ class SyclKernels:
             if program is None:
                 dpctl = load_dpctl()
                 program = dpctl.program.create_program_from_spirv(self._queues[i], spirv_bytes())
+                check_module_kernels(SPIRV_RESOURCE, program.has_sycl_kernel)
                 self._programs.append((ctx, program))
             k = program.get_sycl_kernel(name)
             self._kernels[(i, name)] = k

@@ -294,6 +294,9 @@ def run_p2p(
         )
     if any(c.measured.timing == "host" for c in copies if c.measured and c.kind != "staged"):
         notes.append("host timing: some operations carry no device timestamps")
+    # Why device timing fell back, once each (an unready or backward timestamp, say).
+    for why in dict.fromkeys(c.measured.note for c in copies if c.measured and c.measured.note):
+        notes.append(why)
     return P2PResult(
         backend=backend.name,
         devices=tuple(backend.device_name(i) for i in range(n)),

@@ -23,11 +23,14 @@ kernels --json`` writes), schema ``l0mem.bench.kernels/1``:
   ``max_ns`` (fastest and slowest sample), ``gbps`` (at the median),
   ``gbps_min`` and ``gbps_max`` (at the slowest and the fastest sample),
   ``spread`` ((max - min) / median); a kernel also has ``ratio_to_copy``;
+- ``note``: null, or why the run is host-timed although device timing was
+  possible (an event's timestamp was missing, not ready, or ended before it
+  started);
 - ``details``: an object for facts a caller adds (empty as
   :func:`run_kernel_bench` returns it).
 
 New in this version: ``timing``, ``min_ns`` and ``max_ns`` in ``copy`` and in
-every ``kernels[]`` entry. No key was removed or changed meaning, so the
+every ``kernels[]`` entry; ``note``. No key was removed or changed meaning, so the
 schema stays at 1.
 """
 
@@ -69,6 +72,11 @@ class KernelBenchResult:
         """Return the clock of the run (one for the copy and every kernel, timed together)."""
         return self.copy.timing
 
+    @property
+    def note(self) -> str | None:
+        """Return why the run fell back to the host clock, or None (one note: timed together)."""
+        return self.copy.note
+
     def ratio(self, name: str) -> float:
         """Return the kernel's bandwidth divided by the copy bandwidth."""
         return self.kernels[name].gbps / self.copy.gbps
@@ -89,6 +97,7 @@ class KernelBenchResult:
             "repetitions": self.repetitions,
             "warmup": self.warmup,
             "timing": self.timing,
+            "note": self.note,
             "copy": op(COPY, self.copy),
             "kernels": [
                 dict(op(name, m), ratio_to_copy=self.ratio(name))

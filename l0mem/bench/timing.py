@@ -12,7 +12,10 @@ machine hits them alike. Clock: the devices' event timestamps (the sum of
 ``Event.elapsed_ns()`` over the operation's events) when every event carries
 one; otherwise the host clock from the first enqueue until every event has
 completed, for all the operations of the call, so numbers timed together
-stay comparable. A caller that needs the host clock whatever the events
+stay comparable. An event whose timestamp the driver cannot give (none,
+NOT_READY after the wait, or an end before its start that is no wrap: its
+``elapsed_ns()`` is None) means the host clock, and the Measurement's
+``note`` says why. A caller that needs the host clock whatever the events
 carry (a host-staged copy: the legs' device times leave out the host's wait
 between them) asks for ``timing="host"``.
 """
@@ -31,6 +34,12 @@ Timing = Literal["device", "host"]
 TimingRequest = Literal["auto", "device", "host"]
 EventsOp = Callable[[], Sequence[Event]]
 _K = TypeVar("_K", bound=Hashable)
+
+# The note of a measurement whose device timing fell back to the host clock.
+FALLBACK_NOTE = (
+    "no device timing (an event's timestamp was missing, not ready after the wait, "
+    "or ended before it started): timed with the host clock"
+)
 
 # The keys of Measurement.to_dict(), in order.
 SUMMARY_KEYS = (
@@ -58,6 +67,8 @@ class Measurement:
     samples_ns: tuple[int, ...]
     bytes_moved: int
     timing: Timing
+    # Why the clock is not the one asked for (device timing fell back to the host clock).
+    note: str | None = None
 
     def __post_init__(self) -> None:
         if not self.samples_ns:
@@ -187,6 +198,7 @@ def time_ops(
                 prepare()
             _wait(op())
     used: Timing = "host" if timing == "host" else "device"
+    note: str | None = None
     try:
         samples = _rounds(run, reps, used, prepare)
     except _NoTimestamp:
@@ -196,8 +208,12 @@ def time_ops(
             ) from None
         # Warm-up is done; the device-timed rounds so far are discarded.
         used = "host"
+        note = FALLBACK_NOTE
         samples = _rounds(run, reps, used, prepare)
-    return {key: Measurement(tuple(samples[key]), nbytes, used) for key, (_, nbytes) in ops.items()}
+    return {
+        key: Measurement(tuple(samples[key]), nbytes, used, note)
+        for key, (_, nbytes) in ops.items()
+    }
 
 
 def time_op(
@@ -216,6 +232,7 @@ def time_op(
 
 
 __all__ = [
+    "FALLBACK_NOTE",
     "SUMMARY_KEYS",
     "EventsOp",
     "Measurement",

@@ -72,6 +72,8 @@ def render(result: Any, console: Console) -> None:
         f"{result.repetitions} repetitions after {result.warmup} warm-up rounds, "
         f"{result.timing} timing; goal: each kernel >= {GOAL_RATIO:.2f} x copy."
     )
+    if result.note:
+        console.print(f"[yellow]Note: {result.note}.[/yellow]")
     if result.simulated:
         console.print(
             "[yellow]Simulated driver: these are a simulator's "

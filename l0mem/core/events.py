@@ -27,6 +27,29 @@ if TYPE_CHECKING:
     from l0mem.core.context import Context
 
 
+def timestamp_ticks(start: int, end: int, valid_bits: int) -> int | None:
+    """Return the ticks from ``start`` to ``end`` of a ``valid_bits`` counter, None if implausible.
+
+    Devices report ``kernelTimestampValidBits`` (often 32): only those low bits
+    count, and the counter wraps at 2**valid_bits, so the difference is taken
+    modulo that. 0 or more than 64 bits is read as 64. An end before its start
+    that cannot be one wrap (a 64-bit counter does not wrap in practice, and a
+    wrapped difference above half the counter's range is likelier a bad
+    timestamp than an operation that long) gives None: "no device timing",
+    never a 0 or an absurd duration.
+    """
+    bits = valid_bits if 0 < valid_bits < 64 else 64
+    mask = (1 << bits) - 1
+    start &= mask
+    end &= mask
+    if end >= start:
+        return end - start
+    if bits == 64:
+        return None
+    ticks = (end - start) & mask
+    return ticks if ticks <= 1 << (bits - 1) else None
+
+
 class EventPool(OwnedHandle):
     """A pool of ``count`` events in one context."""
 
@@ -129,17 +152,18 @@ class Event(OwnedHandle):
         data = getattr(result, "global")
         return int(data.kernelStart), int(data.kernelEnd)
 
-    def duration_ns(self, device: Any = None) -> int:
-        """Return the signalling operation's duration in ns from its kernel timestamps."""
+    def duration_ns(self, device: Any = None) -> int | None:
+        """Return the signalling operation's duration in ns, or None when its timestamps give none."""
         start, end = self.kernel_timestamp()
         dev = device or self._pool.context.devices[0]
         props = dev.properties
-        bits = props.kernel_timestamp_valid_bits or 64
-        ticks = (end - start) & ((1 << bits) - 1)
+        ticks = timestamp_ticks(start, end, props.kernel_timestamp_valid_bits)
+        if ticks is None:
+            return None
         return ticks * max(1, props.timer_resolution_ns)
 
     def elapsed_ns(self) -> int | None:
-        """Return the duration in ns when the pool records timestamps, else None."""
+        """Return the duration in ns when the pool records timestamps and they give one, else None."""
         return self.duration_ns() if self._pool.timestamps else None
 
     def __repr__(self) -> str:

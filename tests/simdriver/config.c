@@ -19,7 +19,7 @@ static const char *const sim_keys[] = {
     "devices",        "device_memory", "peers",          "mirror",
     "mirror_ratio",   "mirror_release", "sysman",        "dmabuf",
     "driver_version", "fail_oom_after", "fail_alloc_at", "device_lost_at",
-    "defer_backing_mirror", "subdevices",
+    "defer_backing_mirror", "subdevices", "timestamp_not_ready", "fill_noop",
 };
 #define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
 
@@ -237,7 +237,8 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
         }
         c->mirror_ratio = r;
     } else if (!strcmp(key, "mirror_release") || !strcmp(key, "sysman") ||
-               !strcmp(key, "dmabuf") || !strcmp(key, "defer_backing_mirror")) {
+               !strcmp(key, "dmabuf") || !strcmp(key, "defer_backing_mirror") ||
+               !strcmp(key, "timestamp_not_ready") || !strcmp(key, "fill_noop")) {
         if (parse_bool(value, &b)) {
             snprintf(err, errlen, "%s=%s: expected 1 or 0", key, value);
             return -1;
@@ -248,6 +249,10 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             c->sysman = b;
         else if (!strcmp(key, "dmabuf"))
             c->dmabuf = b;
+        else if (!strcmp(key, "timestamp_not_ready"))
+            c->timestamp_not_ready = b;
+        else if (!strcmp(key, "fill_noop"))
+            c->fill_noop = b;
         else
             c->defer_backing_mirror = b;
     } else if (!strcmp(key, "driver_version")) {

@@ -141,6 +141,8 @@ static ze_result_t run_fill(sim_cmd_t *c)
     ze_result_t r;
     if ((r = check_still_live(p, c->u.fill.ptr_id)) || (r = sim_check_range(p, n)))
         return r;
+    if (sim_cfg.fill_noop)
+        return ZE_RESULT_SUCCESS; /* the fault: the fill "completes" but touches nothing */
     int zero = 1;
     for (size_t i = 0; i < ps; i++)
         zero &= c->u.fill.pattern[i] == 0;
@@ -725,7 +727,8 @@ ze_result_t ZE_APICALL sim_zeEventQueryKernelTimestamp(ze_event_handle_t h,
     sim_event_t *e = (sim_event_t *)h;
     if (!sim_obj_is(e->pool, MAGIC_POOL) || !(e->pool->flags & ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP))
         return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
-    if (!e->signaled)
+    /* The fault seen on a real driver: NOT_READY although the event is signalled. */
+    if (!e->signaled || sim_cfg.timestamp_not_ready)
         return sim_leave(ZE_RESULT_NOT_READY);
     uint64_t mask = (1ull << SIM_KERNEL_TS_BITS) - 1;
     ts->global.kernelStart = ts->context.kernelStart = e->ts_start & mask;

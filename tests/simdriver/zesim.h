@@ -64,6 +64,8 @@ typedef struct sim_config {
     uint64_t fail_alloc_at;  /* 0: off */
     uint64_t device_lost_at; /* 0: off */
     uint32_t subdevices;     /* sub-devices per root device, 0: none */
+    int timestamp_not_ready; /* 1: zeEventQueryKernelTimestamp answers NOT_READY even when signalled */
+    int fill_noop;           /* 1: fills complete without writing (an untouched allocation) */
 } sim_config_t;
 
 typedef struct sim_memmod {

@@ -45,6 +45,8 @@ CONFIG_KEYS = frozenset(
         "device_lost_at",
         "defer_backing_mirror",
         "subdevices",
+        "timestamp_not_ready",
+        "fill_noop",
         "config",
     }
 )

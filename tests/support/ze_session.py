@@ -45,4 +45,6 @@ def reset(control: Any) -> None:
     control.set("device_lost_at", "0")
     control.set("mirror", "none")
     control.set("peers", "all")
+    control.set("timestamp_not_ready", "0")
+    control.set("fill_noop", "0")
     control.reset_counters()
