@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
+from rich.console import Console
 
 if TYPE_CHECKING:
     from l0mem.backends.select import ContextMode
@@ -322,6 +323,20 @@ def stdout_is_tty() -> bool:
     return sys.stdout is not None and sys.stdout.isatty()
 
 
+class _Output(Console):
+    """A rich Console that goes quiet when its reader has gone, instead of exiting 1."""
+
+    def on_broken_pipe(self) -> None:
+        """Stop printing; the command goes on to its own exit code (rich would exit 1)."""
+        self.quiet = True
+        _discard(self.file)
+
+
+def output(*, stderr: bool = False, **options: Any) -> Console:
+    """Return the Console a command prints its result with (stderr when a report is on stdout)."""
+    return _Output(stderr=stderr, **options)
+
+
 @contextlib.contextmanager
 def rendering() -> Iterator[None]:
     """Print a result; a closed or broken standard output (``| head``) ends the block quietly.
@@ -336,16 +351,16 @@ def rendering() -> Iterator[None]:
     except OSError as err:
         if err.errno not in (errno.EPIPE, errno.EBADF):
             raise
-        _discard_stdout()
+        _discard(sys.stdout)
 
 
-def _discard_stdout() -> None:
+def _discard(stream: Any) -> None:
     # Python flushes stdout once more at exit: into a broken pipe that would
     # print "Exception ignored" and exit 120, so the descriptor goes to /dev/null.
     with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         try:
-            os.dup2(devnull, sys.stdout.fileno())
+            os.dup2(devnull, stream.fileno())
         finally:
             os.close(devnull)
 

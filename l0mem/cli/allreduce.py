@@ -56,6 +56,7 @@ from l0mem.cli._common import (
     measuring,
     notice,
     open_backend,
+    output,
     rendering,
     reps_option,
     save_json,
@@ -221,7 +222,7 @@ def allreduce(
     if json_path is not None:
         save_json("allreduce", json_path, report)
     with rendering():
-        render(report, Console(stderr=to_stdout(json_path)))
+        render(report, output(stderr=to_stdout(json_path)))
     if not report["ok"]:
         fail(
             "allreduce",

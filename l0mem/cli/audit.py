@@ -36,6 +36,7 @@ from l0mem.cli._common import (
     fail,
     json_option,
     notice,
+    output,
     rendering,
     reporting,
     stdout_is_tty,
@@ -320,7 +321,7 @@ def audit(
         fail("audit", ExitCode.USAGE, str(exc))
     # Off a terminal (CI logs, pipes) rich would wrap the tables at 80 columns.
     # A report on standard output (-) sends the tables to stderr.
-    out = Console(
+    out = output(
         highlight=False,
         width=None if stdout_is_tty() else 160,
         stderr=to_stdout(json_path, junit_path, plot_path),

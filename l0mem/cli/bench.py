@@ -32,6 +32,7 @@ from l0mem.cli._common import (
     json_option,
     measuring,
     open_backend,
+    output,
     rendering,
     reps_option,
     save_json,
@@ -154,4 +155,4 @@ def kernels(
     if json_path is not None:
         save_json("bench kernels", json_path, result.to_dict())
     with rendering():
-        render(result, Console(stderr=to_stdout(json_path)))
+        render(result, output(stderr=to_stdout(json_path)))

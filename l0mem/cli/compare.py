@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -18,7 +17,15 @@ from l0mem.audit.compare import (
     load_pair,
 )
 from l0mem.audit.report import dumps_json
-from l0mem.cli._common import ExitCode, check_outputs, fail, rendering, reporting, to_stdout
+from l0mem.cli._common import (
+    ExitCode,
+    check_outputs,
+    fail,
+    output,
+    rendering,
+    reporting,
+    to_stdout,
+)
 from l0mem.files import write_bytes
 
 _EPILOG = f"""\b
@@ -169,7 +176,7 @@ def compare(
         with reporting("compare"):
             write_bytes(json_path, dumps_json(data, json_path))
 
-    console = Console(highlight=False, stderr=to_stdout(json_path))
+    console = output(highlight=False, stderr=to_stdout(json_path))
     with rendering():
         if comparison.changes:
             console.print(_table(comparison, baseline, current))

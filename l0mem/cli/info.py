@@ -49,6 +49,7 @@ from l0mem.cli._common import (
     check_outputs,
     json_option,
     measuring,
+    output,
     rendering,
     save_json,
     to_stdout,
@@ -193,4 +194,4 @@ def info(json_path: Path | None) -> None:
     if json_path is not None:
         save_json("info", json_path, report)
     with rendering():
-        render(report, Console(stderr=to_stdout(json_path)))
+        render(report, output(stderr=to_stdout(json_path)))

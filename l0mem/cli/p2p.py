@@ -43,6 +43,7 @@ from l0mem.cli._common import (
     json_option,
     measuring,
     open_backend,
+    output,
     rendering,
     reps_option,
     save_json,
@@ -156,7 +157,7 @@ def p2p(
     if json_path is not None:
         save_json("p2p", json_path, result.to_dict())
     with rendering():
-        render(result, Console(stderr=to_stdout(json_path)))
+        render(result, output(stderr=to_stdout(json_path)))
 
 
 __all__ = ["p2p", "render"]
