@@ -44,11 +44,15 @@ def test_compare_refuses_to_write_over_its_input(tmp_path: Path, through_link: b
     assert b.read_bytes() == CURRENT.read_bytes()
 
 
-def test_compare_report_to_standard_output_sends_the_table_to_stderr() -> None:
+def test_compare_report_to_standard_output_sends_the_table_to_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a file named "-" would appear
     result = CliRunner().invoke(compare, [str(BASELINE), str(CURRENT), "--json", "-"])
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout)["schema"] == "l0mem.compare/1"
     assert "regression" in result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -129,6 +133,11 @@ def test_info_into_a_pipe_whose_reader_left_writes_the_report_and_exits_0(
 
 def test_compare_into_a_pipe_whose_reader_left_keeps_its_exit_code(tmp_path: Path) -> None:
     out = tmp_path / "cmp.json"
+    same = DATA / "current-same.json"
+    proc = _reader_gone(["compare", str(BASELINE), str(same), "--json", str(out)], dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert json.loads(out.read_text())["regression"] is False
     proc = _reader_gone(
         ["compare", str(BASELINE), str(CURRENT), "--json", str(out)], dict(os.environ)
     )
