@@ -175,3 +175,22 @@ def test_audit_json_into_a_fifo_with_no_reader_is_one_line_and_exit_4(tmp_path: 
         f"l0mem audit: error: {fifo}: cannot write (no process is reading this FIFO)" in proc.stderr
     )
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_compare_json_through_a_symlink_to_a_device_keeps_both(tmp_path: Path) -> None:
+    # As root, --json /dev/null used to replace the device with a regular file;
+    # a null device node of our own stands in for it.
+    node = tmp_path / "null"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        with open(node, "wb") as f:
+            f.write(b"probe")
+    except OSError as exc:
+        pytest.skip(f"no character device can be made or opened here: {exc}")
+    link = tmp_path / "out.json"
+    link.symlink_to(node)
+    for path in (node, link):
+        result = CliRunner().invoke(compare, [str(BASELINE), str(CURRENT), "--json", str(path)])
+        assert result.exit_code == 1, result.output
+        assert stat.S_ISCHR(os.stat(node).st_mode)
+    assert link.is_symlink()
