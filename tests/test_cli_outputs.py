@@ -194,3 +194,20 @@ def test_compare_json_through_a_symlink_to_a_device_keeps_both(tmp_path: Path) -
         assert result.exit_code == 1, result.output
         assert stat.S_ISCHR(os.stat(node).st_mode)
     assert link.is_symlink()
+
+
+def test_a_report_to_a_closed_standard_output_is_exit_4_before_any_work(
+    info_env: dict[str, str],
+) -> None:
+    proc = _shell("L0MEM info --json - >&-", info_env)
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr == "l0mem info: -: cannot write (standard output is closed)\n"
+
+
+def test_info_report_to_standard_output_is_json_and_the_tables_go_to_stderr(
+    info_env: dict[str, str],
+) -> None:
+    proc = _shell("L0MEM info --json -", info_env)
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)["drivers"]) == 1
+    assert "Level Zero loader" in proc.stderr
