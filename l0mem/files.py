@@ -1,4 +1,4 @@
-"""The one way l0mem writes a report file: atomically, fsynced, mode 0644.
+"""The one way l0mem writes a report file: atomically, fsynced, mode 0644; never replacing a device, FIFO or symlink.
 
 Every command and library function that writes JSON, JUnit, CSV or a plot
 goes through :func:`write_bytes` (or :func:`write_json`), so the rules of
@@ -14,6 +14,8 @@ import errno
 import json
 import math
 import os
+import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,42 +34,157 @@ class ReportWriteError(OSError):
         return err
 
 
+STDOUT = "-"  # the output path that means standard output
+
+
 def _folder(target: Path) -> Path:
     return target.parent if str(target.parent) else Path(".")
 
 
+def _resolved(path: PathLike) -> Path:
+    """Return the file ``path`` names after every symlink, so a link is written through, not replaced."""
+    return Path(os.path.realpath(path))
+
+
+def _target(path: PathLike) -> Path:
+    """Return the file to write for ``path``; OSError for a symlink loop (it would be replaced)."""
+    target = _resolved(path)
+    if target.is_symlink():
+        raise OSError(errno.ELOOP, "too many levels of symbolic links")
+    return target
+
+
+def _special(target: Path) -> bool:
+    """Return whether ``target`` exists and is not a regular file (a device, a FIFO, a socket)."""
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def check_writable(path: PathLike) -> None:
-    """Raise ReportWriteError unless :func:`write_bytes` could create ``path``.
+    """Raise ReportWriteError unless :func:`write_bytes` could write ``path``.
 
     Run before measuring, so that a bad path does not throw a long run away.
     """
-    target = Path(path)
-    folder = _folder(target)
     try:
+        if str(path) == STDOUT:
+            if sys.stdout is None:
+                raise OSError(errno.EBADF, "standard output is closed")
+            return
+        target = _target(path)
+        folder = _folder(target)
         if target.is_dir():
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
+        if _special(target):
+            if not os.access(target, os.W_OK):
+                raise PermissionError(errno.EACCES, "permission denied", str(target))
+            return
         if not folder.exists():
             raise FileNotFoundError(errno.ENOENT, "no such directory", str(folder))
         if not folder.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(folder))
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
-        raise ReportWriteError.of(target, exc) from None
+        raise ReportWriteError.of(path, exc) from None
     os.close(fd)
     os.unlink(tmp)
 
 
+def same_path(a: PathLike, b: PathLike) -> bool:
+    """Return whether ``a`` and ``b`` name the same file (after symlinks), existing or not."""
+    if STDOUT in (str(a), str(b)):
+        return str(a) == str(b)
+    with contextlib.suppress(OSError):
+        return os.path.samefile(a, b)
+    return _resolved(a) == _resolved(b)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_through(target: Path, data: bytes) -> None:
+    """Write ``data`` into a device or FIFO by opening it, never replacing the node."""
+    # Non-blocking so that a FIFO nobody reads fails at once (ENXIO) instead of hanging.
+    fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.set_blocking(fd, True)  # a reader is there: wait for it rather than fail on EAGAIN
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _fifo_hint(target: Path, exc: OSError) -> OSError:
+    """Return ``exc``, reworded when it is a FIFO's missing reader (ENXIO says "no such device")."""
+    with contextlib.suppress(OSError):
+        if exc.errno == errno.ENXIO and stat.S_ISFIFO(os.stat(target).st_mode):
+            return OSError(errno.ENXIO, "no process is reading this FIFO")
+    return exc
+
+
+def _write_stdout(data: bytes) -> None:
+    """Write ``data`` to standard output (the path ``-``)."""
+    out = sys.stdout
+    if out is None:  # started with standard output closed
+        raise OSError(errno.EBADF, "standard output is closed")
+    try:
+        out.flush()
+        out.buffer.write(data)
+        out.buffer.flush()
+    except OSError:
+        # Python flushes stdout again at exit; into a broken pipe that would turn
+        # the command's exit code into 120, so what is left goes to /dev/null.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, out.fileno())
+            os.close(devnull)
+        raise
+
+
 def write_bytes(path: PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file, fsync, rename); raise ReportWriteError."""
-    target = Path(path)
+    """Write ``data`` to ``path``; raise ReportWriteError.
+
+    ``-`` is standard output. A regular file (or none yet) is replaced
+    atomically (temp file, fsync, rename), keeping an existing file's mode,
+    else 0644; a symlink is followed and its target written instead; a
+    device or FIFO is opened and written into, never replaced.
+    """
+    if str(path) == STDOUT:
+        try:
+            _write_stdout(data)
+        except OSError as exc:
+            raise ReportWriteError.of(path, exc) from None
+        return
+    try:
+        target = _target(path)
+    except OSError as exc:
+        raise ReportWriteError.of(path, exc) from None
+    if _special(target):
+        try:
+            _write_through(target, data)
+        except OSError as exc:
+            raise ReportWriteError.of(path, _fifo_hint(target, exc)) from None
+        return
+    try:
+        old: os.stat_result | None = os.stat(target)
+    except OSError:
+        old = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=_folder(target))
     except OSError as exc:
-        raise ReportWriteError.of(target, exc) from None
+        raise ReportWriteError.of(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as f:
-            # mkstemp creates 0600; a report is meant to be shared like any output file.
-            os.fchmod(f.fileno(), 0o644)
+            # mkstemp creates 0600; a report is meant to be shared like any output
+            # file, and a replaced file keeps its mode (and, for root, its owner).
+            os.fchmod(f.fileno(), 0o644 if old is None else stat.S_IMODE(old.st_mode))
+            if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                with contextlib.suppress(OSError):
+                    os.fchown(f.fileno(), old.st_uid, old.st_gid)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -76,7 +193,7 @@ def write_bytes(path: PathLike, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise ReportWriteError.of(target, exc) from None
+            raise ReportWriteError.of(path, exc) from None
         raise
     # Make the rename itself durable; not every file system lets a directory be fsynced.
     with contextlib.suppress(OSError):
@@ -115,11 +232,13 @@ def write_json(path: PathLike, data: Any) -> None:
 
 
 __all__ = [
+    "STDOUT",
     "PathLike",
     "ReportWriteError",
     "check_writable",
     "finite",
     "json_bytes",
+    "same_path",
     "write_bytes",
     "write_json",
 ]

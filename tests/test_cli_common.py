@@ -150,13 +150,24 @@ def test_sizes_option_parses_with_units_and_checks_each_size() -> None:
 
 
 def test_every_command_with_json_checks_the_path_first() -> None:
-    # One helper, called before any work; its failure is the one-line exit 4.
+    # One helper, called before any work; its failure is the one-line exit 4
+    # (exit 2 for an output that is also an input or another output).
     for path in sorted((PACKAGE / "cli").glob("*.py")):
         if path.name in ("_common.py", "__init__.py", "audit_view.py"):
             continue
         text = path.read_text()
         if "json_path" in text:
-            assert "check_output(" in text, path.name
+            assert '("--json", json_path)' in text and "check_outputs(" in text, path.name
+
+
+def test_every_command_prints_through_the_quiet_console() -> None:
+    # rich's own Console exits 1 on a broken pipe; 1 means a finding.
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        if path.name in ("_common.py", "__init__.py", "audit_view.py"):
+            continue
+        text = path.read_text()
+        assert "render(" not in text or "output(" in text, path.name
+        assert "Console()" not in text, path.name
 
 
 def test_check_output_is_one_line_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 
 import click
 
@@ -62,8 +63,26 @@ def cli() -> None:
     """Measure host-memory mirroring of Intel GPU allocations (Level Zero and SYCL)."""
 
 
+def _fill_closed_std_fds() -> None:
+    """Put /dev/null at each closed descriptor 0-2 (a shell's ``>&-``).
+
+    Otherwise the next file the command opens would get that number, and a
+    child process would print into it. Python has already made ``sys.stdout``
+    None for a closed stdout, so the tables are simply not printed.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
 def main() -> None:
     """Run the l0mem command line."""
+    _fill_closed_std_fds()
     cli(prog_name="l0mem")
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
+import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
+from rich.console import Console
 
 if TYPE_CHECKING:
     from l0mem.backends.select import ContextMode
@@ -177,9 +180,10 @@ sub_devices_option = click.option(
 json_option = click.option(
     "--json",
     "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     metavar="PATH",
-    help="Also write the result as JSON to PATH (checked before any work, written atomically).",
+    help="Also write the result as JSON to PATH (checked before any work, written atomically; "
+    "- is standard output).",
 )
 
 
@@ -285,6 +289,80 @@ def check_output(command: str, path: Path | None) -> None:
 
     with reporting(command):
         check_writable(path)
+
+
+def check_outputs(
+    command: str,
+    outputs: Sequence[tuple[str, Path | None]],
+    inputs: Sequence[tuple[str, Path]] = (),
+) -> None:
+    """Check ``command``'s output paths, given as (option, path), before any work.
+
+    An output that is also an input, or two outputs naming one file (after
+    symlinks), is a usage error (exit 2): one would overwrite the other. Then
+    each output must be writable (:func:`check_output`, exit 4).
+    """
+    from l0mem.files import same_path
+
+    given = [(name, path) for name, path in outputs if path is not None]
+    for pos, (name, path) in enumerate(given):
+        for other, earlier in [*inputs, *given[:pos]]:
+            if same_path(path, earlier):
+                fail(command, ExitCode.USAGE, f"{name} {path} is also {other}: give another path")
+    for _, path in given:
+        check_output(command, path)
+
+
+def to_stdout(*paths: Path | None) -> bool:
+    """Return whether one of the report ``paths`` is ``-``: the tables then go to stderr."""
+    return any(path is not None and str(path) == "-" for path in paths)
+
+
+def stdout_is_tty() -> bool:
+    """Return whether standard output is a terminal (False when it is closed)."""
+    return sys.stdout is not None and sys.stdout.isatty()
+
+
+class _Output(Console):
+    """A rich Console that goes quiet when its reader has gone, instead of exiting 1."""
+
+    def on_broken_pipe(self) -> None:
+        """Stop printing; the command goes on to its own exit code (rich would exit 1)."""
+        self.quiet = True
+        _discard(self.file)
+
+
+def output(*, stderr: bool = False, **options: Any) -> Console:
+    """Return the Console a command prints its result with (stderr when a report is on stdout)."""
+    return _Output(stderr=stderr, **options)
+
+
+@contextlib.contextmanager
+def rendering() -> Iterator[None]:
+    """Print a result; a closed or broken standard output (``| head``) ends the block quietly.
+
+    Reports are written before this block, so nothing is lost and the command
+    goes on to the exit code it would have had.
+    """
+    try:
+        yield
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except OSError as err:
+        if err.errno not in (errno.EPIPE, errno.EBADF):
+            raise
+        _discard(sys.stdout)
+
+
+def _discard(stream: Any) -> None:
+    # Python flushes stdout once more at exit: into a broken pipe that would
+    # print "Exception ignored" and exit 120, so the descriptor goes to /dev/null.
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
 
 
 @contextlib.contextmanager

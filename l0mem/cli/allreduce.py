@@ -49,17 +49,20 @@ from rich.table import Table
 from l0mem.cli._common import (
     ExitCode,
     backend_option,
-    check_output,
+    check_outputs,
     device_option,
     fail,
     json_option,
     measuring,
     notice,
     open_backend,
+    output,
+    rendering,
     reps_option,
     save_json,
     sizes_option,
     sub_devices_option,
+    to_stdout,
     warmup_option,
 )
 from l0mem.units import format_bytes
@@ -194,7 +197,7 @@ def allreduce(
         if count is not None and count != old_count:
             raise click.UsageError("--devices is the old name of --count: give one of them")
         count = old_count
-    check_output("allreduce", json_path)
+    check_outputs("allreduce", [("--json", json_path)])
     with measuring("allreduce"), open_backend(backend, device_specs, sub_devices) as b:
         available = b.device_count()
         want = available if count is None else count
@@ -215,9 +218,11 @@ def allreduce(
             seed=seed,
             transport=transport,
         )
-    render(report, Console())
+    # The report first: a reader of the tables that goes away (| head) must not lose it.
     if json_path is not None:
         save_json("allreduce", json_path, report)
+    with rendering():
+        render(report, output(stderr=to_stdout(json_path)))
     if not report["ok"]:
         fail(
             "allreduce",

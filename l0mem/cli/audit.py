@@ -7,7 +7,6 @@ The options, the run and the exit code live here; what the audit prints
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,13 +30,17 @@ from l0mem.audit.setups import AuditOptions
 from l0mem.backends import DeviceSelectionError
 from l0mem.cli._common import (
     ExitCode,
-    check_output,
+    check_outputs,
     device_option,
     error,
     fail,
     json_option,
     notice,
+    output,
+    rendering,
     reporting,
+    stdout_is_tty,
+    to_stdout,
 )
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
 from l0mem.files import ReportWriteError
@@ -258,7 +261,7 @@ def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
 @click.option(
     "--junit",
     "junit_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     metavar="PATH",
     help="Also write the report as JUnit XML (mirrors fail, failed set-ups error).",
 )
@@ -287,8 +290,7 @@ def audit(
 ) -> None:
     """Measure the host memory each set-up's device allocations cost, and say which mirror."""
     # Before anything runs: a typo in a path must not cost a long measurement.
-    for path in (json_path, junit_path, plot_path):
-        check_output("audit", path)
+    check_outputs("audit", [("--json", json_path), ("--junit", junit_path), ("--plot", plot_path)])
     if plot_path is not None:
         try:
             import matplotlib  # noqa: F401
@@ -318,7 +320,12 @@ def audit(
     except ValueError as exc:
         fail("audit", ExitCode.USAGE, str(exc))
     # Off a terminal (CI logs, pipes) rich would wrap the tables at 80 columns.
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    # A report on standard output (-) sends the tables to stderr.
+    out = output(
+        highlight=False,
+        width=None if stdout_is_tty() else 160,
+        stderr=to_stdout(json_path, junit_path, plot_path),
+    )
     cancel = threading.Event()
     interrupted = False
     # No device at all, or none with a --device index, is exit 3; MemAvailable
@@ -333,7 +340,8 @@ def audit(
         except AuditInterrupted as exc:
             report, interrupted = exc.report, True
     errors = _write_outputs(report, json_path, junit_path, plot_path)
-    render(report, out)
+    with rendering():
+        render(report, out)
     if interrupted:
         notice("audit", "interrupted: device memory was freed, partial results kept")
     for message in errors:

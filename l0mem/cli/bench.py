@@ -27,13 +27,16 @@ from rich.table import Table
 
 from l0mem.cli._common import (
     backend_option,
-    check_output,
+    check_outputs,
     device_option,
     json_option,
     measuring,
     open_backend,
+    output,
+    rendering,
     reps_option,
     save_json,
+    to_stdout,
     warmup_option,
 )
 from l0mem.units import MIB
@@ -135,7 +138,7 @@ def kernels(
     from l0mem.backends import SyclBackend, select_devices
     from l0mem.bench.kernels import run_kernel_bench
 
-    check_output("bench kernels", json_path)
+    check_outputs("bench kernels", [("--json", json_path)])
     if len(device_specs) > 1 or "," in "".join(device_specs):
         raise click.BadParameter("bench kernels runs on one device", param_hint="--device")
     # --backend l0 contradicts the option on any machine; auto is known once resolved.
@@ -150,6 +153,8 @@ def kernels(
             except ValueError as err:
                 raise click.BadParameter(str(err), param_hint="--work-group-size") from None
         result = run_kernel_bench(b, 0, elements=elements, repetitions=reps, warmup=warmup)
-    render(result, Console())
+    # The report first: a reader of the tables that goes away (| head) must not lose it.
     if json_path is not None:
         save_json("bench kernels", json_path, result.to_dict())
+    with rendering():
+        render(result, output(stderr=to_stdout(json_path)))

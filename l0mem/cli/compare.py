@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -18,7 +17,15 @@ from l0mem.audit.compare import (
     load_pair,
 )
 from l0mem.audit.report import dumps_json
-from l0mem.cli._common import ExitCode, check_output, fail, reporting
+from l0mem.cli._common import (
+    ExitCode,
+    check_outputs,
+    fail,
+    output,
+    rendering,
+    reporting,
+    to_stdout,
+)
 from l0mem.files import write_bytes
 
 _EPILOG = f"""\b
@@ -136,7 +143,10 @@ def compare(
     json_path: Path | None,
 ) -> None:
     """Compare two audit reports (BASELINE, CURRENT) run by run and flag regressions."""
-    check_output("compare", json_path)
+    # Writing the comparison over BASELINE or CURRENT would destroy an input: exit 2.
+    check_outputs(
+        "compare", [("--json", json_path)], [("BASELINE", baseline), ("CURRENT", current)]
+    )
     # A missing or malformed report is exit 4, reports that cannot be compared exit 5.
     with reporting("compare"):
         before, after = load_pair(baseline, current)
@@ -166,19 +176,20 @@ def compare(
         with reporting("compare"):
             write_bytes(json_path, dumps_json(data, json_path))
 
-    console = Console(highlight=False)
-    if comparison.changes:
-        console.print(_table(comparison, baseline, current))
-    for c in comparison.changes:
-        if c.note:
-            console.print(escape(f"{c.label}: {c.note}"), soft_wrap=True)
-    for key in comparison.missing:
-        lost = " (REGRESSION: it had a verdict)" if key in comparison.lost else ""
-        console.print(escape(f"only in baseline: {_label(key)}") + lost, soft_wrap=True)
-    for key in comparison.new:
-        console.print(escape(f"only in current: {_label(key)}"), soft_wrap=True)
-    if code in (ExitCode.OK, ExitCode.REGRESSION):
-        console.print(message)
-    else:
+    console = output(highlight=False, stderr=to_stdout(json_path))
+    with rendering():
+        if comparison.changes:
+            console.print(_table(comparison, baseline, current))
+        for c in comparison.changes:
+            if c.note:
+                console.print(escape(f"{c.label}: {c.note}"), soft_wrap=True)
+        for key in comparison.missing:
+            lost = " (REGRESSION: it had a verdict)" if key in comparison.lost else ""
+            console.print(escape(f"only in baseline: {_label(key)}") + lost, soft_wrap=True)
+        for key in comparison.new:
+            console.print(escape(f"only in current: {_label(key)}"), soft_wrap=True)
+        if code in (ExitCode.OK, ExitCode.REGRESSION):
+            console.print(message)
+    if code not in (ExitCode.OK, ExitCode.REGRESSION):
         fail("compare", code, message)
     raise SystemExit(int(code))

@@ -44,7 +44,16 @@ from rich.console import Console
 from rich.table import Table
 
 from l0mem import __version__
-from l0mem.cli._common import ExitCode, check_output, json_option, measuring, save_json
+from l0mem.cli._common import (
+    ExitCode,
+    check_outputs,
+    json_option,
+    measuring,
+    output,
+    rendering,
+    save_json,
+    to_stdout,
+)
 from l0mem.units import format_bytes
 
 _EPILOG = f"""\b
@@ -178,9 +187,11 @@ def render(report: dict[str, Any], console: Console) -> None:
 @json_option
 def info(json_path: Path | None) -> None:
     """Show the Level Zero loader, drivers, devices and peer access."""
-    check_output("info", json_path)
+    check_outputs("info", [("--json", json_path)])
     with measuring("info"):
         report = collect()
-    render(report, Console())
+    # The report first: a reader of the tables that goes away (| head) must not lose it.
     if json_path is not None:
         save_json("info", json_path, report)
+    with rendering():
+        render(report, output(stderr=to_stdout(json_path)))

@@ -38,15 +38,18 @@ from rich.table import Table
 
 from l0mem.cli._common import (
     backend_option,
-    check_output,
+    check_outputs,
     device_option,
     json_option,
     measuring,
     open_backend,
+    output,
+    rendering,
     reps_option,
     save_json,
     sizes_option,
     sub_devices_option,
+    to_stdout,
     warmup_option,
 )
 from l0mem.units import format_size
@@ -146,13 +149,15 @@ def p2p(
     """Show peer access between devices and measure direct, host-staged and same-device copies."""
     from l0mem.bench.copies import check_sizes, run_p2p
 
-    check_output("p2p", json_path)
+    check_outputs("p2p", [("--json", json_path)])
     with measuring("p2p"), open_backend(backend, device_specs, sub_devices) as b:
         check_sizes(b, sizes)
         result = run_p2p(b, sizes=sizes, reps=reps, warmup=warmup)
-    render(result, Console())
+    # The report first: a reader of the tables that goes away (| head) must not lose it.
     if json_path is not None:
         save_json("p2p", json_path, result.to_dict())
+    with rendering():
+        render(result, output(stderr=to_stdout(json_path)))
 
 
 __all__ = ["p2p", "render"]
