@@ -35,6 +35,7 @@ from l0mem.cli._common import (
     device_option,
     error,
     fail,
+    finite,
     json_option,
     notice,
     reporting,
@@ -232,6 +233,7 @@ def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
 @click.option(
     "--settle",
     type=click.FloatRange(0.0, 60.0),
+    callback=finite,
     default=0.1,
     show_default=True,
     metavar="SECONDS",

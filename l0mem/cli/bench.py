@@ -38,6 +38,9 @@ from l0mem.cli._common import (
 )
 from l0mem.units import MIB
 
+# Far above any device's largest work-group (1024 on Intel GPUs, 8192 on CPUs).
+MAX_WORK_GROUP = 1 << 16
+
 GOAL_RATIO = 0.9
 
 
@@ -115,8 +118,8 @@ def bench() -> None:
 @warmup_option(3)
 @click.option(
     "--work-group-size",
-    type=click.IntRange(min=1),
-    help="Override the work-group size (SYCL backend only).",
+    type=click.IntRange(1, MAX_WORK_GROUP),
+    help=f"Override the work-group size (SYCL backend only; 1 to {MAX_WORK_GROUP}).",
 )
 @json_option
 def kernels(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import click
@@ -18,7 +17,7 @@ from l0mem.audit.compare import (
     load_pair,
 )
 from l0mem.audit.report import dumps_json
-from l0mem.cli._common import ExitCode, check_output, fail, reporting
+from l0mem.cli._common import ExitCode, check_output, fail, finite, reporting
 from l0mem.files import write_bytes
 
 _EPILOG = f"""\b
@@ -88,22 +87,17 @@ def _label(key: tuple[str, str | None]) -> str:
     return setup if remedy is None else f"{setup} [{remedy}]"
 
 
-def _not_nan(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    if math.isnan(value):
-        raise click.BadParameter("must be a number of MiB/GiB, not nan")
-    return value
-
-
 @click.command("compare", epilog=_EPILOG)
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("current", type=click.Path(path_type=Path))
 @click.option(
     "--slope-tolerance",
-    type=click.FloatRange(min=0.0),
+    # A slope is at most 1024 MiB/GiB (1:1); the cap only refuses absurd numbers.
+    type=click.FloatRange(0.0, 1e6),
     default=DEFAULT_SLOPE_TOLERANCE,
     show_default=True,
     metavar="MiB/GiB",
-    callback=_not_nan,
+    callback=finite,
     help="Largest rise of a deciding slope that is not a regression.",
 )
 @click.option(
