@@ -28,11 +28,13 @@ Exit codes:
       --allow-unjudged) a run with a verdict in the baseline failed, is
       inconclusive or is missing in the current report
   {ExitCode.USAGE:<3d} bad command-line usage
-  {ExitCode.BAD_INPUT:<3d} a report is missing, unreadable or malformed (or --json
-      cannot be written)
+  {ExitCode.BAD_INPUT:<3d} a report is missing, unreadable, malformed, not a regular file,
+      over 64 MiB or nested over 64 deep (or --json or stdout cannot be
+      written)
   {ExitCode.MISMATCH:<3d} the reports cannot be compared: no set-up run in common,
       different schema major versions, one from the simulator and one
       not, or (with --fail-on-missing) a run present in only one report
+  {ExitCode.INTERRUPTED:<3d} interrupted (Ctrl-C)
 """
 
 
