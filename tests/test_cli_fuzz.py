@@ -55,7 +55,7 @@ HOSTILE_NUMBERS = [
     "1,2",
 ]
 # Values no numeric option of any command takes: passing one is a usage error.
-ABSURD = {"-1", "nan", "inf", "-inf", "1e400", "1" + "0" * 300, "-" + "9" * 300}
+ABSURD = {"-1", "nan", "inf", "-inf", "1e400", "1" + "0" * 300, "-" + "9" * 300, "1" * 5000}
 HOSTILE_SIZES = [*HOSTILE_NUMBERS, "64K", "1.5G", "99999999999999999999T", "1,,", ",", "5%", "nan%"]
 
 
@@ -218,7 +218,7 @@ _OPTIONS: dict[str, list[tuple[str, list[str]]]] = {
         ("--warmup", HOSTILE_NUMBERS),
         ("--sub-devices", HOSTILE_NUMBERS),
         ("--backend", ["auto", "l0", "sycl", "cuda", ""]),
-        ("--device", ["0", "-1", "99999999999999999999", "level_zero:gpu", ",", "x"]),
+        ("--device", ["0", "99999999999999999999", "level_zero:gpu", ",", "x", "\u00b2"]),
     ],
     "allreduce": [
         ("--seed", HOSTILE_NUMBERS),
@@ -240,6 +240,7 @@ _OPTIONS: dict[str, list[tuple[str, list[str]]]] = {
         ("--floor", HOSTILE_SIZES),
         ("--size", HOSTILE_SIZES),
         ("--env", ["A=1", "=", "noequals", "A=" + "x" * 1000]),
+        ("--device", ["0", "0,1", "1" * 5000, "\u00b2", "99999", ",", "level_zero:gpu"]),
     ],
 }
 

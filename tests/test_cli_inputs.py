@@ -159,6 +159,10 @@ def test_a_broken_pipe_is_not_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
         ["audit", "--size", "1" + "0" * 300],
         ["audit", "--floor", "1" + "0" * 300],
         ["compare", "--slope-tolerance", "1e400", BASELINE, BASELINE],
+        ["audit", "--device", "1" * 5000],
+        ["audit", "--device", "0,99999"],
+        ["p2p", "--device", "\u00b2"],  # superscript two: isdigit() but not int()
+        ["bench", "kernels", "--device", "1" * 5000],
     ],
 )
 def test_absurd_option_numbers_are_usage_errors(

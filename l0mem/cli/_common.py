@@ -199,6 +199,25 @@ json_option = click.option(
 )
 
 
+def _device_indices_in_range(
+    ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    """Click callback refusing a device index that no machine has (exit 2).
+
+    str.isdigit() also takes digits int() refuses (superscripts) or converts
+    slowly (thousands of them); those must not reach device selection.
+    """
+    for spec in value:
+        for part in (p.strip() for p in spec.split(",")):
+            if part.isdigit() and not (
+                part.isascii() and len(part) <= 4 and int(part) < MAX_DEVICES
+            ):
+                raise click.BadParameter(
+                    f"device index {part[:24]!r} is not a number from 0 to {MAX_DEVICES - 1}"
+                )
+    return value
+
+
 def device_option(default_note: str = "") -> Callable[[_F], _F]:
     """Return the repeatable ``--device`` option; ``default_note`` ends its help text."""
     text = "Device index as `l0mem info` lists it (or a comma list), or a SYCL filter string; repeatable."
@@ -206,6 +225,7 @@ def device_option(default_note: str = "") -> Callable[[_F], _F]:
         "--device",
         "device_specs",
         multiple=True,
+        callback=_device_indices_in_range,
         help=f"{text} {default_note}" if default_note else text,
     )
 
