@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,6 +118,15 @@ def test_an_absurd_integer_in_a_real_field_is_exit_4(tmp_path: Path) -> None:
     with pytest.raises(ReportFormatError, match="out of range"):
         load_json_data(p)
     _bad_input(_compare(str(p), BASELINE), "out of range")
+
+
+def test_a_huge_finite_slope_is_exit_4_not_an_overflow(tmp_path: Path) -> None:
+    text = (DATA / "baseline.json").read_text()
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    # Each finite, but their difference is inf: the table's round() raised OverflowError.
+    before.write_text(re.sub(r'("slope"\s*:\s*)[-0-9.e]+', r"\g<1>-1e308", text))
+    after.write_text(re.sub(r'("slope"\s*:\s*)[-0-9.e]+', r"\g<1>1e308", text))
+    _bad_input(_compare(str(before), str(after)), "out of range")
 
 
 def test_ctrl_c_during_compare_is_130(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -69,6 +69,7 @@ MAX_REPORT_BYTES = 64 << 20
 MAX_REPORT_DEPTH = 64
 # Integers in a report are byte counts, nanoseconds and counters: all fit in
 # 64 bits; a longer one would overflow the float arithmetic of the analysis.
+# Floats (slopes, ratios, seconds) are held to the same magnitude.
 _MAX_INT = 1 << 64
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
@@ -137,7 +138,8 @@ def _parse_int(text: str) -> int:
 
 def _parse_float(text: str) -> float:
     value = float(text)
-    if not math.isfinite(value):
+    # The integers' bound too: a finite 1e308 still overflows a difference or round().
+    if not math.isfinite(value) or abs(value) >= _MAX_INT:
         raise ValueError(f"number {text[:24]}{'...' if len(text) > 24 else ''} out of range")
     return value
 
@@ -146,7 +148,7 @@ def load_json_data(path: PathLike) -> dict[str, Any]:
     """Return the JSON object in ``path``; raise ReportFormatError (one line) when unreadable.
 
     Only a regular file of at most MAX_REPORT_BYTES, nested at most
-    MAX_REPORT_DEPTH deep, with finite numbers and 64-bit integers, is read.
+    MAX_REPORT_DEPTH deep, with numbers of magnitude below 2**64, is read.
     """
     p = Path(path)
     raw = _read_capped(p)
