@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from l0mem.cli import cli
 
 DATA = Path(__file__).parent / "data" / "reports"
 BASELINE = str(DATA / "baseline.json")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class _TimedOut(BaseException):
@@ -148,6 +151,25 @@ def test_a_broken_pipe_is_not_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 4, result.output
     assert "broken pipe" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_a_closed_stdout_is_exit_4_in_a_real_process() -> None:
+    # rich's own broken-pipe handler exits 1; Python ignores SIGPIPE, so the write fails.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "l0mem", "compare", BASELINE, str(DATA / "current-same.json")],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.strip() == "l0mem compare: error: output closed early (broken pipe)"
 
 
 @pytest.mark.parametrize(

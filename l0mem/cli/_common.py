@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import math
 import sys
 import warnings
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
+import rich.console
 
 if TYPE_CHECKING:
     from l0mem.backends.select import ContextMode
@@ -58,6 +60,19 @@ LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
     ("l0mem.bench.fit", "HostTooSmall", ExitCode.USAGE),
     ("l0mem.probe.host", "MeminfoError", ExitCode.DRIVER_ERROR),
 )
+
+
+class Console(rich.console.Console):
+    """A rich Console whose broken pipe is left to the command line's exit codes.
+
+    rich's own handler exits 1, which means "regression" to a CI gate; the
+    command group turns the BrokenPipeError into its one line and exit code.
+    """
+
+    def on_broken_pipe(self) -> None:
+        """Stop writing and raise BrokenPipeError for the command group to report."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "broken pipe")
 
 
 def notice(command: str, message: str) -> None:

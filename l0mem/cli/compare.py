@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -17,7 +16,7 @@ from l0mem.audit.compare import (
     load_pair,
 )
 from l0mem.audit.report import dumps_json
-from l0mem.cli._common import ExitCode, check_output, fail, finite, reporting
+from l0mem.cli._common import Console, ExitCode, check_output, fail, finite, reporting
 from l0mem.files import write_bytes
 
 _EPILOG = f"""\b
