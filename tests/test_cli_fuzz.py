@@ -168,6 +168,8 @@ def _check(result: Result, args: list[str]) -> None:
     )
     assert result.exit_code in DOCUMENTED, (where, result.exit_code, result.output)
     assert "Traceback" not in result.output, where
+    # Errors quote what they refuse, but never a whole hostile input.
+    assert len(result.stderr) < 8000, (where, len(result.stderr))
     if result.exit_code not in (0, 1):
         errors = [
             line for line in result.stderr.splitlines() if line.startswith(("Error:", "l0mem "))

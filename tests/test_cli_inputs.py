@@ -132,6 +132,14 @@ def test_a_huge_finite_slope_is_exit_4_not_an_overflow(tmp_path: Path) -> None:
     _bad_input(_compare(str(before), str(after)), "out of range")
 
 
+def test_a_huge_value_quoted_in_the_error_keeps_the_line_short(tmp_path: Path) -> None:
+    p = tmp_path / "r.json"
+    p.write_text('{"schema": "' + "x" * 1_000_000 + '"}')
+    result = _compare(str(p), BASELINE)
+    _bad_input(result, "schema")
+    assert len(result.stderr) < 1000
+
+
 def test_ctrl_c_during_compare_is_130(monkeypatch: pytest.MonkeyPatch) -> None:
     def _interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt

@@ -100,8 +100,14 @@ def classify(err: BaseException) -> tuple[ExitCode, str] | None:
     return None
 
 
+# A message quotes what it refuses; a hostile input (a megabyte-long schema
+# string) must not make the one line a megabyte long.
+MAX_MESSAGE = 400
+
+
 def _first_line(text: str) -> str:
-    return text.splitlines()[0] if text else ""
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= MAX_MESSAGE else line[: MAX_MESSAGE - 3] + "..."
 
 
 @contextlib.contextmanager
