@@ -16,9 +16,12 @@ and the leaves), through their public names; nothing imports the CLI but
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
+import sys
+from typing import Any
 
 import click
 
@@ -55,6 +58,27 @@ class _LazyGroup(click.Group):
         if not isinstance(command, click.Command):
             raise TypeError(f"{entry[0]}.{entry[1]} is not a click command")
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; Ctrl-C and a closed stdout get their own exit codes.
+
+        click would turn both into exit 1, which a CI gate reads as a regression.
+        """
+        from l0mem.cli._common import ExitCode, error
+
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            error(ctx.invoked_subcommand or "l0mem", "interrupted")
+            raise SystemExit(int(ExitCode.INTERRUPTED)) from None
+        except BrokenPipeError:
+            # Point stdout at /dev/null so that the flush at exit does not fail again.
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            with contextlib.suppress(OSError, ValueError):
+                error(ctx.invoked_subcommand or "l0mem", "output closed early (broken pipe)")
+            raise SystemExit(int(ExitCode.BAD_INPUT)) from None
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
+import math
 import os
 import sys
 import warnings
@@ -87,8 +88,14 @@ def classify(err: BaseException) -> tuple[ExitCode, str] | None:
     return None
 
 
+# A message quotes what it refuses; a hostile input (a megabyte-long schema
+# string) must not make the one line a megabyte long.
+MAX_MESSAGE = 400
+
+
 def _first_line(text: str) -> str:
-    return text.splitlines()[0] if text else ""
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= MAX_MESSAGE else line[: MAX_MESSAGE - 3] + "..."
 
 
 @contextlib.contextmanager
@@ -163,6 +170,21 @@ def measuring(command: str) -> Iterator[None]:
     raise failure
 
 
+# Upper bounds of the numeric options: far above any real use, they turn a
+# mistyped or hostile number into a usage error (exit 2) before any work,
+# instead of an allocation or a C conversion failing later (exit 6).
+MAX_REPS = 100_000  # --reps and --warmup
+MAX_DEVICES = 4096  # --count and --sub-devices
+MAX_SEED = (1 << 63) - 1  # --seed: a non-negative 64-bit integer, as NumPy takes it
+
+
+def finite(ctx: click.Context | None, param: click.Parameter | None, value: float | None) -> Any:
+    """Click callback refusing nan, which every click.FloatRange lets through (exit 2)."""
+    if value is not None and math.isnan(value):
+        raise click.BadParameter("must be a number, not nan")
+    return value
+
+
 # Options of the commands that measure on a backend (p2p, allreduce, bench).
 backend_option = click.option(
     "--backend",
@@ -174,7 +196,7 @@ backend_option = click.option(
 )
 sub_devices_option = click.option(
     "--sub-devices",
-    type=click.IntRange(min=2),
+    type=click.IntRange(2, MAX_DEVICES),
     help="SYCL: partition the selected device into N sub-devices (e.g. a CPU without GPUs).",
 )
 json_option = click.option(
@@ -187,6 +209,25 @@ json_option = click.option(
 )
 
 
+def _device_indices_in_range(
+    ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    """Click callback refusing a device index that no machine has (exit 2).
+
+    str.isdigit() also takes digits int() refuses (superscripts) or converts
+    slowly (thousands of them); those must not reach device selection.
+    """
+    for spec in value:
+        for part in (p.strip() for p in spec.split(",")):
+            if part.isdigit() and not (
+                part.isascii() and len(part) <= 4 and int(part) < MAX_DEVICES
+            ):
+                raise click.BadParameter(
+                    f"device index {part[:24]!r} is not a number from 0 to {MAX_DEVICES - 1}"
+                )
+    return value
+
+
 def device_option(default_note: str = "") -> Callable[[_F], _F]:
     """Return the repeatable ``--device`` option; ``default_note`` ends its help text."""
     text = "Device index as `l0mem info` lists it (or a comma list), or a SYCL filter string; repeatable."
@@ -194,6 +235,7 @@ def device_option(default_note: str = "") -> Callable[[_F], _F]:
         "--device",
         "device_specs",
         multiple=True,
+        callback=_device_indices_in_range,
         help=f"{text} {default_note}" if default_note else text,
     )
 
@@ -201,7 +243,7 @@ def device_option(default_note: str = "") -> Callable[[_F], _F]:
 def _count_option(name: str, minimum: int, default: int, text: str) -> Callable[[_F], _F]:
     return click.option(
         name,
-        type=click.IntRange(min=minimum),
+        type=click.IntRange(minimum, MAX_REPS),
         default=default,
         show_default=True,
         metavar="N",
@@ -212,14 +254,14 @@ def _count_option(name: str, minimum: int, default: int, text: str) -> Callable[
 def reps_option(default: int) -> Callable[[_F], _F]:
     """Return the ``--reps N`` option (timed repetitions, at least 1) with the command's default."""
     return _count_option(
-        "--reps", 1, default, "Timed repetitions of each measurement (at least 1)."
+        "--reps", 1, default, f"Timed repetitions of each measurement (1 to {MAX_REPS})."
     )
 
 
 def warmup_option(default: int) -> Callable[[_F], _F]:
     """Return the ``--warmup N`` option (untimed rounds, 0 or more) with the command's default."""
     return _count_option(
-        "--warmup", 0, default, "Untimed rounds before the timed repetitions (0 or more)."
+        "--warmup", 0, default, f"Untimed rounds before the timed repetitions (0 to {MAX_REPS})."
     )
 
 

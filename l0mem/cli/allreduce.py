@@ -47,6 +47,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from l0mem.cli._common import (
+    MAX_DEVICES,
+    MAX_SEED,
     ExitCode,
     backend_option,
     check_outputs,
@@ -65,7 +67,7 @@ from l0mem.cli._common import (
     to_stdout,
     warmup_option,
 )
-from l0mem.units import format_bytes
+from l0mem.units import MAX_SIZE, format_bytes
 
 
 def _ms(ns: float) -> str:
@@ -148,17 +150,17 @@ def _whole_fp32(nbytes: int) -> None:
 @device_option()
 @click.option(
     "--count",
-    type=click.IntRange(min=2),
+    type=click.IntRange(2, MAX_DEVICES),
     metavar="N",
     help="Use the first N of the selected devices (default: all of them).",
 )
 # The old name of --count: still accepted, with a notice, so that scripts keep running.
-@click.option("--devices", "old_count", type=click.IntRange(min=2), hidden=True)
+@click.option("--devices", "old_count", type=click.IntRange(2, MAX_DEVICES), hidden=True)
 @sub_devices_option
 @sizes_option("16K,128K,4M,64M", "multiples of 4: FP32", check=_whole_fp32)
 @click.option(
     "--threshold",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_SIZE // 4),
     default=32768,
     show_default=True,
     help="FP32 element count (not bytes) from which the BF16-compressed path is used.",
@@ -172,7 +174,13 @@ def _whole_fp32(nbytes: int) -> None:
 )
 @reps_option(5)
 @warmup_option(1)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, MAX_SEED),
+    default=0,
+    show_default=True,
+    help="Seed of the random inputs (0 to 2**63-1).",
+)
 @json_option
 def allreduce(
     backend: str,

@@ -34,6 +34,7 @@ from l0mem.cli._common import (
     device_option,
     error,
     fail,
+    finite,
     json_option,
     notice,
     output,
@@ -235,6 +236,7 @@ def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
 @click.option(
     "--settle",
     type=click.FloatRange(0.0, 60.0),
+    callback=finite,
     default=0.1,
     show_default=True,
     metavar="SECONDS",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import click
@@ -21,6 +20,7 @@ from l0mem.cli._common import (
     ExitCode,
     check_outputs,
     fail,
+    finite,
     output,
     rendering,
     reporting,
@@ -36,11 +36,13 @@ Exit codes:
       --allow-unjudged) a run with a verdict in the baseline failed, is
       inconclusive or is missing in the current report
   {ExitCode.USAGE:<3d} bad command-line usage
-  {ExitCode.BAD_INPUT:<3d} a report is missing, unreadable or malformed (or --json
-      cannot be written)
+  {ExitCode.BAD_INPUT:<3d} a report is missing, unreadable, malformed, not a regular file,
+      over 64 MiB or nested over 64 deep (or --json or stdout cannot be
+      written)
   {ExitCode.MISMATCH:<3d} the reports cannot be compared: no set-up run in common,
       different schema major versions, one from the simulator and one
       not, or (with --fail-on-missing) a run present in only one report
+  {ExitCode.INTERRUPTED:<3d} interrupted (Ctrl-C)
 """
 
 
@@ -95,22 +97,17 @@ def _label(key: tuple[str, str | None]) -> str:
     return setup if remedy is None else f"{setup} [{remedy}]"
 
 
-def _not_nan(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    if math.isnan(value):
-        raise click.BadParameter("must be a number of MiB/GiB, not nan")
-    return value
-
-
 @click.command("compare", epilog=_EPILOG)
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("current", type=click.Path(path_type=Path))
 @click.option(
     "--slope-tolerance",
-    type=click.FloatRange(min=0.0),
+    # A slope is at most 1024 MiB/GiB (1:1); the cap only refuses absurd numbers.
+    type=click.FloatRange(0.0, 1e6),
     default=DEFAULT_SLOPE_TOLERANCE,
     show_default=True,
     metavar="MiB/GiB",
-    callback=_not_nan,
+    callback=finite,
     help="Largest rise of a deciding slope that is not a regression.",
 )
 @click.option(
