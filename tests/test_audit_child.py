@@ -223,13 +223,7 @@ def _sim_audit(monkeypatch: pytest.MonkeyPatch, **config: object) -> Any:
     from l0mem.audit import AuditOptions, Guard, analyze_run, discover, plan_audit, run_setup
     from tests.support import sim
 
-    env = sim.sim_env(None, **config)
-    for key in list(os.environ):
-        if key.startswith("ZESIM_") and key not in env:
-            monkeypatch.delenv(key)
-    for key, value in env.items():
-        if key.startswith("ZESIM_") or key in ("ZE_ENABLE_ALT_DRIVERS", "ZES_ENABLE_SYSMAN"):
-            monkeypatch.setenv(key, value)
+    sim.use_in_process(monkeypatch, **config)
     guard = Guard(floor_bytes=2 << 30)
     options = AuditOptions(setups=("l0",), size_bytes=64 << 20, steps=2, settle_s=0.0)
     (plan,) = plan_audit(options, discover(options), guard.floor_bytes)

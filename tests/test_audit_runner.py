@@ -64,13 +64,7 @@ def simulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Return a function that points this process's environment at the simulator."""
 
     def use(**config: object) -> None:
-        env = sim.sim_env(None, **config)
-        for key in list(os.environ):
-            if key.startswith("ZESIM_") and key not in env:
-                monkeypatch.delenv(key)
-        for key, value in env.items():
-            if key.startswith("ZESIM_") or key in ("ZE_ENABLE_ALT_DRIVERS", "ZES_ENABLE_SYSMAN"):
-                monkeypatch.setenv(key, value)
+        sim.use_in_process(monkeypatch, **config)
 
     yield use
 

@@ -17,6 +17,7 @@ from l0mem.cli.audit import audit
 from l0mem.cli.compare import compare
 from tests.support import sim
 from tests.support.cli import REPO_ROOT
+from tests.support.devnode import null_device
 
 DATA = Path(__file__).parent / "data" / "reports"
 BASELINE = DATA / "baseline.json"
@@ -180,13 +181,7 @@ def test_audit_json_into_a_fifo_with_no_reader_is_one_line_and_exit_4(tmp_path: 
 def test_compare_json_through_a_symlink_to_a_device_keeps_both(tmp_path: Path) -> None:
     # As root, --json /dev/null used to replace the device with a regular file;
     # a null device node of our own stands in for it.
-    node = tmp_path / "null"
-    try:
-        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
-        with open(node, "wb") as f:
-            f.write(b"probe")
-    except OSError as exc:
-        pytest.skip(f"no character device can be made or opened here: {exc}")
+    node = null_device(tmp_path)
     link = tmp_path / "out.json"
     link.symlink_to(node)
     for path in (node, link):

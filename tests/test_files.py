@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from l0mem.files import ReportWriteError, check_writable, same_path, write_bytes
+from tests.support.devnode import null_device
 
 
 def test_a_new_file_is_0644_and_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
@@ -102,14 +103,7 @@ def test_a_fifo_nobody_reads_fails_at_once_with_one_line(tmp_path: Path) -> None
 
 
 def test_a_character_device_is_written_through_not_replaced(tmp_path: Path) -> None:
-    # A null device node of our own, so that a writer that replaces it harms nothing.
-    node = tmp_path / "null"
-    try:
-        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
-        with open(node, "wb") as f:
-            f.write(b"probe")
-    except OSError as exc:
-        pytest.skip(f"no character device can be made or opened here: {exc}")
+    node = null_device(tmp_path)
     link = tmp_path / "link"
     link.symlink_to(node)
     for path in (node, link):

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIR = REPO_ROOT / "tests" / "simdriver"
@@ -234,6 +235,17 @@ class SimControl:
     def reset_counters(self) -> None:
         """Zero the bytes-moved and kernel-launch counters."""
         self._lib.zesim_reset_counters()
+
+
+def use_in_process(monkeypatch: Any, **config: object) -> None:
+    """Point this process's environment at the simulator configured by ``config`` (undone by ``monkeypatch``)."""
+    env = sim_env(None, **config)
+    for key in list(os.environ):
+        if key.startswith("ZESIM_") and key not in env:
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith("ZESIM_") or key in ("ZE_ENABLE_ALT_DRIVERS", "ZES_ENABLE_SYSMAN"):
+            monkeypatch.setenv(key, value)
 
 
 def run_python(
