@@ -20,6 +20,7 @@ static const char *const sim_keys[] = {
     "mirror_ratio",   "mirror_release", "sysman",        "dmabuf",
     "driver_version", "fail_oom_after", "fail_alloc_at", "device_lost_at",
     "defer_backing_mirror", "subdevices", "timestamp_not_ready", "fill_noop",
+    "device_lost_on",
 };
 #define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
 
@@ -289,6 +290,21 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             sim_api_calls = 0;
             sim_lost = 0;
         }
+    } else if (!strcmp(key, "device_lost_on")) {
+        size_t n = strlen(value);
+        int ok = n < sizeof(c->device_lost_on) && !strncmp(value, "ze", 2);
+        for (size_t i = 0; ok && i < n; i++)
+            ok = isalnum((unsigned char)value[i]);
+        if (is_off(value)) {
+            c->device_lost_on[0] = '\0';
+        } else if (!ok) {
+            snprintf(err, errlen, "device_lost_on=%s: expected a Level Zero entry point such as "
+                     "zeContextCreate, or off", value);
+            return -1;
+        } else {
+            memcpy(c->device_lost_on, value, n + 1);
+        }
+        sim_lost = 0;
     }
     return 0;
 }

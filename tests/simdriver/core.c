@@ -72,13 +72,16 @@ int sim_obj_is(const void *handle, uint32_t magic)
 
 /* ------------------------------------------------------------ entry bracket */
 
-ze_result_t sim_enter(void)
+ze_result_t sim_enter_at(const char *api)
 {
     pthread_mutex_lock(&sim_lock);
     if (!sim_initialized)
         return ZE_RESULT_ERROR_UNINITIALIZED;
     sim_api_calls++;
     if (sim_cfg.device_lost_at && sim_api_calls >= sim_cfg.device_lost_at)
+        sim_lost = 1;
+    if (sim_cfg.device_lost_on[0] && !strncmp(api, "sim_", 4) &&
+        !strcmp(api + 4, sim_cfg.device_lost_on))
         sim_lost = 1;
     return sim_lost ? ZE_RESULT_ERROR_DEVICE_LOST : ZE_RESULT_SUCCESS;
 }
@@ -548,11 +551,12 @@ ze_result_t ZE_APICALL sim_zeDevicePciGetPropertiesExt(ze_device_handle_t h,
 
 /* ------------------------------------------------------------------ context */
 
-ze_result_t ZE_APICALL sim_zeContextCreateEx(ze_driver_handle_t h, const ze_context_desc_t *desc,
-                                             uint32_t numDevices, ze_device_handle_t *phDevices,
-                                             ze_context_handle_t *ph)
+/* Both entry points create a context; `api` names the one called (for device_lost_on). */
+static ze_result_t sim_context_create(const char *api, ze_driver_handle_t h,
+                                      const ze_context_desc_t *desc, uint32_t numDevices,
+                                      ze_device_handle_t *phDevices, ze_context_handle_t *ph)
 {
-    ze_result_t r = sim_enter();
+    ze_result_t r = sim_enter_at(api);
     if (r)
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_DRIVER);
@@ -585,10 +589,17 @@ ze_result_t ZE_APICALL sim_zeContextCreateEx(ze_driver_handle_t h, const ze_cont
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 
+ze_result_t ZE_APICALL sim_zeContextCreateEx(ze_driver_handle_t h, const ze_context_desc_t *desc,
+                                             uint32_t numDevices, ze_device_handle_t *phDevices,
+                                             ze_context_handle_t *ph)
+{
+    return sim_context_create(__func__, h, desc, numDevices, phDevices, ph);
+}
+
 ze_result_t ZE_APICALL sim_zeContextCreate(ze_driver_handle_t h, const ze_context_desc_t *desc,
                                            ze_context_handle_t *ph)
 {
-    return sim_zeContextCreateEx(h, desc, 0, NULL, ph);
+    return sim_context_create(__func__, h, desc, 0, NULL, ph);
 }
 
 ze_result_t ZE_APICALL sim_zeContextDestroy(ze_context_handle_t h)

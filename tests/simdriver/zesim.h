@@ -63,6 +63,7 @@ typedef struct sim_config {
     uint64_t fail_oom_after;
     uint64_t fail_alloc_at;  /* 0: off */
     uint64_t device_lost_at; /* 0: off */
+    char device_lost_on[64]; /* entry point from whose first call the device is lost; "": off */
     uint32_t subdevices;     /* sub-devices per root device, 0: none */
     int timestamp_not_ready; /* 1: zeEventQueryKernelTimestamp answers NOT_READY even when signalled */
     int fill_noop;           /* 1: fills complete without writing (an untouched allocation) */
@@ -262,8 +263,10 @@ extern int sim_lost;
 extern uint64_t sim_leaked_mirror_bytes;
 extern sim_drv_env_t sim_drv_env;
 
-/* Entry bracket: lock, count the call, report a lost device. */
-ze_result_t sim_enter(void);
+/* Entry bracket: lock, count the call, report a lost device. `api` is the entry point's
+ * C name (sim_zeXxx), which the device_lost_on key matches. */
+ze_result_t sim_enter_at(const char *api);
+#define sim_enter() sim_enter_at(__func__)
 ze_result_t sim_leave(ze_result_t result);
 
 /* Objects: memory is recycled per type, never returned, so stale handles stay readable. */

@@ -44,6 +44,7 @@ CONFIG_KEYS = frozenset(
         "fail_oom_after",
         "fail_alloc_at",
         "device_lost_at",
+        "device_lost_on",
         "defer_backing_mirror",
         "subdevices",
         "timestamp_not_ready",
