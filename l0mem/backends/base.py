@@ -342,11 +342,15 @@ def check_allocation_size(nbytes: int) -> None:
         raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
 
 
-def cleanup(steps: Iterable[Callable[[], object]], *, strict: bool) -> None:
+def cleanup(
+    steps: Iterable[Callable[[], object]], *, strict: bool, after: BaseException | None = None
+) -> None:
     """Run every step; raise the first error if ``strict``, else (after a failure) swallow them.
 
     Teardown after a failure must not replace the original exception with a
-    release error of its own (a lost device fails every later call).
+    release error of its own (a lost device fails every later call). ``after``
+    is that original exception: each error swallowed is added to it as a note
+    (Python 3.11 and later), so a traceback still shows it.
     """
     first: Exception | None = None
     for step in steps:
@@ -354,6 +358,9 @@ def cleanup(steps: Iterable[Callable[[], object]], *, strict: bool) -> None:
             step()
         except Exception as err:
             first = first or err
+            add_note = getattr(after, "add_note", None)
+            if add_note is not None:
+                add_note(f"cleaning up afterwards failed too: {type(err).__name__}: {err}")
     if strict and first is not None:
         raise first
 

@@ -29,6 +29,7 @@ from l0mem.backends.base import (
     RouteKind,
     check_allocation_size,
     check_fill,
+    cleanup,
     device_index,
     is_simulator_name,
 )
@@ -100,8 +101,10 @@ class LevelZeroBackend(L0Kernels):
             self._lists = [
                 self._ctx_of[i].immediate_command_list(d) for i, d in enumerate(self._devices)
             ]
-        except BaseException:
-            self._release()
+        except BaseException as err:
+            # The call that failed is the error: with a lost device, destroying
+            # the contexts made so far fails too, and must not replace it.
+            cleanup([self._release], strict=False, after=err)
             raise
 
     # -- capabilities ------------------------------------------------------
@@ -349,8 +352,10 @@ class LevelZeroBackend(L0Kernels):
         try:
             for cl in self._lists:
                 cl.synchronize()
-        finally:
-            self._release()
+        except BaseException as err:
+            cleanup([self._release], strict=False, after=err)
+            raise
+        self._release()
 
     def _release(self) -> None:
         self._drop_kernels()

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from l0mem import __version__
-from l0mem.backends import Backend, DeviceBuffer
+from l0mem.backends import Backend, DeviceBuffer, cleanup
 from l0mem.backends.kernels import KERNELS, launch_elementwise
 from l0mem.bench.timing import EventsOp, Measurement, Timing, TimingRequest, time_ops
 
@@ -132,6 +132,7 @@ def run_kernel_bench(
             raise ValueError(f"unknown kernel {name!r}; known: {', '.join(KERNELS)}")
     n = elements
     buffers: list[DeviceBuffer] = []
+    ok = False
     try:
         f32_a = backend.allocate(device, 4 * n)
         f32_b = backend.allocate(device, 4 * n)
@@ -159,11 +160,12 @@ def run_kernel_bench(
             **{name: (launch(name), KERNELS[name].bytes_per_element() * n) for name in names},
         }
         measured = time_ops(ops, reps=repetitions, warmup=warmup, timing=timing)
+        ok = True
     finally:
         with contextlib.suppress(Exception):
             backend.synchronize(device)
-        for buf in buffers:
-            buf.close()
+        # After a failure (a lost device fails every free too) the failure is the error.
+        cleanup([buf.close for buf in buffers], strict=ok)
 
     return KernelBenchResult(
         backend=backend.name,
