@@ -24,6 +24,9 @@ Kind: TypeAlias = Literal["l0", "sycl"]
 KINDS = ("auto", "l0", "sycl")
 ContextMode: TypeAlias = Literal["default", "single"]
 
+# The calls that initialize Level Zero (l0mem._ze.init): their failure means no usable driver.
+_INIT_CALLS = frozenset({"zeInit", "zeInitDrivers"})
+
 
 class NoDeviceError(LookupError):
     """The backend, or a device asked for, is not available on this machine."""
@@ -36,7 +39,7 @@ class DeviceSelectionError(ValueError):
 def level_zero_devices() -> list[Any]:
     """Return every Level Zero device of every driver, in l0mem's index order; NoDeviceError if none."""
     # core.drivers() asks for Sysman before zeInit, for device-side memory values.
-    from l0mem._ze.errors import LoaderError, UninitializedError, ZeError
+    from l0mem._ze.errors import DeviceLostError, LoaderError, UninitializedError, ZeError
     from l0mem.core import drivers
 
     try:
@@ -46,6 +49,11 @@ def level_zero_devices() -> list[Any]:
     except UninitializedError as err:
         raise NoDeviceError(f"no Level Zero driver found ({err})") from None
     except ZeError as err:
+        # A driver that cannot initialize leaves no usable driver; a driver
+        # that fails after it did (a lost device listing drivers) is a driver
+        # failure, as it is everywhere else, not a missing device.
+        if isinstance(err, DeviceLostError) or err.routine not in _INIT_CALLS:
+            raise
         raise NoDeviceError(f"Level Zero initialization failed: {err}") from None
     devices = [dev for drv in found for dev in drv.devices()]
     if not devices:
