@@ -217,7 +217,7 @@ def test_table_keeps_full_numbers_at_80_columns(tmp_path):
     ("size", "config", "code", "needle"),
     [
         ("99999G", {}, 3, "which has 8.0 GiB of memory"),
-        ("4G", {"device_memory": "64T"}, 2, "of host memory"),
+        ("4G", {"device_memory": "64T"}, 3, "of host memory"),
     ],
 )
 def test_sizes_beyond_memory(size, config, code, needle):

@@ -20,16 +20,26 @@ PACKAGE = Path(__file__).resolve().parents[1] / "l0mem"
     ("module", "name", "code"), _common.LIBRARY_ERRORS, ids=lambda v: getattr(v, "name", str(v))
 )
 def test_every_table_entry_names_an_exception_class(module: str, name: str, code: ExitCode) -> None:
+    from l0mem._ze.errors import ZeError
+
     cls = getattr(importlib.import_module(module), name)
     assert isinstance(cls, type) and issubclass(cls, Exception)
-    assert classify(cls("what went wrong\nsecond line")) == (code, "what went wrong")
+    if issubclass(cls, ZeError):
+        # A driver's error names the call that failed, first.
+        err = cls(routine="zeMemAllocDevice", detail="what went wrong")
+        assert classify(err) == (code, str(err))
+        assert str(err).startswith("zeMemAllocDevice: ")
+    else:
+        assert classify(cls("what went wrong\nsecond line")) == (code, "what went wrong")
 
 
 def test_library_errors_map_to_their_codes() -> None:
+    from l0mem._ze.errors import DeviceLostError, OutOfDeviceMemoryError, OutOfHostMemoryError
     from l0mem.audit.compare import ReportMismatchError
     from l0mem.audit.model import ReportFormatError
     from l0mem.audit.setups import NoDeviceError as AuditNoDevice
     from l0mem.backends import DeviceSelectionError, NoDeviceError
+    from l0mem.bench.fit import HostTooSmall
     from l0mem.files import ReportWriteError
 
     assert classify(NoDeviceError("x")) == (ExitCode.NO_DEVICE, "x")
@@ -38,6 +48,14 @@ def test_library_errors_map_to_their_codes() -> None:
     assert classify(ReportWriteError("x")) == (ExitCode.BAD_INPUT, "x")
     assert classify(ReportFormatError("x")) == (ExitCode.BAD_INPUT, "x")
     assert classify(ReportMismatchError("x")) == (ExitCode.MISMATCH, "x")
+    # Too little memory is one class, predicted or met, on the device or the host.
+    assert classify(HostTooSmall("x")) == (ExitCode.NO_DEVICE, "x")
+    device = OutOfDeviceMemoryError(routine="zeMemAllocDevice")
+    assert classify(device) == (ExitCode.NO_DEVICE, str(device))
+    host = OutOfHostMemoryError(routine="zeMemAllocHost")
+    assert classify(host) == (ExitCode.NO_DEVICE, str(host))
+    # Any other driver failure is left to measuring (exit 6), never a missing device.
+    assert classify(DeviceLostError(routine="zeContextCreate")) is None
     assert classify(ValueError("x")) is None
     assert classify(KeyboardInterrupt()) is None
 
@@ -76,7 +94,8 @@ def test_reporting_maps_library_errors_and_lets_bugs_through(
     ("error", "code", "line"),
     [
         (RuntimeError("driver\ngone"), 6, "l0mem p2p: RuntimeError: driver"),
-        (MemoryError(), 6, "l0mem p2p: out of host memory"),
+        (MemoryError(), 3, "l0mem p2p: out of host memory"),
+        (MemoryError("cannot allocate 4096 bytes on gpu 0"), 3, "l0mem p2p: out of device memory: cannot allocate 4096 bytes on gpu 0"),
         (KeyboardInterrupt(), 130, "l0mem p2p: interrupted; device memory was freed"),
     ],
 )

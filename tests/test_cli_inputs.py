@@ -202,10 +202,8 @@ def test_a_closed_stdout_keeps_the_exit_code_in_a_real_process() -> None:
         ["audit", "--size", "1" + "0" * 300],
         ["audit", "--floor", "1" + "0" * 300],
         ["compare", "--slope-tolerance", "1e400", BASELINE, BASELINE],
-        ["audit", "--device", "1" * 5000],
-        ["audit", "--device", "0,99999"],
         ["p2p", "--device", "\u00b2"],  # superscript two: isdigit() but not int()
-        ["bench", "kernels", "--device", "1" * 5000],
+        # An index no machine has is exit 3, as any index no driver has: tests/test_exit_codes.py
     ],
 )
 def test_absurd_option_numbers_are_usage_errors(

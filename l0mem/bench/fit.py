@@ -10,7 +10,7 @@ from l0mem.units import format_bytes
 
 
 class HostTooSmall(Exception):
-    """The request needs more host memory than is available (a usage error on the command line)."""
+    """The request needs more host memory than is available (as a device too small, not a usage error)."""
 
 
 def check_fits(

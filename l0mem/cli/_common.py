@@ -1,17 +1,18 @@
 """Exit codes, the one failure path, and the options shared by the l0mem commands.
 
 Every command reports a failure the same way: one line ``l0mem COMMAND: MESSAGE``
-on stderr and a documented :class:`ExitCode` (:func:`fail`). The library
+on stderr and a documented :class:`ExitCode` (:func:`fail`; the codes and what
+each means in every command are the one table of :mod:`._exits`). The library
 raises its own errors and never exits; which error means which exit code is
 decided here once (:func:`classify`), for blocks that read or write reports
 (:func:`reporting`) and for blocks that measure on a device (:func:`measuring`,
-which also turns any runtime failure into :attr:`ExitCode.DRIVER_ERROR`).
+which also turns running out of memory into :attr:`ExitCode.NO_DEVICE` and
+any other runtime failure into :attr:`ExitCode.DRIVER_ERROR`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import errno
 import math
 import os
@@ -24,23 +25,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 import click
 from rich.console import Console
 
+from l0mem.cli._exits import ExitCode as ExitCode
+from l0mem.cli._exits import exit_epilog as exit_epilog
+
 if TYPE_CHECKING:
     from l0mem.backends.select import ContextMode
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-
-class ExitCode(enum.IntEnum):
-    """Documented process exit codes of the l0mem command line."""
-
-    OK = 0
-    REGRESSION = 1  # compare found a regression; audit --fail-on-mirror found a mirror
-    USAGE = 2  # bad command-line usage (click's own code)
-    NO_DEVICE = 3  # no Level Zero driver / no usable device for the request
-    BAD_INPUT = 4  # an input file is missing, unreadable or malformed
-    MISMATCH = 5  # inputs are well-formed but cannot be compared
-    DRIVER_ERROR = 6  # the driver or runtime failed while working
-    INTERRUPTED = 130  # Ctrl-C: device memory was freed, partial results written
 
 
 # audit and compare also print lines that are not failures (progress, notes,
@@ -58,7 +49,11 @@ LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
     ("l0mem.audit.compare", "ReportMismatchError", ExitCode.MISMATCH),
     ("l0mem.backends.select", "NoDeviceError", ExitCode.NO_DEVICE),
     ("l0mem.backends.select", "DeviceSelectionError", ExitCode.USAGE),
-    ("l0mem.bench.fit", "HostTooSmall", ExitCode.USAGE),
+    # Too little memory, predicted or met, is one class: the machine cannot serve
+    # the request as asked (a device too small, or the host).
+    ("l0mem.bench.fit", "HostTooSmall", ExitCode.NO_DEVICE),
+    ("l0mem._ze.errors", "OutOfDeviceMemoryError", ExitCode.NO_DEVICE),
+    ("l0mem._ze.errors", "OutOfHostMemoryError", ExitCode.NO_DEVICE),
     ("l0mem.probe.host", "MeminfoError", ExitCode.DRIVER_ERROR),
 )
 
@@ -164,7 +159,7 @@ def measuring(command: str) -> Iterator[None]:
     if isinstance(failure, KeyboardInterrupt):
         fail(command, ExitCode.INTERRUPTED, "interrupted; device memory was freed")
     if isinstance(failure, MemoryError):
-        fail(command, ExitCode.DRIVER_ERROR, _memory_message(failure))
+        fail(command, ExitCode.NO_DEVICE, _memory_message(failure))
     if isinstance(failure, Exception) and not isinstance(failure, click.ClickException):
         fail(command, ExitCode.DRIVER_ERROR, _first_line(f"{type(failure).__name__}: {failure}"))
     raise failure
@@ -212,20 +207,39 @@ json_option = click.option(
 def _device_indices_in_range(
     ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]
 ) -> tuple[str, ...]:
-    """Click callback refusing a device index that no machine has (exit 2).
+    """Click callback stopping a device index that no machine has before any work.
 
     str.isdigit() also takes digits int() refuses (superscripts) or converts
-    slowly (thousands of them); those must not reach device selection.
+    slowly (thousands of them); those must not reach device selection. Such
+    a spec is malformed (exit 2); a well-formed index no machine has is what
+    an index this machine lacks is in every command, exit 3.
     """
     for spec in value:
         for part in (p.strip() for p in spec.split(",")):
-            if part.isdigit() and not (
-                part.isascii() and len(part) <= 4 and int(part) < MAX_DEVICES
-            ):
-                raise click.BadParameter(
-                    f"device index {part[:24]!r} is not a number from 0 to {MAX_DEVICES - 1}"
+            if not part.isdigit():
+                continue
+            if not part.isascii():
+                raise click.BadParameter(f"device index {part[:24]!r} is not a decimal number")
+            digits = part.lstrip("0") or "0"
+            if len(digits) > 4 or int(digits) >= MAX_DEVICES:
+                shown = part if len(part) <= 24 else part[:21] + "..."
+                fail(
+                    _command_name(ctx),
+                    ExitCode.NO_DEVICE,
+                    f"no device {shown}: device indices run from 0 to {MAX_DEVICES - 1} at most",
                 )
     return value
+
+
+def _command_name(ctx: click.Context | None) -> str:
+    """Return the command as its failure lines name it (``bench kernels``, ``p2p``)."""
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    if not names and ctx is not None:
+        names = [ctx.info_name or ""]
+    return " ".join(n for n in names if n) or "l0mem"
 
 
 def device_option(default_note: str = "") -> Callable[[_F], _F]:

@@ -26,13 +26,7 @@ checked before any device is opened. Before any input is made, the largest
 size is checked against every device's memory and the host's available
 memory.
 
-Exit codes: 0 on success, 1 when a result is outside its error bound or the
-devices disagree, 2 on bad options (including a size that is not a multiple
-of 4 bytes, and sizes whose inputs and checks do not fit in host memory), 3
-when the backend or fewer than two devices are available, a device is too
-small for the sizes, or a CPU has too few compute units for
-``--sub-devices`` (or NumPy/dpctl is missing), 4 when the JSON file cannot be
-written, 6 when the driver or runtime fails, 130 on Ctrl-C.
+Exit codes: as ``--help`` lists them (:mod:`l0mem.cli._exits`, the one table).
 """
 
 from __future__ import annotations
@@ -53,6 +47,7 @@ from l0mem.cli._common import (
     backend_option,
     check_outputs,
     device_option,
+    exit_epilog,
     fail,
     json_option,
     measuring,
@@ -145,7 +140,7 @@ def _whole_fp32(nbytes: int) -> None:
     fp32_elements(nbytes)
 
 
-@click.command()
+@click.command(epilog=exit_epilog("allreduce"))
 @backend_option
 @device_option()
 @click.option(

@@ -33,6 +33,7 @@ from l0mem.cli._common import (
     check_outputs,
     device_option,
     error,
+    exit_epilog,
     fail,
     finite,
     json_option,
@@ -50,19 +51,8 @@ from l0mem.units import parse_size
 
 _EPILOG = f"""\b
 Set-ups: {", ".join(ALL_SETUPS)}.
-\b
-Exit codes:
-  {ExitCode.OK:<3d} the audit ran
-  {ExitCode.REGRESSION:<3d} --fail-on-mirror and a set-up mirrored (fully or partly); not
-      counted: CPU and integrated devices, whose device memory is host memory
-  {ExitCode.USAGE:<3d} bad command-line usage (a --device spec that is not an index too)
-  {ExitCode.NO_DEVICE:<3d} no Level Zero or SYCL device to audit, a --device index no Level Zero
-      device has, or every set-up was skipped
-  {ExitCode.BAD_INPUT:<3d} a report file could not be written
-  {ExitCode.DRIVER_ERROR:<3d} a set-up failed (driver or runtime error); the report still
-      holds every run
-  {ExitCode.INTERRUPTED:<3d} interrupted: device memory was freed, the partial report written
-"""
+
+{exit_epilog("audit")}"""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -183,17 +173,48 @@ def _write_outputs(
     return errors
 
 
+# How the runs' reasons begin (l0mem.audit.process, .guard, .child): a discovery
+# child that failed or hung, the safety floor refusing a step, an allocation
+# refused for lack of device memory.
+_DISCOVERY_FAILED = "device discovery ("
+_NO_ROOM = ("safety guard:", "device memory ran out")
+
+
 def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
     """Return the exit code a finished audit ends with (see the epilog)."""
+    return outcome(report, fail_on_mirror)[0]
+
+
+def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[ExitCode, str | None]:
+    """Return the exit code a finished audit ends with and its error line (None: no error)."""
+    # One failed set-up already means the report lacks a measurement CI relies on;
+    # a set-up skipped because discovering its devices failed (a device lost while
+    # listing them) is a driver failure as in every command, not a missing device.
+    broken = [
+        r.label
+        for r in report.runs
+        if r.status == "failed"
+        or (r.status == "skipped" and (r.reason or "").startswith(_DISCOVERY_FAILED))
+    ]
+    if broken:
+        return ExitCode.DRIVER_ERROR, f"set-up(s) failed: {', '.join(broken)} (reasons above)"
     ran = [r for r in report.runs if r.status != "skipped"]
     if not ran:
-        return ExitCode.NO_DEVICE
-    # One failed set-up already means the report lacks a measurement CI relies on.
-    if any(r.status == "failed" for r in ran):
-        return ExitCode.DRIVER_ERROR
+        return ExitCode.NO_DEVICE, "every set-up was skipped (reasons above)"
+    if not any(s.phase == "alloc" for r in ran for s in r.samples):
+        # Nothing measured: the class of what stopped the first step decides.
+        if all(r.status == "stopped-early" and (r.reason or "").startswith(_NO_ROOM) for r in ran):
+            return (
+                ExitCode.NO_DEVICE,
+                "no set-up measured a single step: no room for the first allocation "
+                "(reasons above)",
+            )
+        if any(r.status == "interrupted" or (r.reason or "").startswith("stopped by") for r in ran):
+            return ExitCode.INTERRUPTED, "no set-up measured a single step: stopped by a signal"
+        return ExitCode.DRIVER_ERROR, "no set-up measured a single step (reasons above)"
     if fail_on_mirror and any(r.mirrors for r in ran):
-        return ExitCode.REGRESSION
-    return ExitCode.OK
+        return ExitCode.REGRESSION, None
+    return ExitCode.OK, None
 
 
 @click.command("audit", epilog=_EPILOG)
@@ -352,13 +373,18 @@ def audit(
         raise SystemExit(int(ExitCode.INTERRUPTED))
     if errors:
         raise SystemExit(int(ExitCode.BAD_INPUT))
-    code = exit_code(report, fail_on_mirror)
-    if code == ExitCode.NO_DEVICE:
-        fail("audit", code, "every set-up was skipped (reasons above)")
-    if code == ExitCode.DRIVER_ERROR:
-        failed = [r.label for r in report.runs if r.status == "failed"]
-        fail("audit", code, f"set-up(s) failed: {', '.join(failed)} (reasons above)")
+    code, why = outcome(report, fail_on_mirror)
+    if why is not None:
+        fail("audit", code, why)
     raise SystemExit(int(code))
 
 
-__all__ = ["audit", "device_indices", "exit_code", "parse_size", "render", "unavailable_lines"]
+__all__ = [
+    "audit",
+    "device_indices",
+    "exit_code",
+    "outcome",
+    "parse_size",
+    "render",
+    "unavailable_lines",
+]

@@ -7,12 +7,8 @@ bandwidth. ``--json PATH`` writes the run atomically (schema
 ``l0mem.bench.kernels/1``, described in :mod:`l0mem.bench.kernels`);
 the path is checked before measuring, so a bad one does not cost the run.
 
-Exit codes: 0 on success, 2 on bad options (including a work-group size above
-the kernels' limit on the device, and ``--work-group-size`` when ``--backend``
-resolves to Level Zero, refused before a device is opened), 3 when the
-backend or device is unavailable (including a missing dpctl for ``--backend
-sycl``), 4 when the ``--json`` path cannot be written, 6 when the runtime
-fails while measuring, 130 on Ctrl-C.
+Exit codes of ``bench kernels``: as its ``--help`` lists them (:mod:`l0mem.cli._exits`,
+the one table).
 """
 
 from __future__ import annotations
@@ -29,6 +25,7 @@ from l0mem.cli._common import (
     backend_option,
     check_outputs,
     device_option,
+    exit_epilog,
     json_option,
     measuring,
     open_backend,
@@ -103,7 +100,7 @@ def bench() -> None:
     """Benchmarks of l0mem's building blocks."""
 
 
-@bench.command()
+@bench.command(epilog=exit_epilog("bench kernels"))
 @backend_option
 @device_option("Default: the first device.")
 @click.option(
@@ -140,6 +137,7 @@ def kernels(
 ) -> None:
     """Measure each kernel's bandwidth against the same device's copy bandwidth."""
     from l0mem.backends import SyclBackend, select_devices
+    from l0mem.bench.fit import check_fits
     from l0mem.bench.kernels import run_kernel_bench
 
     check_outputs("bench kernels", [("--json", json_path)])
@@ -156,6 +154,16 @@ def kernels(
                 b.set_work_group_size(work_group_size)
             except ValueError as err:
                 raise click.BadParameter(str(err), param_hint="--work-group-size") from None
+        # Three FP32 buffers and one BF16 buffer, the largest 4 bytes an element,
+        # checked like every command's sizes before anything is allocated.
+        check_fits(
+            b,
+            [0],
+            per_device=14 * elements,
+            largest=4 * elements,
+            host=0,
+            what=f"--elements {elements:,} (14 bytes each)",
+        )
         result = run_kernel_bench(b, 0, elements=elements, repetitions=reps, warmup=warmup)
     # The report first: a reader of the tables that goes away (| head) must not lose it.
     if json_path is not None:

@@ -19,6 +19,7 @@ from l0mem.audit.report import dumps_json
 from l0mem.cli._common import (
     ExitCode,
     check_outputs,
+    exit_epilog,
     fail,
     finite,
     output,
@@ -27,23 +28,6 @@ from l0mem.cli._common import (
     to_stdout,
 )
 from l0mem.files import write_bytes
-
-_EPILOG = f"""\b
-Exit codes:
-  {ExitCode.OK:<3d} no regression
-  {ExitCode.REGRESSION:<3d} a regression: a verdict got worse (clean -> partial -> mirror),
-      a deciding slope rose by more than --slope-tolerance, or (unless
-      --allow-unjudged) a run with a verdict in the baseline failed, is
-      inconclusive or is missing in the current report
-  {ExitCode.USAGE:<3d} bad command-line usage
-  {ExitCode.BAD_INPUT:<3d} a report is missing, unreadable, malformed, not a regular file,
-      over 64 MiB or nested over 64 deep (or --json or stdout cannot be
-      written)
-  {ExitCode.MISMATCH:<3d} the reports cannot be compared: no set-up run in common,
-      different schema major versions, one from the simulator and one
-      not, or (with --fail-on-missing) a run present in only one report
-  {ExitCode.INTERRUPTED:<3d} interrupted (Ctrl-C)
-"""
 
 
 def _fmt_slope(value: float | None, sign: str = "") -> str:
@@ -97,7 +81,7 @@ def _label(key: tuple[str, str | None]) -> str:
     return setup if remedy is None else f"{setup} [{remedy}]"
 
 
-@click.command("compare", epilog=_EPILOG)
+@click.command("compare", epilog=exit_epilog("compare"))
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("current", type=click.Path(path_type=Path))
 @click.option(

@@ -28,9 +28,8 @@ JSON with these keys:
   can access memory of device j (``zeDeviceCanAccessPeer``); the diagonal is
   true.
 
-Exit codes: 0 on success, 3 when there is no loader, no driver or no device,
-4 when the JSON file cannot be written, 6 when a driver call fails; errors
-are mapped as in every measuring command (:func:`l0mem.cli._common.measuring`).
+Exit codes: as ``--help`` lists them (:mod:`l0mem.cli._exits`, the one table);
+errors are mapped as in every measuring command (:func:`l0mem.cli._common.measuring`).
 """
 
 from __future__ import annotations
@@ -45,8 +44,8 @@ from rich.table import Table
 
 from l0mem import __version__
 from l0mem.cli._common import (
-    ExitCode,
     check_outputs,
+    exit_epilog,
     json_option,
     measuring,
     output,
@@ -55,15 +54,6 @@ from l0mem.cli._common import (
     to_stdout,
 )
 from l0mem.units import format_bytes
-
-_EPILOG = f"""\b
-Exit codes:
-  {ExitCode.OK:<3d} the report was shown (and written)
-  {ExitCode.USAGE:<3d} bad command-line usage
-  {ExitCode.NO_DEVICE:<3d} no Level Zero loader, no driver or no device
-  {ExitCode.BAD_INPUT:<3d} the JSON file could not be written
-  {ExitCode.DRIVER_ERROR:<3d} a driver call failed
-"""
 
 
 def _hex(value: int) -> str:
@@ -183,7 +173,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             console.print(peers)
 
 
-@click.command(epilog=_EPILOG)
+@click.command(epilog=exit_epilog("info"))
 @json_option
 def info(json_path: Path | None) -> None:
     """Show the Level Zero loader, drivers, devices and peer access."""

@@ -16,12 +16,7 @@ Numbers from l0mem's simulated driver are labelled as a simulator's. The
 largest size is checked against device and host memory before anything is
 allocated.
 
-Exit codes: 0 on success, 2 on bad options (including sizes that do not fit
-in host memory), 3 when the backend or the requested devices are unavailable
-(including a missing dpctl for ``--backend sycl``, a device too small for the
-sizes, and a CPU with too few compute units for ``--sub-devices``), 4 when the
-JSON file cannot be written, 6 when the driver or runtime fails while
-measuring, 130 on Ctrl-C.
+Exit codes: as ``--help`` lists them (:mod:`l0mem.cli._exits`, the one table).
 """
 
 from __future__ import annotations
@@ -40,6 +35,7 @@ from l0mem.cli._common import (
     backend_option,
     check_outputs,
     device_option,
+    exit_epilog,
     json_option,
     measuring,
     open_backend,
@@ -129,7 +125,7 @@ def render(result: Any, console: Console) -> None:
         console.print(f"[{style}]{escape(note)}[/{style}]")
 
 
-@click.command()
+@click.command(epilog=exit_epilog("p2p"))
 @backend_option
 @device_option("Default: all.")
 @sub_devices_option

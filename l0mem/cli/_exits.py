@@ -1,0 +1,196 @@
+"""The exit codes of every l0mem command and what each means: one table for README and ``--help``.
+
+Each failure class has one code in every command. 1 is a finding only (a
+regression, a mirror, a sum outside its error bound), never a failure. 2 is a
+command line that is wrong on any machine; 3 is a well-formed request this
+machine cannot serve: no loader, driver or device for it, or too little
+device or host memory for the sizes asked. A device lost or any other driver
+or runtime failure while working is 6, wherever it happens (discovery
+included). :data:`EXIT_TABLE` says which rows apply to which command;
+:func:`readme_rows` renders the table README's "## Exit codes" shows (a test
+keeps the two equal) and :func:`exit_epilog` each command's ``--help`` part.
+"""
+
+from __future__ import annotations
+
+import enum
+import textwrap
+from typing import NamedTuple
+
+
+class ExitCode(enum.IntEnum):
+    """Documented process exit codes of the l0mem command line."""
+
+    OK = 0
+    REGRESSION = 1  # a finding: a regression, a mirror (--fail-on-mirror), a sum out of bound
+    USAGE = 2  # bad command-line usage (click's own code)
+    NO_DEVICE = 3  # this machine cannot serve the request: no driver or device, too little memory
+    BAD_INPUT = 4  # an input file is missing, unreadable or malformed, or an output unwritable
+    MISMATCH = 5  # inputs are well-formed but cannot be compared
+    DRIVER_ERROR = 6  # the driver or runtime failed while working (a lost device)
+    INTERRUPTED = 130  # Ctrl-C: device memory was freed, partial results written
+
+
+class Row(NamedTuple):
+    """One meaning of an exit code, for the commands it applies to."""
+
+    code: ExitCode
+    text: str  # Markdown as README shows it; --help drops the backticks
+    commands: frozenset[str]
+
+
+COMMANDS = ("info", "audit", "compare", "p2p", "allreduce", "bench kernels")
+_ALL = frozenset(COMMANDS)
+_BACKEND = frozenset({"p2p", "allreduce", "bench kernels"})
+_DEVICE = _BACKEND | {"audit"}
+_SUB_DEVICES = frozenset({"p2p", "allreduce"})
+
+
+def _only(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+EXIT_TABLE: tuple[Row, ...] = (
+    Row(ExitCode.OK, "success", _ALL - {"compare"}),
+    Row(ExitCode.OK, "`compare`: no regression", _only("compare")),
+    Row(
+        ExitCode.REGRESSION,
+        "`compare`: a regression (a verdict got worse, a slope rose beyond "
+        "`--slope-tolerance`, or, unless `--allow-unjudged`, a run with a verdict in the "
+        "baseline failed, is inconclusive or is missing)",
+        _only("compare"),
+    ),
+    Row(
+        ExitCode.REGRESSION,
+        "`audit --fail-on-mirror`: a mirror on a device whose memory is not host memory "
+        "(a CPU or integrated device's 1:1 is a positive control)",
+        _only("audit"),
+    ),
+    Row(
+        ExitCode.REGRESSION,
+        "`allreduce`: a sum outside its error bound or devices that disagree",
+        _only("allreduce"),
+    ),
+    Row(
+        ExitCode.USAGE,
+        "bad command-line usage: an unknown option, or a bad value (a number outside the "
+        "range `--help` shows, a malformed size)",
+        _ALL,
+    ),
+    Row(
+        ExitCode.USAGE,
+        "a device spec that cannot name a device (malformed, given twice, a filter string "
+        "for `--backend l0`)",
+        _BACKEND,
+    ),
+    Row(
+        ExitCode.USAGE,
+        "`audit`: a `--device` that is not a list of Level Zero indices, or names one twice",
+        _only("audit"),
+    ),
+    Row(
+        ExitCode.USAGE,
+        "an output path that is also an input or another output (after symlinks)",
+        _only("audit", "compare"),
+    ),
+    Row(
+        ExitCode.USAGE,
+        "`bench kernels`: `--work-group-size` with the Level Zero backend, or above the "
+        "kernels' limit",
+        _only("bench kernels"),
+    ),
+    Row(ExitCode.NO_DEVICE, "no Level Zero loader, driver or device", _BACKEND | {"info"}),
+    Row(ExitCode.NO_DEVICE, "`--backend sycl`: no dpctl or SYCL device", _BACKEND),
+    Row(ExitCode.NO_DEVICE, "`audit`: no Level Zero or SYCL device at all", _only("audit")),
+    Row(
+        ExitCode.NO_DEVICE,
+        "a device index no driver has (any number), or a SYCL filter no device matches",
+        _DEVICE,
+    ),
+    Row(
+        ExitCode.NO_DEVICE,
+        "too few devices (`allreduce`), or compute units for `--sub-devices`",
+        _SUB_DEVICES,
+    ),
+    Row(
+        ExitCode.NO_DEVICE,
+        "a device too small or out of device memory for the request, or too little host "
+        "memory for it",
+        _BACKEND,
+    ),
+    Row(
+        ExitCode.NO_DEVICE,
+        "`audit`: every set-up was skipped, or none measured a single step (the first "
+        "allocation ran out of device memory, or the floor left no host memory for it; "
+        "the report is written)",
+        _only("audit"),
+    ),
+    Row(
+        ExitCode.BAD_INPUT,
+        "`compare`: a report is missing, unreadable or malformed",
+        _only("compare"),
+    ),
+    Row(
+        ExitCode.BAD_INPUT,
+        "a report cannot be written (checked before the command does any work), or one "
+        "sent to `--json -` could not be delivered",
+        _ALL,
+    ),
+    Row(
+        ExitCode.MISMATCH,
+        "the reports are well-formed but cannot be compared (different schema major "
+        "versions, no run in common, one from the simulator and one from hardware, or with "
+        "`--fail-on-missing` a run in only one of them)",
+        _only("compare"),
+    ),
+    Row(
+        ExitCode.DRIVER_ERROR,
+        "the driver or runtime failed (a lost device, at any point)",
+        _ALL - {"compare"},
+    ),
+    Row(
+        ExitCode.DRIVER_ERROR,
+        "`audit`: a set-up failed, or device discovery did (the report is written)",
+        _only("audit"),
+    ),
+    Row(
+        ExitCode.INTERRUPTED,
+        "interrupted (Ctrl-C): device memory was freed, partial results written",
+        _ALL,
+    ),
+)
+
+
+def _rows(command: str | None) -> list[tuple[ExitCode, list[str]]]:
+    """Return each code with its meanings, for ``command`` (None: every command)."""
+    out: dict[ExitCode, list[str]] = {}
+    for row in EXIT_TABLE:
+        if command is None or command in row.commands:
+            out.setdefault(row.code, []).append(row.text)
+    return sorted(out.items())
+
+
+def readme_rows() -> list[tuple[int, str]]:
+    """Return the rows of README's exit-code table: each code and its meanings joined."""
+    return [(int(code), "; ".join(texts)) for code, texts in _rows(None)]
+
+
+def exit_epilog(command: str) -> str:
+    """Return the "Exit codes:" part of ``command``'s ``--help`` (click keeps its lines)."""
+    if command not in COMMANDS:
+        raise ValueError(f"unknown command {command!r}")
+    lines = ["\b", "Exit codes:"]
+    for code, texts in _rows(command):
+        # The command's own help need not name it again.
+        mine = [t.removeprefix(f"`{command}`: ") for t in texts]
+        lines += textwrap.wrap(
+            "; ".join(mine).replace("`", ""),
+            width=78,
+            initial_indent=f"  {int(code):<4d}",
+            subsequent_indent=" " * 6,
+            break_on_hyphens=False,
+        )
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["COMMANDS", "EXIT_TABLE", "ExitCode", "Row", "exit_epilog", "readme_rows"]
