@@ -52,9 +52,9 @@ from l0mem.audit.runs import (
 Platform = Literal["hardware", "simulator", "no-hardware"]
 
 
-def _driven_by_gpu_driver(device: Mapping[str, Any]) -> bool:
-    """Return True when a run's device is a Level Zero device or a SYCL GPU."""
-    return device.get("backend") == "l0" or device.get("device_type") == "gpu"
+def _on_gpu_driver(run: SetupRun) -> bool:
+    """Return True when a run used a Level Zero device or a SYCL GPU (not a CPU device)."""
+    return run.backend == "l0" or any(d.get("device_type") == "gpu" for d in run.devices)
 
 
 SCHEMA_NAME = "l0mem.audit"
@@ -104,7 +104,7 @@ class AuditReport:
         """Return what one run measured on: the simulator, a driver without hardware, or hardware."""
         if run.simulated:
             return "simulator"
-        if self.no_hardware and any(_driven_by_gpu_driver(d) for d in run.devices):
+        if self.no_hardware and _on_gpu_driver(run):
             return "no-hardware"
         return "hardware"
 

@@ -41,7 +41,9 @@ Exit codes:
       written)
   {ExitCode.MISMATCH:<3d} the reports cannot be compared: no set-up run in common,
       different schema major versions, one from the simulator and one
-      not, or (with --fail-on-missing) a run present in only one report
+      not (or one from a GPU driver without hardware and one from
+      hardware), or (with --fail-on-missing) a run present in only one
+      report
   {ExitCode.INTERRUPTED:<3d} interrupted (Ctrl-C)
 """
 

@@ -449,5 +449,6 @@ int sim_config_set(const char *key, const char *value, int runtime, char *err, s
 int sim_offers_init_drivers(void)
 {
     const char *v = getenv("ZESIM_INIT_DRIVERS");
-    return v && !strcmp(v, "1");
+    int b = 0;
+    return v && !parse_bool(v, &b) && b;
 }

@@ -160,6 +160,9 @@ def _env_value(value: object) -> str:
 def sim_env(driver_env: Mapping[str, str] | None = None, /, **config: object) -> dict[str, str]:
     """Return os.environ (minus inherited ZESIM_* and DRIVER_ENV_KEYS) set up for the simulator with `config`, plus `driver_env`.
 
+    An inherited key of SESSION_KEYS (``ZESIM_INIT_DRIVERS``) is kept unless
+    ``config`` sets it.
+
     `driver_env` holds variables a real driver reads, such as ZE_AFFINITY_MASK
     or NEOReadDebugKeys; it is positional-only so that ``sim_env(**config)``
     with a dict of simulator keys never binds it.
