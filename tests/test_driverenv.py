@@ -36,9 +36,8 @@ def test_recorded_environment_takes_driver_variables_only() -> None:
         "EnableDeferBacking": "0",  # a NEO key while NEO does not read its keys
     }
     got = recorded_environment(env)
-    assert set(got) == {k for k in env if k.startswith(("ZE_", "ZES_", "ZET_", "ZEL_", "UR_",
-                                                         "SYCL_", "ONEAPI", "NEO_", "IGC_",
-                                                         "ZESIM_", "OCL_", "L0MEM_"))}
+    unrelated = {"PATH", "HOME", "AWS_SECRET_ACCESS_KEY", "ZEROCONF", "EnableDeferBacking"}
+    assert set(got) == set(env) - unrelated
     assert "hunter2" not in got.values() and "EnableDeferBacking" not in got
     assert list(got) == sorted(got)
 

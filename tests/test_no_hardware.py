@@ -131,7 +131,7 @@ def test_compare_refuses_no_hardware_against_hardware() -> None:
     nohw = _no_hardware(hw)
     sim_report = dataclasses.replace(hw, fingerprint={"simulated": True})
     for a, b in ((hw, nohw), (nohw, hw)):
-        with pytest.raises(ReportMismatchError, match="without hardware .* from hardware"):
+        with pytest.raises(ReportMismatchError, match=r"without hardware .* from hardware"):
             compare_reports(a, b)
     for a, b in ((sim_report, nohw), (nohw, sim_report)):
         with pytest.raises(ReportMismatchError, match="simulated Level Zero driver"):

@@ -53,8 +53,11 @@ def driver_present() -> bool:
     return True
 
 
-def env(product: str = "bmg", *, validation: bool = False, **keys: str) -> dict[str, str]:
-    """Return a clean environment bringing NEO up without hardware as ``product``, plus ``keys``."""
+def env(product: str = "bmg", **keys: str) -> dict[str, str]:
+    """Return a clean environment bringing NEO up without hardware as ``product``, plus ``keys``.
+
+    ``**VALIDATION`` among ``keys`` turns the loader's validation layer on.
+    """
     base = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_PREFIXES)}
     # NEO's debug keys are CamelCase names without a prefix.
     base = {k: v for k, v in base.items() if not _CAMEL.match(k)}
@@ -66,8 +69,6 @@ def env(product: str = "bmg", *, validation: bool = False, **keys: str) -> dict[
         "ZES_ENABLE_SYSMAN": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    if validation:
-        out.update(VALIDATION)
     out.update(keys)
     out["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p

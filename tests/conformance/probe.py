@@ -24,10 +24,10 @@ SUBDEVICE_FLAG = 2  # ZE_DEVICE_PROPERTY_FLAG_SUBDEVICE
 PATTERN = bytes((i * 7 + 3) % 251 for i in range(1 << 20))
 
 
-def attempt(step: Callable[[], Any]) -> Any:
-    """Return ``step()``, or a description of what it raised."""
+def attempt(step: Callable[..., Any], *args: Any) -> Any:
+    """Return ``step(*args)``, or a description of what it raised."""
     try:
-        return step()
+        return step(*args)
     except Exception as exc:
         out: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
         if isinstance(exc, ZeError):
@@ -86,6 +86,18 @@ def enumeration() -> dict[str, Any]:
     return out
 
 
+def _ordinals(d: core.Device) -> list[int]:
+    return list(d.queue_group_ordinals())
+
+
+def _dmabuf(d: core.Device) -> bool:
+    return d.supports_dmabuf_export
+
+
+def _sysman(d: core.Device) -> Any:
+    return _plain(d.sysman_memory())
+
+
 def properties() -> dict[str, Any]:
     """What ``l0mem info`` collects, and the properties behind it, for every device."""
     from l0mem.cli.info import collect
@@ -98,9 +110,9 @@ def properties() -> dict[str, Any]:
                     "properties": _plain(d.properties),
                     "memory": _plain(d.memory_properties()),
                     "compute": _plain(d.compute_properties),
-                    "ordinals": attempt(lambda d=d: list(d.queue_group_ordinals())),
-                    "dmabuf": attempt(lambda d=d: d.supports_dmabuf_export),
-                    "sysman": attempt(lambda d=d: _plain(d.sysman_memory())),
+                    "ordinals": attempt(_ordinals, d),
+                    "dmabuf": attempt(_dmabuf, d),
+                    "sysman": attempt(_sysman, d),
                     "pci_address": d.pci_address,
                     "kernel_driver": d.kernel_driver,
                 }
@@ -139,7 +151,7 @@ def memory() -> dict[str, Any]:
         for kind in ("device", "host", "shared"):
             for nbytes in (1, 4096, (1 << 20) + 3, 64 << 20):
                 out["allocations"][f"{kind}:{nbytes}"] = attempt(
-                    lambda k=kind, n=nbytes: _allocation(ctx, dev, k, n)
+                    _allocation, ctx, dev, kind, nbytes
                 )
         too_big = dev.properties.max_mem_alloc_size + 1
         out["too_big"] = attempt(lambda: ctx.allocate_device(dev, too_big).close())
@@ -187,7 +199,7 @@ def copies() -> dict[str, Any]:
     with drv.create_context([dev]) as ctx:
         cl = ctx.immediate_command_list(dev)
         for n in (1, 4097, (1 << 20)):
-            out[str(n)] = attempt(lambda n=n: _moved(cl, n, ctx, dev))
+            out[str(n)] = attempt(_moved, cl, n, ctx, dev)
         with ctx.allocate_host(4096) as h:
             cl.fill(h, b"\x5a", 4096)
             out["fill_wrote"] = bytes(h.memoryview()[:16]) == b"\x5a" * 16

@@ -24,9 +24,7 @@ LAYERS = [{}, CHECKED]
 LAYER_IDS = ["plain", "validation"]
 
 
-def l0mem(
-    args: list[str], product: str = "bmg", **keys: str
-) -> subprocess.CompletedProcess[str]:
+def l0mem(args: list[str], product: str = "bmg", **keys: str) -> subprocess.CompletedProcess[str]:
     """Run ``l0mem ARGS`` against NEO as ``product`` with ``keys``; check it ended cleanly."""
     environ = {**neo.env(product, **keys), "COLUMNS": "100"}
     proc = neo.run([sys.executable, "-m", "l0mem", *args], environ)
@@ -76,9 +74,7 @@ def test_p2p_measures_nothing_and_says_why(tmp_path: Path, layers: dict[str, str
 
 
 @pytest.mark.parametrize("layers", LAYERS, ids=LAYER_IDS)
-def test_allreduce_checks_nothing_and_fails_nothing(
-    tmp_path: Path, layers: dict[str, str]
-) -> None:
+def test_allreduce_checks_nothing_and_fails_nothing(tmp_path: Path, layers: dict[str, str]) -> None:
     out = tmp_path / "allreduce.json"
     args = ["allreduce", "--sizes", "64K", "--reps", "2", "--json", str(out)]
     proc = l0mem(args, **TWO_ROOTS, **neo.CPU_COPIES, **layers)
@@ -115,8 +111,13 @@ def test_audit_is_labelled_no_hardware_and_untouched(
     assert fp["simulated"] is False
     assert fp["no_hardware"] and "SetCommandStreamReceiver=1" in fp["no_hardware"]
     env = fp["environment"]
-    for key in ("NEOReadDebugKeys", "SetCommandStreamReceiver", "ProductFamilyOverride",
-                "CreateMultipleRootDevices", *layers):
+    for key in (
+        "NEOReadDebugKeys",
+        "SetCommandStreamReceiver",
+        "ProductFamilyOverride",
+        "CreateMultipleRootDevices",
+        *layers,
+    ):
         assert key in env, key
     assert "PATH" not in env and "HOME" not in env
     assert fp["loader"]["init_path"] == "zeInitDrivers"

@@ -19,7 +19,7 @@ def _devices(facts: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("validation", [False, True], ids=["plain", "validation"])
 def test_one_root_device(validation: bool) -> None:
-    facts = neo.probe("enumeration", neo.env("bmg", validation=validation))
+    facts = neo.probe("enumeration", neo.env("bmg", **(neo.VALIDATION if validation else {})))
     (dev,) = _devices(facts)
     assert dev["type"] == "GPU" and dev["vendor_id"] == INTEL
     assert not dev["subdevice"] and dev["sub_devices"] == []

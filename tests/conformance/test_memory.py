@@ -12,7 +12,7 @@ from tests.conformance import neo
 @pytest.fixture(scope="module", params=[False, True], ids=["plain", "validation"])
 def memory(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The memory probe's facts, without and with the loader's validation layer."""
-    return neo.probe("memory", neo.env("bmg", validation=request.param))
+    return neo.probe("memory", neo.env("bmg", **(neo.VALIDATION if request.param else {})))
 
 
 def test_properties_info_shows_agree_with_the_driver() -> None:
@@ -68,7 +68,9 @@ def test_residency_is_refused_with_a_driver_error(memory: dict[str, Any]) -> Non
 
 @pytest.mark.parametrize("validation", [False, True], ids=["plain", "validation"])
 def test_cpu_copies_move_bytes_byte_for_byte(validation: bool) -> None:
-    facts = neo.probe("copies", neo.env("bmg", validation=validation, **neo.CPU_COPIES))
+    facts = neo.probe(
+        "copies", neo.env("bmg", **neo.CPU_COPIES, **(neo.VALIDATION if validation else {}))
+    )
     for n in ("1", "4097", str(1 << 20)):
         legs = facts[n]
         assert "error" not in legs, legs
