@@ -267,7 +267,7 @@ def commands() -> dict[str, Any]:
 
 
 def modules() -> dict[str, Any]:
-    """The shipped SPIR-V built for the device, its kernels; a bad header refused by l0mem."""
+    """The shipped SPIR-V built for the device and its kernels; a kernel launched."""
     from l0mem.backends import LevelZeroBackend
     from l0mem.backends.kernels import KERNELS, launch_elementwise, spirv_bytes
 
@@ -285,7 +285,6 @@ def modules() -> dict[str, Any]:
             }
             k.close()
         module.close()
-        out["garbage_header"] = attempt(lambda: ctx.create_module(dev, b"\x00" * 64))
     with LevelZeroBackend([dev]) as b:
         bufs = [b.allocate(0, 4 * 4096) for _ in range(2)]
         launch_elementwise(b, "l0mem_f32_add", bufs, 4096).wait()
@@ -295,6 +294,14 @@ def modules() -> dict[str, Any]:
     return out
 
 
+def bad_header() -> dict[str, Any]:
+    """A module whose SPIR-V header is garbage, given to l0mem (NEO would end the process)."""
+    drv = core.drivers()[0]
+    dev = drv.devices()[0]
+    with drv.create_context([dev]) as ctx:
+        return {"garbage_header": attempt(ctx.create_module, dev, b"\x00" * 64)}
+
+
 PROBES: dict[str, Callable[[], dict[str, Any]]] = {
     "enumeration": enumeration,
     "properties": properties,
@@ -302,6 +309,7 @@ PROBES: dict[str, Callable[[], dict[str, Any]]] = {
     "copies": copies,
     "commands": commands,
     "modules": modules,
+    "bad_header": bad_header,
 }
 
 

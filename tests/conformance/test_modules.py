@@ -22,7 +22,7 @@ def test_shipped_spirv_builds_with_every_kernel(product: str) -> None:
 
 
 def test_l0mem_refuses_a_bad_header_and_the_process_lives() -> None:
-    facts = neo.probe("modules", neo.env("bmg", **neo.VALIDATION))
+    facts = neo.probe("bad_header", neo.env("bmg", **neo.VALIDATION))
     refused = facts["garbage_header"]
     assert refused["error"] == "ValueError" and "not a SPIR-V module" in refused["message"]
 
