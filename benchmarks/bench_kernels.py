@@ -73,6 +73,9 @@ def render(runs: list[tuple[int, KernelBenchResult]], console: Console) -> None:
     for name in KERNELS:
         table.add_column(name.removeprefix("l0mem_"), justify="right")
     for size, r in runs:
+        if r.copy is None:
+            table.add_row(str(size), f"not measured: {r.no_hardware}")
+            continue
         table.add_row(
             str(size),
             f"{r.copy.gbps:.2f} (±{r.copy.spread:.0%})",

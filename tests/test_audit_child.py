@@ -168,8 +168,9 @@ def test_the_level_zero_set_ups_hold_a_level_zero_backend(monkeypatch: pytest.Mo
 class _Recording:
     """A stand-in backend whose fills reach memory or not, recording what is written and read."""
 
-    def __init__(self, fills: bool) -> None:
+    def __init__(self, fills: bool, moves: bool = True) -> None:
         self.fills = fills
+        self.moves = moves  # False: uploads and downloads complete but move no byte
         self.memory: dict[int, bytearray] = {}
         self.calls: list[tuple[str, int, int]] = []
 
@@ -184,12 +185,14 @@ class _Recording:
 
     def upload(self, view: Any, data: bytes) -> Any:
         self.calls.append(("upload", view.offset, view.nbytes))
-        self._data(view.parent)[view.offset : view.offset + len(data)] = data
+        if self.moves:
+            self._data(view.parent)[view.offset : view.offset + len(data)] = data
         return types.SimpleNamespace(wait=lambda: None)
 
     def download(self, view: Any, out: bytearray) -> Any:
         self.calls.append(("download", view.offset, view.nbytes))
-        out[:] = self._data(view.parent)[view.offset : view.offset + view.nbytes]
+        if self.moves:
+            out[:] = self._data(view.parent)[view.offset : view.offset + view.nbytes]
         return types.SimpleNamespace(wait=lambda: None)
 
 
@@ -216,6 +219,16 @@ def test_fill_proved_needs_the_fill_to_replace_canaries(fills: bool, pattern: by
     uploads = [("upload", o, 4) for o in places]
     reads = [("download", o, 4) for o in places] if fills else [("download", 0, 4)]
     assert backend.calls == [*uploads, ("fill", 0, 1000), *reads]
+
+
+@pytest.mark.parametrize("pattern", [b"\0\0\0\0", b"\xa5\x5a\x01\x02"])
+def test_fill_is_not_proved_when_no_copy_moves_a_byte(pattern: bytes) -> None:
+    # Intel's driver in its no-hardware mode completes copies and fills without
+    # executing them: a zeroed read-back buffer used to pass for a zero fill.
+    from l0mem.audit.experiment import fill_proved
+
+    backend, buf = _Recording(fills=False, moves=False), _Buf(1000)
+    assert fill_proved(cast(Any, backend), cast(Any, buf), pattern) is False
 
 
 def _sim_audit(monkeypatch: pytest.MonkeyPatch, **config: object) -> Any:

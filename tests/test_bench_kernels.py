@@ -55,6 +55,7 @@ def test_run_with_device_timing(profiled: _Tracking) -> None:
     r = run_kernel_bench(profiled, elements=n, repetitions=3, warmup=1)
     assert r.timing == "device"
     assert r.backend == "sycl" and "opencl:cpu" in r.device
+    assert r.copy is not None and r.no_hardware is None
     assert r.copy.bytes_moved == 8 * n
     assert list(r.kernels) == list(KERNELS)
     assert [m.bytes_moved for m in r.kernels.values()] == [6 * n, 10 * n, 12 * n]
@@ -70,7 +71,7 @@ def test_run_with_device_timing(profiled: _Tracking) -> None:
 def test_falls_back_to_host_timing_without_profiling() -> None:
     with SyclBackend(["opencl:cpu"]) as b:
         r = run_kernel_bench(b, elements=1000, repetitions=2, warmup=0, kernels=["l0mem_f32_add"])
-    assert r.timing == "host" and r.copy.timing == "host"
+    assert r.timing == "host" and r.copy is not None and r.copy.timing == "host"
     assert list(r.kernels) == ["l0mem_f32_add"]
     assert r.kernels["l0mem_f32_add"].timing == "host"
     assert all(ns > 0 for ns in r.kernels["l0mem_f32_add"].samples_ns)
@@ -359,6 +360,7 @@ def test_table_numbers_are_not_cut_at_80_columns() -> None:
     text = out.getvalue()
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "…" not in text
+    assert result.copy is not None
     for name, m in (("copy", result.copy), *result.kernels.items()):
         row = next(line for line in text.splitlines() if line.startswith(f"│ {name} "))
         assert f"{m.bytes_moved / (1 << 20):,.1f}" in row

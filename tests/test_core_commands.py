@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import re
+import struct
 
 import numpy as np
 import pytest
@@ -174,13 +176,51 @@ def test_module_lists_kernels_and_properties(ctx, dev):
     assert k.closed
 
 
+# A well-formed SPIR-V 1.0 header (magic, version, generator, bound, schema) over a body
+# the driver cannot read: an instruction whose word count is 0.
+BAD_BODY = struct.pack("<5I", 0x07230203, 0x00010000, 0, 8, 0) + b"\x00" * 44
+
+
 def test_bad_spirv_raises_build_error_with_log(ctx, dev):
     with pytest.raises(core.ModuleBuildError) as info:
-        ctx.create_module(dev, b"\x00" * 64)
+        ctx.create_module(dev, BAD_BODY)
     assert info.value.build_log
     assert "\n" not in str(info.value)
     with pytest.raises(ValueError, match="empty"):
         ctx.create_module(dev, b"")
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"\x00" * 64, "magic number 00000000"),
+        (b"\x03\x02\x23\x07" * 3, "whole number of 32-bit words"),
+        (BAD_BODY[:18], "whole number of 32-bit words"),
+        (struct.pack("<5I", 0x07230203, 0x00020000, 0, 8, 0), "version word 0x00020000"),
+        (struct.pack("<5I", 0x07230203, 0x00010700, 0, 8, 0), "version word 0x00010700"),
+        (struct.pack("<5I", 0x07230203, 0x01010000, 0, 8, 0), "version word 0x01010000"),
+        (struct.pack("<5I", 0x07230203, 0x00010000, 0, 0, 0), "id bound is 0"),
+        (struct.pack("<5I", 0x07230203, 0x00010000, 0, 8, 1), "schema word 0x1"),
+    ],
+)
+def test_a_bad_spirv_header_never_reaches_the_driver(ctx, dev, monkeypatch, data, why):
+    # Intel's driver exits the process (status 10) on such a header: l0mem refuses it first.
+    import l0mem.core.module as module_mod
+
+    def driver() -> None:
+        pytest.fail("the driver was reached")
+
+    monkeypatch.setattr(module_mod, "api", driver)
+    with pytest.raises(ValueError, match=f"not a SPIR-V module: .*{re.escape(why)}"):
+        ctx.create_module(dev, data)
+
+
+def test_spirv_header_in_either_byte_order_is_accepted():
+    from l0mem.core.module import check_spirv
+
+    check_spirv(spirv_bytes())
+    big = struct.pack(">5I", 0x07230203, 0x00010600, 7, 100, 0)
+    check_spirv(big + b"\x00" * 8)
 
 
 def test_unknown_kernel_name_raises(ctx, dev):
@@ -500,7 +540,7 @@ def test_build_error_is_a_ze_error_and_pickles(ctx, dev):
     from l0mem._ze.errors import ZeError
 
     with pytest.raises(ZeError) as info:
-        ctx.create_module(dev, b"\x00" * 64)
+        ctx.create_module(dev, BAD_BODY)
     err = info.value
     assert isinstance(err, core.ModuleBuildError)
     assert err.code == T.ZE_RESULT_ERROR_MODULE_BUILD_FAILURE == err.error.code

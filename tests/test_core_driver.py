@@ -276,3 +276,23 @@ def test_device_properties_integrated_flag(driver):
         assert d.properties.integrated is False  # the simulated GPUs are discrete
     flags = core.DeviceProperties(**{**vars(driver.devices()[0].properties), "flags": 1})
     assert flags.integrated is True
+
+
+def test_p2p_figures_in_an_unknown_unit_are_left_out():
+    # Intel's driver reports 0 "unknown" for a pair without peer access: no figure at all.
+    from l0mem._ze import structs as S
+    from l0mem._ze.enums import ze_bandwidth_unit_t, ze_latency_unit_t
+    from l0mem.core.device_props import P2PProperties
+
+    bw = S.ze_device_p2p_bandwidth_exp_properties_t(
+        logicalBandwidth=0,
+        physicalBandwidth=0,
+        bandwidthUnit=ze_bandwidth_unit_t.ZE_BANDWIDTH_UNIT_UNKNOWN,
+        logicalLatency=7,
+        physicalLatency=7,
+        latencyUnit=ze_latency_unit_t.ZE_LATENCY_UNIT_NANOSEC,
+    )
+    p = P2PProperties.from_c(S.ze_device_p2p_properties_t(flags=0), bw)
+    assert p.logical_bandwidth is None and p.physical_bandwidth is None
+    assert p.bandwidth_unit is None
+    assert (p.logical_latency, p.latency_unit) == (7, "ns")

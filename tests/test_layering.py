@@ -4,8 +4,8 @@ Layers, each importing only downward::
 
     _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, bench  ->  audit  ->  cli  ->  __main__
 
-``units``, ``files``, ``keepalive`` and ``bf16`` are leaves (and the root ``l0mem`` holds
-only ``__version__``): they import nothing of l0mem, and every layer from
+``units``, ``files``, ``keepalive``, ``bf16`` and ``driverenv`` are leaves (and the
+root ``l0mem`` holds only ``__version__``): they import nothing of l0mem, and every layer from
 ``backends`` up may import them. ``probe`` imports only leaves; ``bench``
 measures ``allreduce`` and reads ``probe``. Every import counts: at module
 level, inside functions, under ``TYPE_CHECKING``, and a module named as a
@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "l0mem"
-LEAVES = frozenset({"units", "files", "bf16", "keepalive"})
+LEAVES = frozenset({"units", "files", "bf16", "keepalive", "driverenv"})
 ROOT = "l0mem"  # l0mem/__init__.py: __version__ only
 
 _BELOW_BACKENDS = frozenset({"_ze", "core", "sycl"})

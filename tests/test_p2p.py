@@ -224,6 +224,7 @@ class FakeCopyBackend:
         self.close_calls = self.failed_syncs = 0
 
     simulated = False
+    no_hardware = None
     closed = False
 
     def same_context(self, a: int, b: int) -> bool:

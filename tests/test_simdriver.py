@@ -205,6 +205,7 @@ def test_config_file_with_environment_override(tmp_path: Path) -> None:
         ({"defer_backing_mirror": "2"}, "defer_backing_mirror=2"),
         ({"timestamp_not_ready": "3"}, "timestamp_not_ready=3"),
         ({"fill_noop": "2"}, "fill_noop=2"),
+        ({"init_drivers": "2"}, "init_drivers=2: expected 1 or 0"),
         ({"subdevices": "1"}, "subdevices=1: expected 0 or 2..8"),
         ({"subdevices": "9"}, "subdevices=9"),
         ({"subdevices": "4", "device_memory": "3"}, "subdevices=4: more sub-devices than bytes"),
@@ -218,6 +219,31 @@ def test_bad_config_fails_zeinit_with_one_line(config: dict[str, str], needle: s
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("zesim: bad configuration:"), proc.stderr
     assert needle in lines[0]
+
+
+def test_init_drivers_is_read_from_the_environment_only(tmp_path: Path) -> None:
+    # The loader asks for the driver's tables before zeInit reads the file.
+    cfg = tmp_path / "sim.conf"
+    cfg.write_text("init_drivers=1\n")
+    code = "import ctypes\nprint(hex(ctypes.CDLL('libze_loader.so.1').zeInit(0) & 0xffffffff))\n"
+    proc = run_python(code, 60.0, config=str(cfg))
+    assert proc.stdout.strip() == hex(zeraw.INVALID_ARGUMENT)
+    assert "init_drivers is read from ZESIM_INIT_DRIVERS only" in proc.stderr
+
+
+def test_init_drivers_cannot_change_after_zeinit() -> None:
+    code = (
+        "import ctypes\n"
+        "from tests.support.sim import SimControl\n"
+        "ctypes.CDLL('libze_loader.so.1').zeInit(0)\n"
+        "try:\n"
+        "    SimControl.from_env().set('init_drivers', 1)\n"
+        "except ValueError as e:\n"
+        "    print('refused', e)\n"
+    )
+    proc = run_python(code, 60.0, init_drivers=0)
+    assert proc.stdout.startswith("refused"), proc.stdout + proc.stderr
+    assert "init_drivers cannot change after zeInit" in proc.stderr
 
 
 def test_unknown_environment_key_is_rejected() -> None:

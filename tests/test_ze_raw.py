@@ -49,7 +49,7 @@ def _cstr(raw: bytes) -> str:
 
 def exercise() -> None:
     """Call every bound function against the simulator and print observations as JSON."""
-    from l0mem._ze import T, api, check, errors, init, loader_path
+    from l0mem._ze import T, api, check, errors, has_function, init, init_path, loader_path
     from l0mem._ze.functions import FUNCTIONS
 
     c_void_p, byref = ctypes.c_void_p, ctypes.byref
@@ -61,6 +61,12 @@ def exercise() -> None:
 
     # --- init and driver
     facts["init_handles"] = len(init())
+    facts["init_path"] = init_path()
+    if has_function("zeInitDrivers"):
+        # A newer loader: the simulator answers it only when offered (ZESIM_INIT_DRIVERS=1).
+        desc = T.ze_init_driver_type_desc_t(flags=T.ZE_INIT_DRIVER_TYPE_FLAG_GPU)
+        n = ctypes.c_uint32(0)
+        facts["init_drivers_rc"] = lib.zeInitDrivers(byref(n), None, byref(desc))
     ok(lib.zeInit(0), "zeInit")
     count = ctypes.c_uint32(0)
     ok(lib.zeDriverGet(byref(count), None), "zeDriverGet")
@@ -483,6 +489,23 @@ def test_every_table_function_was_called(seen: dict[str, Any]) -> None:
     assert called | set(seen["absent"]) == names
     assert all(v == "MissingFunctionError" for v in seen["absent"].values()), seen["absent"]
     assert len(called - set(seen["absent"])) >= 80
+
+
+def test_init_takes_zeInitDrivers_only_where_loader_and_driver_have_it(
+    seen: dict[str, Any],
+) -> None:
+    """A loader with zeInitDrivers before a driver without it: init falls back to zeInit."""
+    import os
+
+    from l0mem._ze import T
+
+    offered = os.environ.get("ZESIM_INIT_DRIVERS") == "1"
+    if "init_drivers_rc" not in seen:  # the loader predates zeInitDrivers (1.8)
+        assert seen["init_path"] == "zeInit"
+        return
+    want = T.ZE_RESULT_SUCCESS if offered else T.ZE_RESULT_ERROR_UNSUPPORTED_FEATURE
+    assert seen["init_drivers_rc"] == want
+    assert seen["init_path"] == ("zeInitDrivers" if offered else "zeInit")
 
 
 def test_loader_is_the_real_one(seen: dict[str, Any]) -> None:

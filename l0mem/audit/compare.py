@@ -8,8 +8,10 @@ current report) also regresses: a CI gate must not pass because the
 measurement broke. ``allow_unjudged`` relaxes that to a note. Skipped runs,
 and runs without a verdict in the baseline, are never judged.
 
-A report from the simulated driver and one from hardware cannot be compared
-(:class:`ReportMismatchError`).
+Reports from different platforms cannot be compared
+(:class:`ReportMismatchError`): the simulated driver, a GPU driver running
+without hardware (NEO's AUB or TBX modes, :attr:`AuditReport.no_hardware`) and
+hardware each give numbers of their own kind.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ RunKey = tuple[str, str | None]
 
 
 class ReportMismatchError(ValueError):
-    """Two well-formed reports cannot be compared (schema majors differ, simulator vs hardware)."""
+    """Two well-formed reports cannot be compared (schema majors differ, or platforms)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +83,7 @@ class Comparison:
     # Missing runs that had a verdict in the baseline: regressions unless allow_unjudged.
     lost: list[RunKey] = dataclasses.field(default_factory=list)
     allow_unjudged: bool = False
+    no_hardware: bool = False  # both reports come from a GPU driver without hardware
 
     @property
     def regressions(self) -> list[RunChange]:
@@ -99,6 +102,7 @@ class Comparison:
             "slope_tolerance": self.slope_tolerance,
             "allow_unjudged": self.allow_unjudged,
             "simulated": self.simulated,
+            "no_hardware": self.no_hardware,
             "regression": self.regressed,
             "changes": [c.to_dict() for c in self.changes],
             "missing": [{"setup": s, "remedy": r} for s, r in self.missing],
@@ -132,15 +136,29 @@ def check_comparable(
     baseline_name: PathLike = "baseline",
     current_name: PathLike = "current",
 ) -> None:
-    """Raise ReportMismatchError when one report is from the simulator and the other is not."""
-    if baseline.simulated != current.simulated:
-        sim, real = (
-            (baseline_name, current_name) if baseline.simulated else (current_name, baseline_name)
+    """Raise ReportMismatchError when the reports come from different platforms.
+
+    The platforms are hardware, l0mem's simulated driver and a GPU driver
+    running without hardware (:attr:`AuditReport.platform`).
+    """
+    a, b = baseline.platform, current.platform
+    if a == b:
+        return
+    if "simulator" in (a, b):
+        sim, other = (
+            (baseline_name, current_name) if a == "simulator" else (current_name, baseline_name)
         )
         raise ReportMismatchError(
-            f"{sim} comes from the simulated Level Zero driver and {real} does not: "
+            f"{sim} comes from the simulated Level Zero driver and {other} does not: "
             "simulator numbers cannot be compared with hardware results"
         )
+    nohw, hw = (
+        (baseline_name, current_name) if a == "no-hardware" else (current_name, baseline_name)
+    )
+    raise ReportMismatchError(
+        f"{nohw} comes from a GPU driver running without hardware and {hw} from hardware: "
+        "with no GPU executing, its numbers cannot be compared with hardware results"
+    )
 
 
 def _judge(
@@ -232,6 +250,7 @@ def compare_reports(
         simulated=baseline.simulated or current.simulated,
         lost=[] if allow_unjudged else [r.key for r in missing if _judged(r)],
         allow_unjudged=allow_unjudged,
+        no_hardware=baseline.platform == "no-hardware",
     )
 
 

@@ -26,7 +26,7 @@ def one_line(exc: BaseException) -> str:
 
 def discover_l0() -> dict[str, Any]:
     """Return the Level Zero loader, drivers and devices as JSON data (``error`` set on failure)."""
-    from l0mem._ze import loader_path, loader_versions
+    from l0mem._ze import init_path, loader_path, loader_versions
     from l0mem._ze.errors import LoaderError, ZeError
     from l0mem.backends import NoDeviceError, device_memory, level_zero_devices
     from l0mem.core import drivers
@@ -48,6 +48,7 @@ def discover_l0() -> dict[str, Any]:
     out["loader"] = {
         "path": loader_path(),
         "components": [{"name": n, "version": ".".join(map(str, v))} for n, v in loader_versions()],
+        "init_path": init_path(),
     }
     for drv in found:
         props = drv.properties

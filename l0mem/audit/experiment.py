@@ -58,7 +58,9 @@ def fill_proved(backend: Backend, buf: DeviceBuffer, pattern: bytes) -> bool:
         backend.upload(buf.view(offset, size), canary).wait()
     backend.fill(buf, pattern).wait()
     for offset in offsets:
-        out = bytearray(size)
+        # Starts as the canary: a read-back that moves no byte (a driver whose copies
+        # do not execute) must not pass for the pattern, least of all a zero pattern.
+        out = bytearray(canary)
         backend.download(buf.view(offset, size), out).wait()
         if bytes(out) != pattern:
             return False

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from l0mem.audit.jsonfields import (
     ReportFormatError,
@@ -49,6 +49,14 @@ from l0mem.audit.runs import (
     Verdict,
 )
 
+Platform = Literal["hardware", "simulator", "no-hardware"]
+
+
+def _on_gpu_driver(run: SetupRun) -> bool:
+    """Return True when a run used a Level Zero device or a SYCL GPU (not a CPU device)."""
+    return run.backend == "l0" or any(d.get("device_type") == "gpu" for d in run.devices)
+
+
 SCHEMA_NAME = "l0mem.audit"
 SCHEMA_MAJOR = 1
 # 1.1 added the optional run fields host_memory, simulated and unavailable.
@@ -73,6 +81,32 @@ class AuditReport:
     def simulated(self) -> bool:
         """Return True when the numbers come from the simulated driver, not hardware."""
         return self.fingerprint.get("simulated") is True
+
+    @property
+    def no_hardware(self) -> str | None:
+        """Return why no GPU executed the work (Intel's driver in a no-hardware mode), or None.
+
+        Decided when the report was made, from the driver environment in the
+        fingerprint (:func:`l0mem.driverenv.no_hardware_reason`); reports made
+        before l0mem recorded it have none.
+        """
+        reason = self.fingerprint.get("no_hardware")
+        return reason if isinstance(reason, str) and reason else None
+
+    @property
+    def platform(self) -> Platform:
+        """Return what the numbers come from: "simulator", "no-hardware" or "hardware"."""
+        if self.simulated:
+            return "simulator"
+        return "no-hardware" if self.no_hardware else "hardware"
+
+    def run_platform(self, run: SetupRun) -> Platform:
+        """Return what one run measured on: the simulator, a driver without hardware, or hardware."""
+        if run.simulated:
+            return "simulator"
+        if self.no_hardware and _on_gpu_driver(run):
+            return "no-hardware"
+        return "hardware"
 
     def run(self, setup: str, remedy: str | None = None) -> SetupRun | None:
         """Return the run of ``setup`` (under ``remedy``), or None."""
@@ -181,6 +215,7 @@ __all__ = [
     "AuditReport",
     "Backend",
     "Phase",
+    "Platform",
     "ReportFormatError",
     "Sample",
     "SetupAnalysis",

@@ -207,11 +207,12 @@ def read_json(path: PathLike) -> AuditReport:
 # ---------------------------------------------------------------- JUnit
 
 
-def _describe_result(run: SetupRun) -> str:
+def _describe_result(report: AuditReport, run: SetupRun) -> str:
     res = run.result
     if res is None:
         return "not analysed"
-    prefix = "[simulator] " if run.simulated else ""
+    platform = report.run_platform(run)
+    prefix = "" if platform == "hardware" else f"[{platform}] "
     if res.ratio is None or res.slope is None:
         return f"{prefix}{res.verdict}: {res.reason}"
     text = (
@@ -244,6 +245,7 @@ def junit_xml(report: AuditReport) -> bytes:
         ("schema", report.schema),
         ("complete", str(report.complete).lower()),
         ("simulated", str(report.simulated).lower()),
+        ("platform", report.platform),
     ):
         ET.SubElement(props, "property", name=name, value=value)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -264,10 +266,10 @@ def junit_xml(report: AuditReport) -> bytes:
         elif run.status == "failed":
             counts["errors"] += 1
             err = ET.SubElement(case, "error", message=run.reason or "failed", type="failed")
-            err.text = _describe_result(run)
+            err.text = _describe_result(report, run)
         elif run.mirrors:
             counts["failures"] += 1
-            message = _describe_result(run)
+            message = _describe_result(report, run)
             fail = ET.SubElement(case, "failure", message=message, type=verdict or "")
             fail.text = "\n".join(
                 [message, f"reason: {run.result.reason if run.result else ''}"]
@@ -275,7 +277,7 @@ def junit_xml(report: AuditReport) -> bytes:
             )
         out = [f"status: {run.status}" + (f" ({run.reason})" if run.reason else "")]
         if run.status not in ("skipped", "failed"):
-            out.append(_describe_result(run))
+            out.append(_describe_result(report, run))
         ET.SubElement(case, "system-out").text = "\n".join(out)
     for key, count in counts.items():
         suite.set(key, str(count))
@@ -334,6 +336,8 @@ def write_plot(report: AuditReport, path: PathLike) -> None:
         title += " (SIMULATOR, not hardware)"
     elif any(r.simulated for r in plotted):
         title += " (panels marked SIMULATOR: simulator, not hardware)"
+    if any(report.run_platform(r) == "no-hardware" for r in plotted):
+        title += " (NO HARDWARE: the GPU driver executed nothing)"
     fig.suptitle(title)
     if not setups:
         axes[0].text(0.5, 0.5, "no set-up has samples", ha="center", va="center")
@@ -398,6 +402,7 @@ def summary_rows(report: AuditReport) -> list[dict[str, Any]]:
                 "vmrss_would_miss": False if res is None else res.vmrss_would_miss,
                 "host_memory": run.host_memory,
                 "simulated": run.simulated,
+                "platform": report.run_platform(run),
                 "unavailable": dict(run.unavailable),
                 "reason": run.reason if res is None else res.reason,
             }

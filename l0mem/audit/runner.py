@@ -35,6 +35,7 @@ from l0mem.audit.setups import (
     SetupPlan,
     plan_audit,
 )
+from l0mem.driverenv import no_hardware_reason
 
 
 class AuditInterrupted(KeyboardInterrupt):
@@ -61,13 +62,17 @@ Progress = Callable[[RunEvent], None]
 
 def build_fingerprint(inventory: Inventory) -> dict[str, Any]:
     """Return the environment fingerprint: host, devices, drivers, loader, SYCL runtime."""
-    from l0mem.probe.fingerprint import host_fingerprint
+    from l0mem.probe.fingerprint import driver_environment, host_fingerprint
 
     host = host_fingerprint()
     packages = host.get("packages", {})
     drivers = inventory.l0_info.get("drivers") or []
+    env = driver_environment()
     return {
         "simulated": inventory.simulated,
+        # NEO's debug keys reach a real GPU's driver only: not the simulator nor a CPU device.
+        "no_hardware": no_hardware_reason(env) if inventory.real_gpu else None,
+        "environment": env,
         "host": host,
         "loader": {
             **(inventory.l0_info.get("loader") or {"path": None, "components": []}),

@@ -134,6 +134,13 @@ class Inventory:
         return any(is_simulated_device(d) for d in [*self.l0_devices, *self.sycl_devices])
 
     @property
+    def real_gpu(self) -> bool:
+        """Return True when a GPU found (Level Zero or SYCL) is not the simulated driver's."""
+        l0 = [d for d in self.l0_devices if d.get("type") == "GPU"]
+        sycl = [d for d in self.sycl_devices if d.get("device_type") == "gpu"]
+        return any(not is_simulated_device(d) for d in [*l0, *sycl])
+
+    @property
     def simulator_only(self) -> bool:
         """Return True when every Level Zero device found is a simulated one."""
         return bool(self.l0_devices) and all(is_simulated_device(d) for d in self.l0_devices)

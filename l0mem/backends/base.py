@@ -4,8 +4,8 @@ The audit, the all-reduce and the benchmarks are written against
 :class:`Backend` only, so they run over either implementation. Capability
 queries (:meth:`Backend.memory`, :meth:`Backend.peer_access`,
 :meth:`Backend.same_context`, :meth:`Backend.copy_route`,
-:attr:`Backend.simulated`) answer what callers used to find out by asking
-which backend they had.
+:attr:`Backend.simulated`, :attr:`Backend.no_hardware`) answer what callers
+used to find out by asking which backend they had.
 
 Ordering model (pyopencl style): every enqueue goes to the in-order queue of
 one device and returns an :class:`Event`; ``wait_for`` orders work across
@@ -203,6 +203,11 @@ class Backend(Protocol):
     @property
     def simulated(self) -> bool:
         """Return True when a device is l0mem's simulated driver (numbers are not hardware's)."""
+        ...
+
+    @property
+    def no_hardware(self) -> str | None:
+        """Return why no GPU executes the work (NEO's no-hardware modes), or None."""
         ...
 
     @property

@@ -16,6 +16,7 @@ device (``zeContextMakeMemoryResident``) and Sysman's view of device memory.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Literal
 
@@ -38,6 +39,10 @@ from l0mem.backends.l0_events import L0Event, Recycler
 from l0mem.backends.l0_kernels import L0Kernels
 from l0mem.core import Context, Device, ImmediateCommandList
 from l0mem.core import Event as CoreEvent
+from l0mem.driverenv import no_hardware_reason
+
+# Intel's PCI vendor id: only Intel's driver reads NEO's debug keys.
+_INTEL = 0x8086
 
 
 def device_memory(dev: Device) -> DeviceMemory:
@@ -118,6 +123,13 @@ class LevelZeroBackend(L0Kernels):
     def simulated(self) -> bool:
         """Return True when a device is l0mem's simulated driver (by the name the driver reports)."""
         return any(is_simulator_name(d.name) for d in self._devices)
+
+    @property
+    def no_hardware(self) -> str | None:
+        """Return why no GPU executes the work (Intel's driver in a no-hardware mode), or None."""
+        if self.simulated or not any(d.vendor_id == _INTEL for d in self._devices):
+            return None
+        return no_hardware_reason(os.environ)
 
     @property
     def closed(self) -> bool:

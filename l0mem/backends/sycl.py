@@ -17,6 +17,7 @@ backend's event recycler uses too).
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -51,6 +52,7 @@ from l0mem.backends.sycl_kernels import (
     SyclKernels,
     check_group_size_type,
 )
+from l0mem.driverenv import no_hardware_reason
 from l0mem.keepalive import KeepAlive
 from l0mem.sycl import SyclNoDeviceError, load_dpctl, resolve_device
 
@@ -152,6 +154,14 @@ class SyclBackend(SyclKernels):
     def simulated(self) -> bool:
         """Return True when a device is l0mem's simulated driver (by the name the driver reports)."""
         return any(is_simulator_name(str(d.name)) for d in self._devices)
+
+    @property
+    def no_hardware(self) -> str | None:
+        """Return why no GPU executes the work (Intel's GPU driver in a no-hardware mode), or None."""
+        gpus = [d for d in self._devices if str(d.device_type.name) == "gpu"]
+        if self.simulated or not gpus:
+            return None
+        return no_hardware_reason(os.environ)
 
     def memory(self, device: int) -> DeviceMemory:
         """Return device ``device``'s global memory and largest allocation (free bytes unknown)."""

@@ -166,6 +166,11 @@ def measure_copies(
     for k in kinds:
         if k not in ("same_device", "direct", "staged"):
             raise ValueError(f"unknown copy kind {k!r}")
+    # Without hardware the copies are still made (the driver's answers are what
+    # is tested) but once only, and no time is reported: none would be true.
+    withheld = backend.no_hardware
+    if withheld:
+        reps, warmup = 1, 0
     biggest = max(sizes)
     srcs: dict[int, DeviceBuffer] = {}
     dsts: dict[int, DeviceBuffer] = {}
@@ -190,7 +195,13 @@ def measure_copies(
     finally:
         buffers = (*srcs.values(), *dsts.values())
         cleanup([backend.synchronize, *(b.close for b in buffers)], strict=ok)
-    return [r for r in results if r is not None]
+    done = [r for r in results if r is not None]
+    if withheld:
+        done = [
+            c if c.skipped else CopyTiming(c.kind, c.src, c.dst, c.nbytes, skipped=withheld)
+            for c in done
+        ]
+    return done
 
 
 def _measure_one(
@@ -244,6 +255,7 @@ class P2PResult:
     peers: tuple[PeerInfo, ...]
     copies: tuple[CopyTiming, ...]
     notes: tuple[str, ...] = field(default=())
+    no_hardware: str | None = None  # why nothing was measured: no GPU executes (Backend.no_hardware)
 
     def timing(self, kind: CopyKind, src: int, dst: int, nbytes: int) -> CopyTiming | None:
         """Return the timing of one copy kind, pair and size, or None if not part of the run."""
@@ -259,6 +271,7 @@ class P2PResult:
             "l0mem_version": __version__,
             "backend": self.backend,
             "simulated": self.simulated,
+            "no_hardware": self.no_hardware,
             "devices": [{"index": i, "name": n} for i, n in enumerate(self.devices)],
             "sizes": list(self.sizes),
             "reps": self.reps,
@@ -286,6 +299,9 @@ def run_p2p(
     notes: list[str] = []
     if sim:
         notes.append("simulated driver: these are a simulator's numbers, not hardware results")
+    no_hw = backend.no_hardware
+    if no_hw:
+        notes.append(f"no copy was timed: {no_hw}")
     if any(backend.memory(i).host_backed for i in range(n)) and not sim:
         notes.append("SYCL CPU devices: every copy moves host memory; no GPU link is measured")
     if any(c.kind == "staged" and not c.skipped for c in copies):
@@ -307,6 +323,7 @@ def run_p2p(
         peers=tuple(peers),
         copies=tuple(copies),
         notes=tuple(notes),
+        no_hardware=no_hw,
     )
 
 

@@ -26,12 +26,16 @@ kernels --json`` writes), schema ``l0mem.bench.kernels/1``:
 - ``note``: null, or why the run is host-timed although device timing was
   possible (an event's timestamp was missing, not ready, or ended before it
   started);
+- ``no_hardware``: null, or why nothing was measured: Intel's driver runs in a
+  mode where no GPU executes (:attr:`l0mem.backends.Backend.no_hardware`).
+  The copy and the kernels were then launched once each, untimed, and
+  ``copy`` and ``timing`` are null and ``kernels`` is empty;
 - ``details``: an object for facts a caller adds (empty as
   :func:`run_kernel_bench` returns it).
 
 New in this version: ``timing``, ``min_ns`` and ``max_ns`` in ``copy`` and in
-every ``kernels[]`` entry; ``note``. No key was removed or changed meaning, so the
-schema stays at 1.
+every ``kernels[]`` entry; ``note``; ``no_hardware`` (with it, ``copy`` and
+``timing`` null). No key was removed, so the schema stays at 1.
 """
 
 from __future__ import annotations
@@ -62,23 +66,26 @@ class KernelBenchResult:
     elements: int
     repetitions: int
     warmup: int
-    copy: Measurement
+    copy: Measurement | None  # None when nothing could be measured (no_hardware)
     kernels: dict[str, Measurement]
     simulated: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+    no_hardware: str | None = None  # why nothing was measured: no GPU executes
 
     @property
-    def timing(self) -> Timing:
-        """Return the clock of the run (one for the copy and every kernel, timed together)."""
-        return self.copy.timing
+    def timing(self) -> Timing | None:
+        """Return the clock of the run (one for the copy and every kernel), None when unmeasured."""
+        return None if self.copy is None else self.copy.timing
 
     @property
     def note(self) -> str | None:
         """Return why the run fell back to the host clock, or None (one note: timed together)."""
-        return self.copy.note
+        return None if self.copy is None else self.copy.note
 
     def ratio(self, name: str) -> float:
         """Return the kernel's bandwidth divided by the copy bandwidth."""
+        if self.copy is None:
+            raise ValueError(f"nothing was measured: {self.no_hardware}")
         return self.kernels[name].gbps / self.copy.gbps
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,12 +100,13 @@ class KernelBenchResult:
             "backend": self.backend,
             "device": self.device,
             "simulated": self.simulated,
+            "no_hardware": self.no_hardware,
             "elements": self.elements,
             "repetitions": self.repetitions,
             "warmup": self.warmup,
             "timing": self.timing,
             "note": self.note,
-            "copy": op(COPY, self.copy),
+            "copy": None if self.copy is None else op(COPY, self.copy),
             "kernels": [
                 dict(op(name, m), ratio_to_copy=self.ratio(name))
                 for name, m in self.kernels.items()
@@ -131,6 +139,11 @@ def run_kernel_bench(
         if name not in KERNELS:
             raise ValueError(f"unknown kernel {name!r}; known: {', '.join(KERNELS)}")
     n = elements
+    # Without hardware every operation still runs once (the driver's answers are
+    # what is tested), but no time is kept: none would be true.
+    withheld = backend.no_hardware
+    if withheld:
+        repetitions, warmup = 1, 0
     buffers: list[DeviceBuffer] = []
     ok = False
     try:
@@ -167,15 +180,17 @@ def run_kernel_bench(
         # After a failure (a lost device fails every free too) the failure is the error.
         cleanup([buf.close for buf in buffers], strict=ok)
 
+    copy = measured.pop(COPY)
     return KernelBenchResult(
         backend=backend.name,
         device=backend.device_name(device),
         elements=n,
         repetitions=repetitions,
         warmup=warmup,
-        copy=measured.pop(COPY),
-        kernels=measured,
+        copy=None if withheld else copy,
+        kernels={} if withheld else measured,
         simulated=backend.simulated if simulated is None else simulated,
+        no_hardware=withheld,
     )
 
 

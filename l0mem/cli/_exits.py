@@ -139,8 +139,9 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.MISMATCH,
         "the reports are well-formed but cannot be compared (different schema major "
-        "versions, no run in common, one from the simulator and one from hardware, or with "
-        "`--fail-on-missing` a run in only one of them)",
+        "versions, no run in common, the two from different platforms (hardware, the "
+        "simulator, a GPU driver running without hardware), or with `--fail-on-missing` a "
+        "run in only one of them)",
         _only("compare"),
     ),
     Row(

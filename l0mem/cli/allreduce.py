@@ -95,6 +95,12 @@ def render(report: dict[str, Any], console: Console) -> None:
     console.print(
         escape(f"All-reduce over {len(report['devices'])} devices ({report['backend']}): {names}")
     )
+    if report.get("no_hardware"):
+        console.print(
+            f"[yellow]Not measured or checked: {escape(report['no_hardware'])}. Both paths ran "
+            "once for every size; no time and no sum is shown.[/yellow]"
+        )
+        return
     routes = sorted(set(report["routes"].values()))
     table = Table(
         title=f"threshold {report['threshold']:,} elements; copies {'/'.join(routes) or '-'}",
@@ -226,7 +232,7 @@ def allreduce(
         save_json("allreduce", json_path, report)
     with rendering():
         render(report, output(stderr=to_stdout(json_path)))
-    if not report["ok"]:
+    if report["ok"] is False:
         fail(
             "allreduce",
             ExitCode.REGRESSION,

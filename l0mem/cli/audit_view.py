@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from l0mem.audit.analysis import remedy_effects
-from l0mem.audit.model import AuditReport, SetupRun
+from l0mem.audit.model import AuditReport, Platform, SetupRun
 from l0mem.audit.runner import RunEvent
 from l0mem.audit.setups import SetupPlan
 from l0mem.units import format_bytes
@@ -81,20 +81,31 @@ def _yes_no(value: bool | None) -> str:
 SIMULATOR_MARK = "SIMULATOR"
 
 
-def _simulator_note(runs: list[SetupRun]) -> str:
-    """Return the title's note on simulated runs: all of them, some (marked), or none."""
-    simulated = [r for r in runs if r.simulated]
-    if not simulated:
-        return ""
-    if len(simulated) == len(runs):
-        return f" ({SIMULATOR_MARK}: simulated Level Zero driver, not hardware results)"
-    return f" (runs marked {SIMULATOR_MARK}: simulated Level Zero driver, not hardware results)"
+NO_HARDWARE_MARK = "NO HARDWARE"
+
+_MARKS: dict[Platform, tuple[str, str]] = {
+    "simulator": (SIMULATOR_MARK, "simulated Level Zero driver"),
+    "no-hardware": (NO_HARDWARE_MARK, "GPU driver without hardware, nothing executed"),
+}
 
 
-def _source(run: SetupRun) -> str:
-    """Return where a run measured: the simulator, or hardware (whose memory may be host memory)."""
-    if run.simulated:
-        return SIMULATOR_MARK
+def _platform_note(report: AuditReport) -> str:
+    """Return the title's note on runs that are not hardware results: all, some (marked), none."""
+    notes = []
+    platforms = [report.run_platform(r) for r in report.runs]
+    for platform, (mark, what) in _MARKS.items():
+        count = platforms.count(platform)
+        if count:
+            marked = mark if count == len(platforms) else f"runs marked {mark}"
+            notes.append(f" ({marked}: {what}, not hardware results)")
+    return "".join(notes)
+
+
+def _source(report: AuditReport, run: SetupRun) -> str:
+    """Return where a run measured: the simulator, a driver without hardware, or hardware."""
+    platform = report.run_platform(run)
+    if platform in _MARKS:
+        return _MARKS[platform][0]
     return "hardware (host memory)" if run.host_memory else "hardware"
 
 
@@ -107,7 +118,7 @@ def _verdict_cell(run: SetupRun) -> str:
 
 
 def _summary_table(report: AuditReport) -> Table:
-    title = "l0mem audit" + _simulator_note(report.runs)
+    title = "l0mem audit" + _platform_note(report)
     if not report.complete:
         title += " (partial)"
     table = Table(
@@ -123,7 +134,7 @@ def _summary_table(report: AuditReport) -> Table:
     for run in report.runs:
         res = run.result
         if res is None:
-            table.add_row(escape(run.label), _source(run), run.status, "-", "-", "-", "-", "-")
+            table.add_row(escape(run.label), _source(report, run), run.status, "-", "-", "-", "-", "-")
             continue
         rss = res.fit("proc.VmRSS")
         if res.vmrss_would_miss:
@@ -132,7 +143,7 @@ def _summary_table(report: AuditReport) -> Table:
             rss_cell = _fmt(None if rss is None else rss.slope)
         table.add_row(
             escape(run.label),
-            _source(run),
+            _source(report, run),
             run.status,
             _verdict_cell(run),
             _fmt(res.slope),
@@ -150,7 +161,8 @@ def _signal_table(report: AuditReport, run: SetupRun) -> Table | None:
     priority = (report.analysis.priority if report.analysis else ()) + _EXTRA_SIGNALS
     shown = [f for name in priority if (f := res.fit(name)) is not None]
     shown += res.device
-    where = f" ({SIMULATOR_MARK})" if run.simulated else ""
+    mark = _MARKS.get(report.run_platform(run))
+    where = f" ({mark[0]})" if mark else ""
     table = Table(title=escape(f"{run.label}{where}: {res.verdict}"), title_justify="left")
     for name in ("signal", "side", "MiB/GiB", "+/-", "R^2", "note"):
         table.add_column(name, justify="right" if name in ("MiB/GiB", "+/-", "R^2") else "left")
@@ -222,6 +234,8 @@ def render(report: AuditReport, console: Console) -> None:
         )
     for line in unavailable_lines(report.runs):
         console.print(escape(line), soft_wrap=True)
+    if report.no_hardware:
+        console.print(escape(f"No hardware: {report.no_hardware}"), soft_wrap=True)
     for run in report.runs:
         if run.status != "ok" and run.reason:
             console.print(escape(f"{run.label}: {run.status}: {run.reason}"), soft_wrap=True)
@@ -251,4 +265,4 @@ def _gap_text(gaps: Iterable[tuple[str, str]]) -> str:
     return ", ".join(f"{name} ({why})" for name, why in sorted(gaps))
 
 
-__all__ = ["SIMULATOR_MARK", "Bars", "progress_bars", "render", "unavailable_lines"]
+__all__ = ["NO_HARDWARE_MARK", "SIMULATOR_MARK", "Bars", "progress_bars", "render", "unavailable_lines"]

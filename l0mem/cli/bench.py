@@ -50,6 +50,13 @@ def render(result: Any, console: Console) -> None:
     title = escape(
         f"Kernel bandwidth on {result.device} ({result.backend}, {result.elements:,} elements)"
     )
+    if result.copy is None:
+        console.print(title)
+        console.print(
+            f"[yellow]Not measured: {escape(result.no_hardware or 'no data')}. The copy and "
+            "each kernel ran once, untimed.[/yellow]"
+        )
+        return
     table = Table(title=title)
     table.add_column("operation", no_wrap=True)
     # Numbers must never be cut, even at 80 columns; two-line headers keep it narrow.

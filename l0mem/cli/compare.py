@@ -47,6 +47,8 @@ def _table(comparison: Comparison, baseline: Path, current: Path) -> Table:
     title = f"{baseline} -> {current}"
     if comparison.simulated:
         title += " (simulator numbers, not hardware)"
+    if comparison.no_hardware:
+        title += " (no hardware: the GPU driver executed nothing)"
     table = Table(
         title=escape(title),
         title_justify="left",

@@ -7,9 +7,11 @@ fsync, rename; mode 0644; the path is checked before any driver is asked) as
 JSON with these keys:
 
 - ``l0mem_version``: version of l0mem that wrote the report.
-- ``loader``: ``path`` (real path of libze_loader, or null) and ``components``,
+- ``loader``: ``path`` (real path of libze_loader, or null), ``components``,
   a list of ``{"name", "version"}`` from ``zelLoaderGetVersions`` (empty on
-  loaders without it).
+  loaders without it), and ``init_path``: the call that initialized Level
+  Zero, ``"zeInitDrivers"`` or ``"zeInit"`` (l0mem falls back to ``zeInit``
+  where a new loader's ``zeInitDrivers`` cannot serve older drivers).
 - ``alt_drivers``: the paths in ``ZE_ENABLE_ALT_DRIVERS`` (drivers the loader
   was told to use instead of the installed ones, e.g. l0mem's simulator);
   empty when unset.
@@ -66,7 +68,7 @@ def collect() -> dict[str, Any]:
     Raises :class:`l0mem.backends.NoDeviceError` when there is no loader, no
     driver or no device, and the driver's error when a call fails.
     """
-    from l0mem._ze import loader_path, loader_versions
+    from l0mem._ze import init_path, loader_path, loader_versions
     from l0mem.backends import level_zero_devices
     from l0mem.core import drivers
 
@@ -81,6 +83,7 @@ def collect() -> dict[str, Any]:
                 {"name": name, "version": ".".join(map(str, version))}
                 for name, version in loader_versions()
             ],
+            "init_path": init_path(),
         },
         "alt_drivers": [
             p for p in os.environ.get("ZE_ENABLE_ALT_DRIVERS", "").split(",") if p.strip()
@@ -127,6 +130,7 @@ def render(report: dict[str, Any], console: Console) -> None:
     loader.add_row("path", str(report["loader"]["path"] or "unknown"))
     for comp in report["loader"]["components"]:
         loader.add_row(comp["name"], comp["version"])
+    loader.add_row("initialized by", report["loader"].get("init_path") or "-")
     if report["alt_drivers"]:
         loader.add_row("ZE_ENABLE_ALT_DRIVERS", ", ".join(report["alt_drivers"]))
     console.print(loader)

@@ -12,7 +12,9 @@ otherwise; host-staged copies always with the host clock, from the first
 enqueue to the last completion. ``--json PATH`` writes the run atomically
 (schema ``l0mem.p2p/1``, documented in docs/p2p-json.md; non-finite numbers
 are written as null); the path is checked before any device is opened.
-Numbers from l0mem's simulated driver are labelled as a simulator's. The
+Numbers from l0mem's simulated driver are labelled as a simulator's; with
+Intel's driver in a mode without hardware (NEO's ``SetCommandStreamReceiver``
+AUB or TBX modes) the copies run once and no bandwidth is shown. The
 largest size is checked against device and host memory before anything is
 allocated.
 
@@ -114,13 +116,25 @@ def render(result: Any, console: Console) -> None:
         "clock: how the same-device and direct copies were timed (device timestamps, or the "
         "host clock where events carry none)."
     )
-    skipped = sorted({f"{c.src}>{c.dst}: {c.skipped}" for c in result.copies if c.skipped})
+    skipped = sorted(
+        {
+            f"{c.src}>{c.dst}: {c.skipped}"
+            for c in result.copies
+            if c.skipped and c.skipped != result.no_hardware
+        }
+    )
     if skipped:
         console.print("Not measured (direct): " + "; ".join(skipped))
-    console.print(f"{result.reps} repetitions after {result.warmup} warm-up rounds per copy.")
+    if result.no_hardware:
+        # Every copy ran once, untimed: a time without a GPU executing would be no fact.
+        console.print(f"[yellow]Not measured: {escape(result.no_hardware)}.[/yellow]")
+    else:
+        console.print(f"{result.reps} repetitions after {result.warmup} warm-up rounds per copy.")
     if len(result.devices) < 2:
         console.print("Only one device: no pairs to measure (SYCL: try --sub-devices 2).")
     for note in result.notes:
+        if result.no_hardware and result.no_hardware in note:
+            continue
         style = "yellow" if "simulat" in note else "dim"
         console.print(f"[{style}]{escape(note)}[/{style}]")
 

@@ -166,15 +166,20 @@ class P2PProperties:
         access, atomics = bool(flags & _P2P_ACCESS), bool(flags & _P2P_ATOMICS)
         if bw is None:
             return cls(access=access, atomics=atomics)
+        # A figure in an unknown unit says nothing (Intel's driver reports 0 "unknown"
+        # for a pair without peer access): it is left out, not shown as 0.
+        bw_unit = _BANDWIDTH_UNITS.get(int(bw.bandwidthUnit), "unknown")
+        lat_unit = _LATENCY_UNITS.get(int(bw.latencyUnit), "unknown")
+        known_bw, known_lat = bw_unit != "unknown", lat_unit != "unknown"
         return cls(
             access=access,
             atomics=atomics,
-            logical_bandwidth=int(bw.logicalBandwidth),
-            physical_bandwidth=int(bw.physicalBandwidth),
-            bandwidth_unit=_BANDWIDTH_UNITS.get(int(bw.bandwidthUnit), "unknown"),
-            logical_latency=int(bw.logicalLatency),
-            physical_latency=int(bw.physicalLatency),
-            latency_unit=_LATENCY_UNITS.get(int(bw.latencyUnit), "unknown"),
+            logical_bandwidth=int(bw.logicalBandwidth) if known_bw else None,
+            physical_bandwidth=int(bw.physicalBandwidth) if known_bw else None,
+            bandwidth_unit=bw_unit if known_bw else None,
+            logical_latency=int(bw.logicalLatency) if known_lat else None,
+            physical_latency=int(bw.physicalLatency) if known_lat else None,
+            latency_unit=lat_unit if known_lat else None,
         )
 
 

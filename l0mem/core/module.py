@@ -1,8 +1,14 @@
-"""SPIR-V modules and their kernels."""
+"""SPIR-V modules and their kernels.
+
+A module's SPIR-V header is checked before the driver sees it
+(:func:`check_spirv`): Intel's driver ends the whole process (exit status 10)
+on a header it cannot read instead of returning an error.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +24,43 @@ from l0mem.core.memory import Allocation, IpcMapping
 if TYPE_CHECKING:
     from l0mem.core.context import Context
     from l0mem.core.device import Device
+
+
+SPIRV_MAGIC = 0x07230203
+_HEADER_WORDS = 5
+# SPIR-V 1.0 to 1.6, the versions a Level Zero driver may take.
+_MAX_MINOR = 6
+
+
+def check_spirv(spirv: bytes) -> None:
+    """Raise ValueError (one line) unless ``spirv`` starts with a well-formed SPIR-V header.
+
+    The header is five 32-bit words in the module's byte order (told by the
+    magic number): magic, version (1.0 to 1.6, bytes ``0 minor major 0``
+    little end first), generator, id bound (at least 1) and schema (0). The
+    whole module is a whole number of words.
+    """
+    data = bytes(spirv)
+    if not data:
+        raise ValueError("SPIR-V module is empty")
+    if len(data) < 4 * _HEADER_WORDS or len(data) % 4:
+        raise ValueError(
+            f"not a SPIR-V module: {len(data)} bytes is not a whole number of 32-bit words "
+            f"holding the {_HEADER_WORDS}-word header"
+        )
+    for order in "<>":
+        magic, version, _generator, bound, schema = struct.unpack_from(f"{order}5I", data)
+        if magic == SPIRV_MAGIC:
+            break
+    else:
+        raise ValueError(f"not a SPIR-V module: magic number {data[:4].hex()} is not 07230203")
+    major, minor = (version >> 16) & 0xFF, (version >> 8) & 0xFF
+    if version & 0xFF0000FF or major != 1 or minor > _MAX_MINOR:
+        raise ValueError(f"not a SPIR-V module: version word {version:#010x} is not 1.0 to 1.6")
+    if bound < 1:
+        raise ValueError("not a SPIR-V module: the id bound is 0")
+    if schema != 0:
+        raise ValueError(f"not a SPIR-V module: schema word {schema:#x} is not 0")
 
 
 class ModuleBuildError(ZeError):
@@ -61,8 +104,7 @@ class Module(OwnedHandle):
         self, context: Context, device: Device, spirv: bytes, build_flags: str = ""
     ) -> None:
         """Build ``spirv`` for ``device`` (use Context.create_module)."""
-        if not spirv:
-            raise ValueError("SPIR-V module is empty")
+        check_spirv(spirv)
         data = ctypes.create_string_buffer(bytes(spirv), len(spirv))
         flags = build_flags.encode()
         desc = ze_module_desc_t(

@@ -12,6 +12,12 @@ and loader parts of a fingerprint come from the Level Zero layer. Sources:
   an empty result, never an error).
 - ``gpu_modules``: version (or srcversion) of the loaded ``xe`` and ``i915``
   kernel modules, from ``/sys/module/<name>``.
+
+:func:`driver_environment` is the environment part: the variables that change
+what drivers, the loader and the runtimes do (``ZE_*``, ``ZES_*``, ``UR_*``,
+``SYCL_*``, ``ONEAPI_DEVICE_SELECTOR``, NEO's debug keys while
+``NEOReadDebugKeys`` is on, ...; the list is :mod:`l0mem.driverenv`'s). No
+other variable, and so no value of an unrelated one, is recorded.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from typing import Any
 
+from l0mem.driverenv import recorded_environment
 from l0mem.probe.parse import parse_meminfo
 
 # Debian/Ubuntu and RPM names of the Intel GPU compute stack and the Level Zero loader.
@@ -196,3 +204,8 @@ def host_fingerprint(
         "packages": installed_packages(),
         "gpu_modules": modules,
     }
+
+
+def driver_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return the variables of ``env`` (default: this process's) that change driver behaviour."""
+    return recorded_environment(os.environ if env is None else env)

@@ -21,6 +21,7 @@ static const char *const sim_keys[] = {
     "driver_version", "fail_oom_after", "fail_alloc_at", "device_lost_at",
     "defer_backing_mirror", "subdevices", "timestamp_not_ready", "fill_noop",
     "device_lost_on",
+    "init_drivers",
 };
 #define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
 
@@ -194,6 +195,17 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             return -1;
         }
         c->device_memory = u;
+    } else if (!strcmp(key, "init_drivers")) {
+        /* Read by zeGetGlobalProcAddrTable from the environment (sim_offers_init_drivers);
+           checked here so that a bad value fails zeInit like any other. */
+        if (runtime) {
+            snprintf(err, errlen, "init_drivers cannot change after zeInit");
+            return -1;
+        }
+        if (parse_bool(value, &b)) {
+            snprintf(err, errlen, "init_drivers=%s: expected 1 or 0", value);
+            return -1;
+        }
     } else if (!strcmp(key, "subdevices")) {
         if (runtime) {
             snprintf(err, errlen, "subdevices cannot change after zeInit");
@@ -364,6 +376,12 @@ static int load_file(sim_raw_t *raw, const char *path, char *err, size_t errlen)
         *eq = '\0';
         char key[64];
         lower_key(key, sim_trim(s), sizeof(key));
+        if (!strcmp(key, "init_drivers")) {
+            /* The loader asks for the tables before zeInit reads this file. */
+            snprintf(err, errlen, "%s: init_drivers is read from ZESIM_INIT_DRIVERS only", where);
+            rc = -1;
+            break;
+        }
         if (raw_put(raw, key, sim_trim(eq + 1), where, err, errlen)) {
             rc = -1;
             break;
@@ -442,4 +460,11 @@ int sim_config_set(const char *key, const char *value, int runtime, char *err, s
         return -1;
     sim_cfg = c;
     return 0;
+}
+
+int sim_offers_init_drivers(void)
+{
+    const char *v = getenv("ZESIM_INIT_DRIVERS");
+    int b = 0;
+    return v && !parse_bool(v, &b) && b;
 }

@@ -137,6 +137,34 @@ ze_result_t ZE_APICALL sim_zeInit(ze_init_flags_t flags)
     return r;
 }
 
+/* ze_init_driver_type_desc_t of API 1.10, which the 1.4 headers lack. */
+typedef struct {
+    ze_structure_type_t stype;
+    const void *pNext;
+    uint32_t flags;
+} sim_init_driver_type_desc_t;
+#define SIM_INIT_DRIVER_TYPE_FLAG_GPU 1u
+
+/*
+ * Offered to loaders of API 1.10 and later only with ZESIM_INIT_DRIVERS=1
+ * (ddi.c), so that tests can give l0mem a driver with or without it.
+ */
+ze_result_t ZE_APICALL sim_zeInitDrivers(uint32_t *pCount, ze_driver_handle_t *phDrivers,
+                                         const void *desc)
+{
+    const sim_init_driver_type_desc_t *d = desc;
+    if (pCount == NULL || d == NULL)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (!(d->flags & SIM_INIT_DRIVER_TYPE_FLAG_GPU)) {
+        *pCount = 0;
+        return ZE_RESULT_SUCCESS;
+    }
+    ze_result_t r = sim_zeInit(ZE_INIT_FLAG_GPU_ONLY);
+    if (r)
+        return r;
+    return sim_zeDriverGet(pCount, phDrivers);
+}
+
 /* ------------------------------------------------------------------ driver */
 
 ze_result_t ZE_APICALL sim_zeDriverGet(uint32_t *pCount, ze_driver_handle_t *phDrivers)

@@ -51,6 +51,15 @@ static ze_result_t check_version(ze_api_version_t version, const void *table)
 
 SIM_TABLE_BEGIN(zeGetGlobalProcAddrTable, ze_global_dditable_t)
     t->pfnInit = sim_zeInit;
+    /*
+     * API 1.10 put pfnInitDrivers right after pfnInit. A loader asking for 1.10
+     * or later has room for it; the 1.4 struct does not name it.
+     */
+    if (ZE_MINOR_VERSION(version) >= 10 && sim_offers_init_drivers()) {
+        ze_result_t(ZE_APICALL * init_drivers)(uint32_t *, ze_driver_handle_t *, const void *) =
+            sim_zeInitDrivers;
+        memcpy((char *)t + sizeof(*t), &init_drivers, sizeof(init_drivers));
+    }
 SIM_TABLE_END
 
 SIM_TABLE_BEGIN(zeGetDriverProcAddrTable, ze_driver_dditable_t)

@@ -288,6 +288,7 @@ int sim_obj_is(const void *handle, uint32_t magic);
 
 /* config.c */
 int sim_config_load(void);
+int sim_offers_init_drivers(void);
 int sim_config_set(const char *key, const char *value, int runtime, char *err, size_t errlen);
 
 /* driverenv.c */
@@ -337,6 +338,8 @@ void sim_fill_unsupported(void *table, size_t size);
 /* Implemented entry points, referenced by the DDI tables. */
 #define SIM_DECL(name, ...) ze_result_t ZE_APICALL sim_##name(__VA_ARGS__)
 SIM_DECL(zeInit, ze_init_flags_t flags);
+/* zeInitDrivers (API 1.10): its descriptor type is not in the 1.4 headers. */
+SIM_DECL(zeInitDrivers, uint32_t *pCount, ze_driver_handle_t *phDrivers, const void *desc);
 SIM_DECL(zeDriverGet, uint32_t *pCount, ze_driver_handle_t *phDrivers);
 SIM_DECL(zeDriverGetApiVersion, ze_driver_handle_t h, ze_api_version_t *version);
 SIM_DECL(zeDriverGetProperties, ze_driver_handle_t h, ze_driver_properties_t *p);

@@ -49,9 +49,18 @@ CONFIG_KEYS = frozenset(
         "subdevices",
         "timestamp_not_ready",
         "fill_noop",
+        "init_drivers",
         "config",
     }
 )
+
+# Simulator keys that an outer run may set for a whole test session (the loader
+# matrix offers zeInitDrivers or not): sim_env keeps an inherited value of these.
+SESSION_KEYS = frozenset({"init_drivers"})
+
+# A prebuilt simulator to use instead of building one: where the Level Zero headers
+# are not the 1.4 ones it must be compiled against (a root with a newer loader).
+LIBRARY_ENV = "L0MEM_SIM_LIBRARY"
 
 # Variables a real driver reads at zeInit that the simulator honours too (see
 # tests/simdriver/README.md). sim_env drops inherited ones so that only what a
@@ -99,7 +108,15 @@ def _digest(sources: list[Path], header_dir: Path) -> str:
 
 @functools.lru_cache(maxsize=1)
 def build() -> Path:
-    """Return the path of libze_sim.so, compiling it first unless this source hash is built."""
+    """Return the path of libze_sim.so, compiling it first unless this source hash is built.
+
+    ``$L0MEM_SIM_LIBRARY`` names a prebuilt library to use instead.
+    """
+    prebuilt = os.environ.get(LIBRARY_ENV)
+    if prebuilt:
+        if not Path(prebuilt).is_file():
+            raise SimBuildError(f"{LIBRARY_ENV}={prebuilt}: no such file")
+        return Path(prebuilt)
     gcc = shutil.which("gcc")
     if gcc is None:
         raise SimBuildError("gcc not found on PATH: install gcc and libc6-dev")
@@ -144,6 +161,9 @@ def _env_value(value: object) -> str:
 def sim_env(driver_env: Mapping[str, str] | None = None, /, **config: object) -> dict[str, str]:
     """Return os.environ (minus inherited ZESIM_* and DRIVER_ENV_KEYS) set up for the simulator with `config`, plus `driver_env`.
 
+    An inherited key of SESSION_KEYS (``ZESIM_INIT_DRIVERS``) is kept unless
+    ``config`` sets it.
+
     `driver_env` holds variables a real driver reads, such as ZE_AFFINITY_MASK
     or NEOReadDebugKeys; it is positional-only so that ``sim_env(**config)``
     with a dict of simulator keys never binds it.
@@ -159,10 +179,11 @@ def sim_env(driver_env: Mapping[str, str] | None = None, /, **config: object) ->
         raise ValueError(
             f"driver_env: {', '.join(bad)}: give simulator keys as keywords and values as strings"
         )
+    session = {f"ZESIM_{k.upper()}" for k in SESSION_KEYS}
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("ZESIM_") and k not in DRIVER_ENV_KEYS
+        if (k in session or not k.startswith("ZESIM_")) and k not in DRIVER_ENV_KEYS
     }
     env["ZE_ENABLE_ALT_DRIVERS"] = str(build())
     env["ZES_ENABLE_SYSMAN"] = "1"
