@@ -195,7 +195,7 @@ def test_help_documents_exit_codes() -> None:
         "5   the reports",
     ):
         assert line in result.stdout
-    for text in ("--allow-unjudged", "inconclusive or is missing", "one from the simulator"):
+    for text in ("--allow-unjudged", "inconclusive or is missing", "the simulator", "without hardware"):
         assert text in result.stdout
 
 
