@@ -60,17 +60,27 @@ class _LazyGroup(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the subcommand; Ctrl-C and a closed stdout get their own exit codes.
+        """Run the subcommand; a stop signal and a closed stdout get their own exit codes.
 
-        click would turn both into exit 1, which a CI gate reads as a regression.
+        SIGTERM and SIGHUP end a command as Ctrl-C does (a measuring block frees
+        device memory on the way out); each exits 128 + N and names the signal.
+        click would turn an interrupt into exit 1, which a CI gate reads as a regression.
         """
-        from l0mem.cli._common import ExitCode, error
+        from l0mem.cli._common import (
+            ExitCode,
+            error,
+            interrupt_signal,
+            signal_exit,
+            stop_signals_interrupt,
+        )
 
         try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            error(ctx.invoked_subcommand or "l0mem", "interrupted")
-            raise SystemExit(int(ExitCode.INTERRUPTED)) from None
+            with stop_signals_interrupt():
+                return super().invoke(ctx)
+        except KeyboardInterrupt as err:
+            code, name = signal_exit(interrupt_signal(err))
+            error(ctx.invoked_subcommand or "l0mem", f"interrupted by {name}")
+            raise SystemExit(code) from None
         except BrokenPipeError:
             # Point stdout at /dev/null so that the flush at exit does not fail again.
             with contextlib.suppress(OSError, ValueError):

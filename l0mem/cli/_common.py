@@ -15,6 +15,7 @@ import enum
 import errno
 import math
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -41,6 +42,59 @@ class ExitCode(enum.IntEnum):
     MISMATCH = 5  # inputs are well-formed but cannot be compared
     DRIVER_ERROR = 6  # the driver or runtime failed while working
     INTERRUPTED = 130  # Ctrl-C: device memory was freed, partial results written
+
+
+# A stop signal ends a command as Ctrl-C does, exit code 128 + N as a shell reports
+# a signal: SIGHUP 129, SIGINT 130 (ExitCode.INTERRUPTED), SIGTERM 143.
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def signal_exit(signum: int) -> tuple[int, str]:
+    """Return the exit code (128 + N) and the name of stop signal ``signum``."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    return 128 + signum, name
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C raises KeyboardInterrupt; ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {signal_exit(signum)[1]}")
+        self.signum = signum
+
+
+def interrupt_signal(err: BaseException) -> int:
+    """Return the signal an interrupt stands for: its ``signum``, else SIGINT (Ctrl-C)."""
+    signum = getattr(err, "signum", None)
+    return signum if isinstance(signum, int) else int(signal.SIGINT)
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """Make SIGTERM and SIGHUP raise :class:`Interrupted` in the block, as Ctrl-C raises.
+
+    A signal the process inherited as ignored (``nohup``) stays ignored. The
+    previous handlers come back afterwards.
+    """
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    old: dict[int, Any] = {}
+    try:
+        for stop in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(stop) is not signal.SIG_IGN:
+                old[stop] = signal.signal(stop, handler)
+    except ValueError:  # not the main thread: leave the handlers alone
+        pass
+    try:
+        yield
+    finally:
+        for number, previous in old.items():
+            signal.signal(number, previous)
 
 
 # audit and compare also print lines that are not failures (progress, notes,
@@ -138,9 +192,11 @@ def _memory_message(err: MemoryError) -> str:
 
 
 @contextlib.contextmanager
-def measuring(command: str) -> Iterator[None]:
+def measuring(command: str, keep: Callable[[Any], None] | None = None) -> Iterator[None]:
     """Turn a failure while ``command`` measures into its one-line error and exit code.
 
+    An interrupt (Ctrl-C, SIGTERM, SIGHUP) exits 128 + N; when it carries the
+    ``partial`` result of what was measured, ``keep`` writes and prints it first.
     Handles that fail to release during the teardown after a failure (every
     call fails once a device is lost) would each print a ReleaseWarning; they
     are dropped then, so the one line names the original failure.
@@ -162,7 +218,14 @@ def measuring(command: str) -> Iterator[None]:
     if mapped is not None:
         fail(command, *mapped)
     if isinstance(failure, KeyboardInterrupt):
-        fail(command, ExitCode.INTERRUPTED, "interrupted; device memory was freed")
+        code, name = signal_exit(interrupt_signal(failure))
+        partial = getattr(failure, "partial", None)
+        if keep is not None and partial is not None:
+            keep(partial)
+            error(command, f"interrupted by {name}; device memory was freed, partial results kept")
+        else:
+            error(command, f"interrupted by {name}; device memory was freed")
+        raise SystemExit(code)
     if isinstance(failure, MemoryError):
         fail(command, ExitCode.DRIVER_ERROR, _memory_message(failure))
     if isinstance(failure, Exception) and not isinstance(failure, click.ClickException):

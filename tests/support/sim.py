@@ -48,6 +48,7 @@ CONFIG_KEYS = frozenset(
         "subdevices",
         "timestamp_not_ready",
         "fill_noop",
+        "free_delay_ms",
         "config",
     }
 )
