@@ -63,6 +63,10 @@ class _Stop:
     signum: int | None = None
 
 
+# What the guard measures the slope on: both say how much host memory is left.
+_HOST_SIGNALS = ("meminfo.MemAvailable", "host.available")
+
+
 class _Halt(Exception):
     """Ends the allocation loop in the middle of a step with (status, reason)."""
 
@@ -155,8 +159,8 @@ class _Runner:
         # Allocations whose fill did not read back: their memory proves nothing.
         self.untouched = 0
         # The guard's view of the run: host memory available at the last idle
-        # sample (and under which signal), and the slope the alloc samples show.
-        self.idle_host: tuple[str, int] | None = None
+        # sample, per signal, and the slope the alloc samples show.
+        self.idle_host: dict[str, int] = {}
         self.slope: float | None = None
 
     def sample(self, phase: str) -> None:
@@ -178,19 +182,20 @@ class _Runner:
 
     def _follow(self, phase: str, values: Mapping[str, int], device_bytes: int) -> None:
         """Keep the idle baseline and the slope the guard predicts the next step from."""
-        # MemAvailable plus the free pages parked on per-CPU lists, where the
-        # kernel has them: MemAvailable alone jumps by hundreds of MiB as those
-        # lists fill and drain, which would make a slope out of nothing.
+        # Measured on MemAvailable and on MemAvailable plus the free pages on the
+        # per-CPU lists (host.available): as pages move on and off those lists one
+        # of the two reads low and the other high, so the larger slope is kept.
         if phase == "idle":
-            key = "host.available" if "host.available" in values else "meminfo.MemAvailable"
-            if key in values:
-                self.idle_host = (key, values[key])
-        elif phase == "alloc" and self.idle_host is not None:
-            key, idle = self.idle_host
-            if key in values:
-                slope = measured_slope(idle, values[key], device_bytes)
-                if slope is not None:
-                    self.slope = slope
+            self.idle_host = {k: values[k] for k in _HOST_SIGNALS if k in values}
+        elif phase == "alloc":
+            slopes = [
+                measured_slope(idle, values[key], device_bytes)
+                for key, idle in self.idle_host.items()
+                if key in values
+            ]
+            found = [x for x in slopes if x is not None]
+            if found:
+                self.slope = max(found)
 
     def breached(self) -> tuple[str, str] | None:
         """Return (status, reason) when MemAvailable is below the floor (or unreadable), else None."""

@@ -32,7 +32,9 @@ of 4 bytes, and sizes whose inputs and checks do not fit in host memory), 3
 when the backend or fewer than two devices are available, a device is too
 small for the sizes, or a CPU has too few compute units for
 ``--sub-devices`` (or NumPy/dpctl is missing), 4 when the JSON file cannot be
-written, 6 when the driver or runtime fails, 130 on Ctrl-C.
+written, 6 when the driver or runtime fails, 128+N on stop signal N (SIGHUP
+129, SIGINT/Ctrl-C 130, SIGTERM 143): device memory is freed and the rows
+measured so far are written and shown, marked incomplete.
 """
 
 from __future__ import annotations
@@ -206,7 +208,16 @@ def allreduce(
             raise click.UsageError("--devices is the old name of --count: give one of them")
         count = old_count
     check_outputs("allreduce", [("--json", json_path)])
-    with measuring("allreduce"), open_backend(backend, device_specs, sub_devices) as b:
+
+    def keep(report: dict[str, Any]) -> None:
+        # The report first: a reader of the tables that goes away (| head) must not lose it.
+        if json_path is not None:
+            save_json("allreduce", json_path, report)
+        with rendering():
+            render(report, output(stderr=to_stdout(json_path)))
+
+    # Interrupted, the rows that finished are written and shown, marked incomplete.
+    with measuring("allreduce", keep), open_backend(backend, device_specs, sub_devices) as b:
         available = b.device_count()
         want = available if count is None else count
         if want > available or available < 2:
@@ -226,11 +237,7 @@ def allreduce(
             seed=seed,
             transport=transport,
         )
-    # The report first: a reader of the tables that goes away (| head) must not lose it.
-    if json_path is not None:
-        save_json("allreduce", json_path, report)
-    with rendering():
-        render(report, output(stderr=to_stdout(json_path)))
+    keep(report)
     if not report["ok"]:
         fail(
             "allreduce",

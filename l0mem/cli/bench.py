@@ -12,7 +12,9 @@ the kernels' limit on the device, and ``--work-group-size`` when ``--backend``
 resolves to Level Zero, refused before a device is opened), 3 when the
 backend or device is unavailable (including a missing dpctl for ``--backend
 sycl``), 4 when the ``--json`` path cannot be written, 6 when the runtime
-fails while measuring, 130 on Ctrl-C.
+fails while measuring, 128+N on stop signal N (SIGHUP 129, SIGINT/Ctrl-C 130,
+SIGTERM 143): device memory is freed; nothing is kept, as every kernel and the
+copy are timed together, round-robin, and none is finished before the end.
 """
 
 from __future__ import annotations

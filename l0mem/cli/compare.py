@@ -42,7 +42,7 @@ Exit codes:
   {ExitCode.MISMATCH:<3d} the reports cannot be compared: no set-up run in common,
       different schema major versions, one from the simulator and one
       not, or (with --fail-on-missing) a run present in only one report
-  {ExitCode.INTERRUPTED:<3d} interrupted (Ctrl-C)
+  128+N interrupted by signal N: SIGHUP 129, SIGINT (Ctrl-C) 130, SIGTERM 143
 """
 
 
