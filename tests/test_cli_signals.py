@@ -20,7 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 from l0mem.cli import _common
-from l0mem.cli._common import Interrupted, measuring, signal_exit, stop_signals_interrupt
+from l0mem.cli._common import measuring, signal_exit
+from l0mem.cli._signals import Interrupted, stop_signals_interrupt
 from tests.support import sim
 
 ROOT = Path(__file__).resolve().parent.parent

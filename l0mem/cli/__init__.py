@@ -3,7 +3,8 @@
 What it is for: one module per command (``info``, ``audit``, ``compare``,
 ``p2p``, ``allreduce``, ``bench``; the audit's tables in :mod:`.audit_view`)
 and :mod:`._common`, the one failure path (``l0mem COMMAND: MESSAGE`` and a
-documented exit code), the exit codes and the options the commands share.
+documented exit code), the exit codes and the options the commands share;
+:mod:`._signals` makes SIGTERM and SIGHUP end a command as Ctrl-C does.
 Commands are imported lazily so that ``l0mem info`` does not pay for the SYCL
 runtime and a missing optional dependency only affects the command needing it.
 
@@ -66,13 +67,8 @@ class _LazyGroup(click.Group):
         device memory on the way out); each exits 128 + N and names the signal.
         click would turn an interrupt into exit 1, which a CI gate reads as a regression.
         """
-        from l0mem.cli._common import (
-            ExitCode,
-            error,
-            interrupt_signal,
-            signal_exit,
-            stop_signals_interrupt,
-        )
+        from l0mem.cli._common import ExitCode, error, interrupt_signal, signal_exit
+        from l0mem.cli._signals import stop_signals_interrupt
 
         try:
             with stop_signals_interrupt():

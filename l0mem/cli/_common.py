@@ -58,43 +58,10 @@ def signal_exit(signum: int) -> tuple[int, str]:
     return 128 + signum, name
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised where Ctrl-C raises KeyboardInterrupt; ``signum`` says which."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by {signal_exit(signum)[1]}")
-        self.signum = signum
-
-
 def interrupt_signal(err: BaseException) -> int:
     """Return the signal an interrupt stands for: its ``signum``, else SIGINT (Ctrl-C)."""
     signum = getattr(err, "signum", None)
     return signum if isinstance(signum, int) else int(signal.SIGINT)
-
-
-@contextlib.contextmanager
-def stop_signals_interrupt() -> Iterator[None]:
-    """Make SIGTERM and SIGHUP raise :class:`Interrupted` in the block, as Ctrl-C raises.
-
-    A signal the process inherited as ignored (``nohup``) stays ignored. The
-    previous handlers come back afterwards.
-    """
-
-    def handler(signum: int, frame: Any) -> None:
-        raise Interrupted(signum)
-
-    old: dict[int, Any] = {}
-    try:
-        for stop in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(stop) is not signal.SIG_IGN:
-                old[stop] = signal.signal(stop, handler)
-    except ValueError:  # not the main thread: leave the handlers alone
-        pass
-    try:
-        yield
-    finally:
-        for number, previous in old.items():
-            signal.signal(number, previous)
 
 
 # audit and compare also print lines that are not failures (progress, notes,
