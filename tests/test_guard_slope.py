@@ -360,8 +360,9 @@ def test_no_floor_is_the_explicit_way_to_floor_zero(monkeypatch: pytest.MonkeyPa
         assert [o.floor_bytes for o in seen] == [0]
     result, seen = _audit_options(monkeypatch, ["--no-floor", "--floor", "1GiB"])
     assert result.exit_code == 2 and seen == []
-    assert (
-        result.output == "l0mem audit: error: --no-floor turns the floor off: drop --floor or it\n"
+    assert result.output == (
+        "l0mem audit: error: --no-floor and a --floor above 0 contradict each other: "
+        "give one of them\n"
     )
     # A floor above zero, however small, is a floor: no opt-in needed.
     result, seen = _audit_options(monkeypatch, ["--floor", "1"])

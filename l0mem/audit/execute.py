@@ -153,7 +153,7 @@ class _Watch:
         self.stop_sent_at: float | None = None
         self.killed: str | None = None  # why the parent sent SIGKILL, once it did
         self.last_output = time.monotonic()
-        self.ready = False  # the child handles SIGINT and SIGTERM from now on
+        self.ready = False  # the child handles SIGINT, SIGTERM and SIGHUP from now on
         self.cancel_seen_at: float | None = None
         self._gaps: dict[str, dict[str, str]] = {}  # phase -> signal -> why absent
 

@@ -105,7 +105,7 @@ def _checked_floor(floor_bytes: int | None, no_floor: bool) -> int | None:
     """Return the floor to keep: 0 needs --no-floor, which allows nothing else (exit 2)."""
     if no_floor:
         if floor_bytes:
-            fail("audit", ExitCode.USAGE, "--no-floor turns the floor off: drop --floor or it")
+            fail("audit", ExitCode.USAGE, "--no-floor and a --floor above 0 contradict each other: give one of them")
         return 0
     if floor_bytes == 0:
         fail(
