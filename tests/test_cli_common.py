@@ -96,7 +96,7 @@ def test_reporting_maps_library_errors_and_lets_bugs_through(
         (RuntimeError("driver\ngone"), 6, "l0mem p2p: RuntimeError: driver"),
         (MemoryError(), 3, "l0mem p2p: out of host memory"),
         (MemoryError("cannot allocate 4096 bytes on gpu 0"), 3, "l0mem p2p: out of device memory: cannot allocate 4096 bytes on gpu 0"),
-        (KeyboardInterrupt(), 130, "l0mem p2p: interrupted; device memory was freed"),
+        (KeyboardInterrupt(), 130, "l0mem p2p: interrupted by SIGINT; device memory was freed"),
     ],
 )
 def test_measuring_turns_runtime_failures_into_one_line(

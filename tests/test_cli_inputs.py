@@ -147,7 +147,7 @@ def test_ctrl_c_during_compare_is_130(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("l0mem.cli.compare.compare_reports", _interrupt)
     result = _compare(BASELINE, str(DATA / "current-same.json"))
     assert result.exit_code == 130, result.output
-    assert result.stderr.strip() == "l0mem compare: error: interrupted"
+    assert result.stderr.strip() == "l0mem compare: error: interrupted by SIGINT"
 
 
 def test_a_broken_pipe_is_not_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:

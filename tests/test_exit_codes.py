@@ -23,7 +23,14 @@ import pytest
 from click.testing import CliRunner
 
 from l0mem.cli import cli
-from l0mem.cli._exits import COMMANDS, EXIT_TABLE, ExitCode, exit_epilog, readme_rows
+from l0mem.cli._exits import (
+    COMMANDS,
+    EXIT_TABLE,
+    ExitCode,
+    code_label,
+    exit_epilog,
+    readme_rows,
+)
 from tests.support import sim
 from tests.support.cli import REPO_ROOT, run_l0mem
 from tests.test_cli_inputs import _never_reach_a_device
@@ -305,19 +312,19 @@ def test_one_means_a_finding_only() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_every_code_the_matrix_expects_is_in_the_command_help(case: Case) -> None:
-    assert f"\n  {int(case.code):<4d}" in exit_epilog(case.command)
+    assert f"\n  {code_label(case.code):<6s}" in exit_epilog(case.command)
 
 
-def _readme_table() -> list[tuple[int, str]]:
+def _readme_table() -> list[tuple[str, str]]:
     text = (REPO_ROOT / "README.md").read_text()
     section = text[text.index("## Exit codes\n") :]
-    rows = re.findall(r"^\| (\d+) \| (.*) \|$", section.split("\n\n## ")[0], flags=re.M)
-    return [(int(code), meaning) for code, meaning in rows]
+    rows = re.findall(r"^\| (\d+|128\+N) \| (.*) \|$", section.split("\n\n## ")[0], flags=re.M)
+    return [(code, meaning) for code, meaning in rows]
 
 
 def test_readme_table_is_the_table_every_command_follows() -> None:
     assert _readme_table() == readme_rows()
-    assert [code for code, _ in readme_rows()] == sorted(int(c) for c in ExitCode)
+    assert [code for code, _ in readme_rows()] == [code_label(c) for c in sorted(ExitCode)]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -206,6 +206,7 @@ def test_config_file_with_environment_override(tmp_path: Path) -> None:
         ({"timestamp_not_ready": "3"}, "timestamp_not_ready=3"),
         ({"fill_noop": "2"}, "fill_noop=2"),
         ({"init_drivers": "2"}, "init_drivers=2: expected 1 or 0"),
+        ({"free_delay_ms": "600001"}, "free_delay_ms=600001: expected 0..600000"),
         ({"subdevices": "1"}, "subdevices=1: expected 0 or 2..8"),
         ({"subdevices": "9"}, "subdevices=9"),
         ({"subdevices": "4", "device_memory": "3"}, "subdevices=4: more sub-devices than bytes"),

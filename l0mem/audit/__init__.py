@@ -45,7 +45,14 @@ from l0mem.audit.report import (
     write_junit,
     write_plot,
 )
-from l0mem.audit.runner import AuditInterrupted, RunEvent, discover, run_audit, run_setup
+from l0mem.audit.runner import (
+    AuditInterrupted,
+    CancelEvent,
+    RunEvent,
+    discover,
+    run_audit,
+    run_setup,
+)
 from l0mem.audit.setups import AuditOptions, Inventory, NoDeviceError, SetupPlan, plan_audit
 from l0mem.files import ReportWriteError
 
@@ -56,6 +63,7 @@ __all__ = [
     "AuditInterrupted",
     "AuditOptions",
     "AuditReport",
+    "CancelEvent",
     "Comparison",
     "Guard",
     "Inventory",

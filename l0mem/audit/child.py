@@ -20,8 +20,11 @@ pattern, so their memory may never have been touched), and
 stderr, never into this stream.
 
 Before each step the child checks the safety guard itself (MemAvailable minus
-the step, assumed mirrored 1:1, must stay above ``floor_bytes``). SIGINT and
-SIGTERM stop it at the next safe point: it frees everything, takes the freed
+the step's predicted host cost, at least 1:1 and at least the slope its own
+samples show so far, must stay above ``floor_bytes``), and after every driver
+call of a step it checks MemAvailable against the floor
+(:meth:`_Runner.checkpoint`). SIGINT, SIGTERM and SIGHUP stop it at the end
+of the step: it takes that step's sample, frees everything, takes the freed
 samples and reports what it freed (the discovery modes keep the default
 handlers: they hold no device memory). If the parent dies, the kernel sends
 SIGTERM (PR_SET_PDEATHSIG), so an orphan never keeps device memory.
@@ -40,12 +43,12 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
 from l0mem.audit.discovery import discover_l0, discover_sycl, one_line
-from l0mem.audit.guard import Guard
+from l0mem.audit.guard import Guard, measured_slope
 from l0mem.probe import MeminfoError, mem_available
 
 if TYPE_CHECKING:
@@ -60,15 +63,31 @@ class _Stop:
     signum: int | None = None
 
 
+# What the guard measures the slope on: both say how much host memory is left.
+_HOST_SIGNALS = ("meminfo.MemAvailable", "host.available")
+
+
+class _Halt(Exception):
+    """Ends the allocation loop in the middle of a step with (status, reason)."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = (status, reason)
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     if _Stop.signum is None:
         _Stop.signum = signum
 
 
 def _install_handlers() -> None:
-    """Turn SIGINT and SIGTERM into a stop request the run checks at every safe point."""
+    """Turn SIGINT, SIGTERM and SIGHUP into a stop request the run checks at every safe point."""
+    # The parent stops the child with SIGINT and SIGTERM: those are always handled.
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+    # A hangup reaches the whole process group; under nohup it stays ignored here too.
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _on_signal)
 
 
 @functools.lru_cache(maxsize=1)
@@ -139,6 +158,10 @@ class _Runner:
         self.device_bytes = 0
         # Allocations whose fill did not read back: their memory proves nothing.
         self.untouched = 0
+        # The guard's view of the run: host memory available at the last idle
+        # sample, per signal, and the slope the alloc samples show.
+        self.idle_host: dict[str, int] = {}
+        self.slope: float | None = None
 
     def sample(self, phase: str) -> None:
         """Take one snapshot and emit it as a sample."""
@@ -155,14 +178,52 @@ class _Runner:
             values=dict(snap.values),
             unavailable=dict(snap.unavailable),
         )
+        self._follow(phase, snap.values, bytes_now)
+
+    def _follow(self, phase: str, values: Mapping[str, int], device_bytes: int) -> None:
+        """Keep the idle baseline and the slope the guard predicts the next step from."""
+        # Measured on MemAvailable and on MemAvailable plus the free pages on the
+        # per-CPU lists (host.available): as pages move on and off those lists one
+        # of the two reads low and the other high, so the larger slope is kept.
+        if phase == "idle":
+            self.idle_host = {k: values[k] for k in _HOST_SIGNALS if k in values}
+        elif phase == "alloc":
+            slopes = [
+                measured_slope(idle, values[key], device_bytes)
+                for key, idle in self.idle_host.items()
+                if key in values
+            ]
+            found = [x for x in slopes if x is not None]
+            if found:
+                self.slope = max(found)
+
+    def breached(self) -> tuple[str, str] | None:
+        """Return (status, reason) when MemAvailable is below the floor (or unreadable), else None."""
+        try:
+            why = self.guard.breached(mem_available())
+        except MeminfoError as exc:
+            return "failed", str(exc)
+        return None if why is None else ("stopped-early", why)
+
+    def checkpoint(self) -> None:
+        """Raise _Halt when MemAvailable is below the floor.
+
+        Called between the driver calls of a step that may take host memory, so
+        that a breach does not wait for the step to end. A stop signal does:
+        a step is short, and a whole step keeps every sample a true point.
+        """
+        if (breach := self.breached()) is not None:
+            raise _Halt(*breach)
 
     def stopped(self) -> tuple[str, str] | None:
         signum = _Stop.signum
         if signum is None:
             return None
-        if signum == signal.SIGINT:
-            return "interrupted", "interrupted (SIGINT)"
-        return "stopped-early", f"stopped by {signal.Signals(signum).name}"
+        name = signal.Signals(signum).name
+        # SIGTERM is also the parent's guard stop; SIGINT and SIGHUP only ever mean the user.
+        if signum in (signal.SIGINT, signal.SIGHUP):
+            return "interrupted", f"interrupted ({name})"
+        return "stopped-early", f"stopped by {name}"
 
     def run(self) -> tuple[str, str | None]:
         """Run the set-up; return (status, reason)."""
@@ -195,19 +256,25 @@ class _Runner:
                 return stop
             nbytes = min(step, target - self.device_bytes)
             try:
-                why = self.guard.refuse_step(mem_available(), nbytes)
+                why = self.guard.refuse_step(mem_available(), nbytes, self.slope)
             except MeminfoError as exc:
                 return "failed", str(exc)
             if why is not None:
                 return "stopped-early", why
             try:
                 self._step(nbytes)
+            except _Halt as stopped:
+                return stopped.status
             except Exception as exc:
                 from l0mem._ze.errors import OutOfDeviceMemoryError
 
                 if isinstance(exc, (OutOfDeviceMemoryError, MemoryError)):
                     return "stopped-early", f"device memory ran out: {one_line(exc)}"
                 raise
+            if (ended := self.stopped() or self.breached()) is not None:
+                # The step is whole: its sample is evidence, taken at once, not after settling.
+                self.sample("alloc")
+                return ended
             _wait(settle)
             self.sample("alloc")
         return "ok", None
@@ -216,8 +283,10 @@ class _Runner:
         assert self.exp is not None
         left = nbytes
         while left > 0:
+            if left < nbytes:
+                self.checkpoint()
             chunk = min(left, self.exp.max_alloc)
-            if not self.exp.allocate(chunk, self.pattern):
+            if not self.exp.allocate(chunk, self.pattern, self.checkpoint):
                 self.untouched += 1
             left -= chunk
             self.device_bytes += chunk

@@ -22,7 +22,14 @@ from typing import Any
 
 from l0mem.audit.guard import Guard
 from l0mem.audit.model import ReportFormatError, Sample, SetupRun
-from l0mem.audit.process import ChildProcess, child_env, exit_text
+from l0mem.audit.process import (
+    ChildProcess,
+    cancel_signal,
+    child_env,
+    exit_text,
+    request_cancel,
+    signal_name,
+)
 from l0mem.audit.setups import SetupPlan
 from l0mem.probe import MeminfoError, mem_available
 from l0mem.units import format_bytes
@@ -76,7 +83,9 @@ def run_setup(
     """Run ``plan`` in a fresh child process and return its run (skipped plans are not run).
 
     ``cancel`` (or a KeyboardInterrupt) stops the child cleanly: it frees its
-    device memory and the run comes back with status ``interrupted``.
+    device memory and the run comes back with status ``interrupted``. A child
+    that takes longer than the guard's grace period is killed; every sample it
+    streamed before is kept in the run.
     """
     if plan.skip_reason is not None:
         return skipped_run(plan)
@@ -88,18 +97,28 @@ def run_setup(
     env = child_env(plan.env, plan.env_unset)
     child = ChildProcess(python or sys.executable, ["run"], env, spec)
     watch = _Watch(plan, on_sample)
+    code, error = -int(signal.SIGKILL), ""
     try:
-        while not child.eof:
+        while not child.done:
             try:
                 for event in child.read_events(guard.poll_s):
                     watch.take(event)
                 watch.police(child, guard, cancel, timeout_s)
-            except KeyboardInterrupt:
-                cancel.set()
-        code = child.finish(guard.grace_s)
-        error = child.error_line()
+            except KeyboardInterrupt as exc:
+                request_cancel(cancel, exc)
+        # An interrupt here must not cost the samples already taken: the run is
+        # assembled from what the watch holds whatever happens to the child.
+        try:
+            code = child.finish(guard.grace_s)
+            error = child.error_line()
+        except KeyboardInterrupt as exc:
+            request_cancel(cancel, exc)
     finally:
         child.close()
+    if cancel.is_set() and watch.parent_status is None:
+        # The signal reached the child too (a terminal's process group) and it
+        # stopped before the parent's own stop: it was still this cancel.
+        watch.parent_status = ("interrupted", interrupted_reason(cancel))
     run = assemble_run(
         plan,
         watch.samples,
@@ -110,8 +129,14 @@ def run_setup(
         watch.parent_status,
         code,
         error,
+        killed=watch.killed,
     )
     return dataclasses.replace(run, unavailable=watch.unavailable())
+
+
+def interrupted_reason(cancel: threading.Event) -> str:
+    """Return a run's reason when ``cancel`` stopped it: ``interrupted (SIGTERM)``."""
+    return f"interrupted ({signal_name(cancel_signal(cancel))})"
 
 
 class _Watch:
@@ -126,8 +151,9 @@ class _Watch:
         self.notes: list[str] = []
         self.parent_status: tuple[str, str] | None = None
         self.stop_sent_at: float | None = None
+        self.killed: str | None = None  # why the parent sent SIGKILL, once it did
         self.last_output = time.monotonic()
-        self.ready = False  # the child handles SIGINT and SIGTERM from now on
+        self.ready = False  # the child handles SIGINT, SIGTERM and SIGHUP from now on
         self.cancel_seen_at: float | None = None
         self._gaps: dict[str, dict[str, str]] = {}  # phase -> signal -> why absent
 
@@ -175,11 +201,20 @@ class _Watch:
     def police(
         self, child: ChildProcess, guard: Guard, cancel: threading.Event, timeout_s: float
     ) -> None:
-        """Stop the child on cancel, a guard breach or silence; SIGKILL it after the grace."""
+        """Stop the child on cancel, a guard breach or silence; SIGKILL it after the grace.
+
+        While a stopped child frees, MemAvailable below half the floor kills it
+        at once: a driver call still mirroring must not take the machine down.
+        """
         now = time.monotonic()
         if self.stop_sent_at is not None:
-            if now - self.stop_sent_at > guard.grace_s:
-                child.signal(signal.SIGKILL)
+            if self.killed is None:
+                if now - self.stop_sent_at > guard.grace_s:
+                    self.killed = f"did not end within the {guard.grace_s:g} s grace period"
+                elif _emergency(guard):
+                    self.killed = "let MemAvailable fall below half the floor while stopping"
+                if self.killed is not None:
+                    child.signal(signal.SIGKILL)
             return
         if cancel.is_set() and self.cancel_seen_at is None:
             self.cancel_seen_at = now
@@ -189,7 +224,7 @@ class _Watch:
             self.cancel_seen_at is not None and now - self.cancel_seen_at > guard.grace_s
         )
         if cancel.is_set() and stoppable:
-            self._stop(child, signal.SIGINT, ("interrupted", "interrupted (Ctrl-C)"), now)
+            self._stop(child, signal.SIGINT, ("interrupted", interrupted_reason(cancel)), now)
         elif self.ready and (why := _watch(guard)) is not None:
             self._stop(child, signal.SIGTERM, ("stopped-early", why), now)
         elif now - self.last_output > timeout_s:
@@ -209,6 +244,13 @@ def _watch(guard: Guard) -> str | None:
         return None
 
 
+def _emergency(guard: Guard) -> bool:
+    try:
+        return mem_available() < guard.floor_bytes // 2
+    except MeminfoError:
+        return False
+
+
 def assemble_run(
     plan: SetupPlan,
     samples: list[Sample],
@@ -219,12 +261,18 @@ def assemble_run(
     parent_status: tuple[str, str] | None,
     code: int,
     error: str,
+    *,
+    killed: str | None = None,
 ) -> SetupRun:
-    """Return the SetupRun from what the child reported and what the parent saw."""
+    """Return the SetupRun from what the child reported and what the parent saw.
+
+    ``killed`` says why the parent sent SIGKILL, when it did.
+    """
     reason: str | None
     if end is None:
         detail = f": {error}" if error else ""
-        ended = f"the child ended without a result ({exit_text(code)}){detail}"
+        how = f"killed by the audit: it {killed}" if killed else exit_text(code)
+        ended = f"the child ended without a result ({how}){detail}"
         if parent_status is not None:
             status, reason = parent_status[0], f"{parent_status[1]}; {ended}"
         else:
@@ -260,4 +308,4 @@ def assemble_run(
     )
 
 
-__all__ = ["assemble_run", "refused_run", "run_setup", "skipped_run"]
+__all__ = ["assemble_run", "interrupted_reason", "refused_run", "run_setup", "skipped_run"]

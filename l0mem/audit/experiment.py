@@ -14,6 +14,7 @@ protocol (dma-buf export, residency, Sysman, the SYCL context) is typed.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
 from l0mem.backends import (
@@ -29,6 +30,12 @@ BackendT = TypeVar("BackendT", bound=Backend)
 
 # A backend that cannot tell its largest allocation: allocate each step in one piece.
 _NO_LIMIT = 1 << 62
+
+Checkpoint = Callable[[], None]
+
+
+def _go_on() -> None:
+    """The default checkpoint between driver calls: nothing stops an allocation."""
 
 
 def _sample_offsets(nbytes: int, size: int) -> list[int]:
@@ -80,10 +87,16 @@ class Experiment(Generic[BackendT]):
         self.buffers: list[DeviceBuffer] = []
         self.max_alloc = backend.memory(0).max_alloc or _NO_LIMIT
 
-    def allocate(self, nbytes: int, pattern: bytes) -> bool:
-        """Allocate ``nbytes`` on the owner device and fill it; return whether the fill shows."""
+    def allocate(self, nbytes: int, pattern: bytes, between: Checkpoint = _go_on) -> bool:
+        """Allocate ``nbytes`` on the owner device and fill it; return whether the fill shows.
+
+        ``between`` runs after each driver call that may take host memory but
+        the last; it raises to abandon the allocation (which stays in
+        ``buffers``, so it is freed with the others).
+        """
         buf = self.backend.allocate(0, nbytes)
         self.buffers.append(buf)
+        between()
         return fill_proved(self.backend, buf, pattern)
 
     def free_all(self) -> tuple[int, int]:
@@ -125,17 +138,20 @@ class L0Experiment(Experiment[LevelZeroBackend]):
         self.peers = peers  # backend indices each allocation is made resident on
         self.dmabuf = dmabuf
 
-    def allocate(self, nbytes: int, pattern: bytes) -> bool:
+    def allocate(self, nbytes: int, pattern: bytes, between: Checkpoint = _go_on) -> bool:
         """Allocate ``nbytes`` on the owner device, apply the policy, and fill it; return whether it shows."""
         buf = self.backend.allocate(0, nbytes, export_dmabuf=self.dmabuf)
         self.buffers.append(buf)  # first, so that a failure below still frees it
+        between()
         if self.dmabuf:
             # The export descriptor alone may never reach a driver's export path
             # (xe_gem_prime_export); asking for the fd does, as an importer would.
             # The allocation owns the new descriptor and closes it when it is freed.
             buf.allocation.dmabuf_fd()
+            between()
         for peer in self.peers:
             self.backend.make_resident(buf, peer)
+            between()
         return fill_proved(self.backend, buf, pattern)
 
     def device_values(self) -> dict[str, int]:

@@ -1,12 +1,16 @@
 """The host-memory safety guard: an audit must never OOM the machine it audits.
 
-Before every allocation step the guard assumes the worst, that the step will
-be mirrored into host memory in full (``worst_ratio`` host bytes per device
-byte, 1:1 by default), and refuses the step if ``MemAvailable`` would then
-fall below the floor. The child process checks this itself before each step;
-the parent also watches ``MemAvailable`` while a child runs and stops the
-child if the floor is crossed anyway (a driver that mirrors more than 1:1, or
-another process taking memory).
+Before every allocation step the guard predicts the step's host cost and
+refuses the step if ``MemAvailable`` would then fall below the floor. The
+prediction is the step times the larger of ``worst_ratio`` (1:1 by default:
+a full mirror) and the slope the run has measured so far (host bytes lost
+per device byte since its idle samples), so a driver that mirrors 3.5:1
+(one mirror per peer device) is refused a step once its first step shows it.
+The child process checks this itself before each step and checks
+``MemAvailable`` against the floor again after every driver call that may
+take host memory; the parent also watches ``MemAvailable`` while a child runs
+and stops the child if the floor is crossed anyway (another process taking
+memory, a driver call that mirrors more than any step before it).
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ class Guard:
     floor_bytes: int
     worst_ratio: float = 1.0  # host bytes a device byte may cost in the worst case
     grace_s: float = 10.0  # how long a stopped child may take to free before SIGKILL
-    poll_s: float = 0.1  # how often the parent reads MemAvailable while a child runs
+    # How often the parent reads MemAvailable while a child runs: the child also
+    # checks after each driver call, so this only has to catch what the child cannot.
+    poll_s: float = 0.05
 
     def __post_init__(self) -> None:
         """Reject settings that would disable or break the guard by accident."""
@@ -52,14 +58,30 @@ class Guard:
             floor_bytes = default_floor(read_meminfo(proc_root)["meminfo.MemTotal"])
         return cls(floor_bytes=floor_bytes)
 
-    def refuse_step(self, available: int, step_bytes: int) -> str | None:
-        """Return why a step of ``step_bytes`` must not be taken with ``available`` bytes, or None."""
-        worst = int(step_bytes * self.worst_ratio)
+    def step_ratio(self, slope: float | None = None) -> float:
+        """Return the host bytes per device byte a step is assumed to cost, given ``slope``."""
+        return max(self.worst_ratio, slope or 0.0)
+
+    def refuse_step(
+        self, available: int, step_bytes: int, slope: float | None = None
+    ) -> str | None:
+        """Return why a step of ``step_bytes`` must not be taken with ``available`` bytes, or None.
+
+        ``slope`` is the host bytes per device byte measured so far in the run
+        (:func:`measured_slope`); the step is assumed to cost at least that.
+        """
+        ratio = self.step_ratio(slope)
+        worst = int(step_bytes * ratio)
         if available - worst >= self.floor_bytes:
             return None
+        how = (
+            f"predicted {ratio:.2f}:1 from the slope measured so far"
+            if ratio > self.worst_ratio
+            else f"assumed mirrored {ratio:g}:1"
+        )
         return (
             f"safety guard: MemAvailable {format_bytes(available)} minus the next step "
-            f"{format_bytes(worst)} (assumed mirrored {self.worst_ratio:g}:1) would fall below "
+            f"{format_bytes(worst)} ({how}) would fall below "
             f"the floor {format_bytes(self.floor_bytes)}"
         )
 
@@ -71,3 +93,15 @@ class Guard:
             f"safety guard: MemAvailable fell to {format_bytes(available)}, below the floor "
             f"{format_bytes(self.floor_bytes)}; the experiment was stopped"
         )
+
+
+def measured_slope(idle_available: int, available: int, device_bytes: int) -> float | None:
+    """Return the host bytes lost per device byte allocated, or None before any allocation.
+
+    ``idle_available`` is the host's available memory before the first step,
+    ``available`` the same measure with ``device_bytes`` allocated. Memory
+    that came back (a negative drop) is a slope of 0, never a credit.
+    """
+    if device_bytes <= 0:
+        return None
+    return max(0.0, (idle_available - available) / device_bytes)

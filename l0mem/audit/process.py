@@ -9,6 +9,7 @@ discovery children and returns their :class:`Inventory`.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -19,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 from l0mem.audit.setups import AuditOptions, Inventory
@@ -31,6 +32,42 @@ _STDERR_TAIL = 4000
 
 class Cancelled(Exception):
     """The cancel event was set while no set-up was running (during discovery)."""
+
+
+class CancelEvent(threading.Event):
+    """A cancel event that remembers the signal which asked for it (SIGINT when none said)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.signum = int(signal.SIGINT)
+
+    def request(self, signum: int) -> None:
+        """Cancel because of ``signum``; the first signal is the one remembered."""
+        if not self.is_set():
+            self.signum = int(signum)
+        self.set()
+
+
+def cancel_signal(cancel: threading.Event) -> int:
+    """Return the signal that set ``cancel`` (SIGINT for a plain event: Ctrl-C's)."""
+    return cancel.signum if isinstance(cancel, CancelEvent) else int(signal.SIGINT)
+
+
+def request_cancel(cancel: threading.Event, err: BaseException | None = None) -> None:
+    """Set ``cancel`` for interrupt ``err`` (its ``signum``, else SIGINT)."""
+    signum = getattr(err, "signum", None)
+    if isinstance(cancel, CancelEvent):
+        cancel.request(signum if isinstance(signum, int) else int(signal.SIGINT))
+    else:
+        cancel.set()
+
+
+def signal_name(signum: int) -> str:
+    """Return a signal's name (``SIGTERM``), or ``signal N`` for a number without one."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def child_env(extra: dict[str, str], unset: Sequence[str] = ()) -> dict[str, str]:
@@ -52,10 +89,7 @@ def _stderr_tail(f: IO[bytes]) -> str:
 def exit_text(code: int) -> str:
     """Return how a child ended, for a report: ``exit code N`` or ``killed by SIGNAME``."""
     if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
+        name = signal_name(-code)
         hint = " (the OOM killer?)" if -code == signal.SIGKILL else ""
         return f"killed by {name}{hint}"
     return f"exit code {code}"
@@ -83,22 +117,30 @@ class ChildProcess:
             pass
         self.stdout = self.proc.stdout
         self._buf = b""
+        self._pending: collections.deque[dict[str, Any]] = collections.deque()
         self.eof = False
 
-    def read_events(self, timeout: float) -> list[dict[str, Any]]:
-        """Return the complete JSON lines that arrive within ``timeout`` seconds."""
-        if self.eof:
-            return []
+    def read_events(self, timeout: float) -> Iterator[dict[str, Any]]:
+        """Yield the complete JSON lines that arrive within ``timeout`` seconds.
+
+        Lines read but not yet taken stay queued for the next call, so an
+        interrupt while the caller handles one event loses none of the others.
+        """
+        if not self.eof:
+            self._read(timeout)
+        while self._pending:
+            yield self._pending.popleft()
+
+    def _read(self, timeout: float) -> None:
         ready, _, _ = select.select([self.stdout], [], [], timeout)
         if not ready:
-            return []
+            return
         chunk = os.read(self.stdout.fileno(), 1 << 16)
         if not chunk:
             self.eof = True
             chunk = b"\n"
         self._buf += chunk
         *lines, self._buf = self._buf.split(b"\n")
-        events = []
         for line in lines:
             if not line.strip():
                 continue
@@ -107,8 +149,12 @@ class ChildProcess:
             except ValueError:
                 event = {"event": "garbage", "line": line[:200].decode("utf-8", "replace")}
             if isinstance(event, dict):
-                events.append(event)
-        return events
+                self._pending.append(event)
+
+    @property
+    def done(self) -> bool:
+        """Return whether the child's output has ended and every event was taken."""
+        return self.eof and not self._pending
 
     def signal(self, signum: int) -> None:
         """Send ``signum`` to the child unless it has already exited."""
@@ -150,7 +196,7 @@ def discover_one(
     try:
         deadline = time.monotonic() + DISCOVERY_TIMEOUT_S
         found: dict[str, Any] | None = None
-        while not child.eof:
+        while not child.done:
             if cancel.is_set():
                 child.signal(signal.SIGTERM)
                 raise Cancelled
@@ -202,10 +248,14 @@ def discover(options: AuditOptions, cancel: threading.Event | None = None) -> In
 __all__ = [
     "CHILD_MODULE",
     "DISCOVERY_TIMEOUT_S",
+    "CancelEvent",
     "Cancelled",
     "ChildProcess",
+    "cancel_signal",
     "child_env",
     "discover",
     "discover_one",
     "exit_text",
+    "request_cancel",
+    "signal_name",
 ]

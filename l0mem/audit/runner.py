@@ -10,13 +10,15 @@ the remedies for those that mirrored) and assembles the report.
 
 Cancelling (``cancel`` event set, or KeyboardInterrupt) forwards SIGINT to the
 running child, waits for it to free its device memory, and raises
-:class:`AuditInterrupted` carrying the partial report (``complete=False``).
-Nothing here prints; progress goes to the ``progress`` callback.
+:class:`AuditInterrupted` carrying the partial report (``complete=False``) and
+the signal that cancelled (a :class:`CancelEvent` remembers it; SIGINT
+otherwise). Nothing here prints; progress goes to the ``progress`` callback.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any, Literal
@@ -26,7 +28,15 @@ from l0mem.audit.analysis import analyze_report, analyze_run
 from l0mem.audit.execute import run_setup, skipped_run
 from l0mem.audit.guard import Guard
 from l0mem.audit.model import AuditReport, Sample, SetupRun, utc_now
-from l0mem.audit.process import CHILD_MODULE, Cancelled, discover
+from l0mem.audit.process import (
+    CHILD_MODULE,
+    CancelEvent,
+    Cancelled,
+    cancel_signal,
+    discover,
+    request_cancel,
+    signal_name,
+)
 from l0mem.audit.remedies import KNOWN_REMEDIES, Remedy, custom_remedy, remedies_for
 from l0mem.audit.setups import (
     AuditOptions,
@@ -39,11 +49,12 @@ from l0mem.driverenv import no_hardware_reason
 
 
 class AuditInterrupted(KeyboardInterrupt):
-    """The audit was interrupted; ``report`` holds what was measured (``complete=False``)."""
+    """The audit was interrupted by ``signum``; ``report`` holds what was measured (``complete=False``)."""
 
-    def __init__(self, report: AuditReport) -> None:
-        super().__init__("the audit was interrupted")
+    def __init__(self, report: AuditReport, signum: int = signal.SIGINT) -> None:
+        super().__init__(f"the audit was interrupted ({signal_name(signum)})")
         self.report = report
+        self.signum = int(signum)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +160,7 @@ def run_audit(
     ``options.devices`` names an index no Level Zero device has, and
     AuditInterrupted (with the partial report) when cancelled.
     """
-    cancel = cancel or threading.Event()
+    cancel = cancel or CancelEvent()
     guard = guard or Guard.for_host(options.floor_bytes)
     created = utc_now()
     notify = progress or (lambda event: None)
@@ -170,8 +181,11 @@ def run_audit(
 
     try:
         inventory = discover(options, cancel)
-    except (Cancelled, KeyboardInterrupt):
-        raise AuditInterrupted(report([], False, {"simulated": False})) from None
+    except (Cancelled, KeyboardInterrupt) as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            request_cancel(cancel, exc)
+        partial = report([], False, {"simulated": False})
+        raise AuditInterrupted(partial, cancel_signal(cancel)) from None
     fingerprint = build_fingerprint(inventory)
     if not inventory.l0_devices and not inventory.sycl_devices:
         raise NoDeviceError(
@@ -207,8 +221,8 @@ def run_audit(
 
     try:
         run_plans(plans)
-    except KeyboardInterrupt:
-        cancel.set()
+    except KeyboardInterrupt as exc:
+        request_cancel(cancel, exc)
         interrupted = True
     remedies = remedy_list(options)
     if remedies and not interrupted:
@@ -224,21 +238,22 @@ def run_audit(
         if retry:
             try:
                 run_plans(retry)
-            except KeyboardInterrupt:
-                cancel.set()
+            except KeyboardInterrupt as exc:
+                request_cancel(cancel, exc)
                 interrupted = True
     complete = not interrupted and all(
         r.status not in ("interrupted", "stopped-early") for r in runs
     )
     result = report(runs, complete, fingerprint)
     if interrupted:
-        raise AuditInterrupted(result)
+        raise AuditInterrupted(result, cancel_signal(cancel))
     return result
 
 
 __all__ = [
     "CHILD_MODULE",
     "AuditInterrupted",
+    "CancelEvent",
     "Progress",
     "RunEvent",
     "build_fingerprint",

@@ -24,7 +24,7 @@ from l0mem import __version__
 from l0mem.allreduce import AllReduce, error_bound, scratch_bytes
 from l0mem.backends import Backend, Event, NoDeviceError, cleanup
 from l0mem.bench.fit import check_fits
-from l0mem.bench.timing import time_op
+from l0mem.bench.timing import MeasurementInterrupted, time_op
 
 SCHEMA = "l0mem.allreduce/1"
 
@@ -96,7 +96,10 @@ def measure(
     """Run both paths for every size over ``devices``; return the JSON-ready report (no printing).
 
     ``sizes`` are bytes per device buffer, each a whole number of FP32
-    elements (ValueError otherwise, before anything is run).
+    elements (ValueError otherwise, before anything is run). Interrupted
+    (KeyboardInterrupt), it raises :class:`MeasurementInterrupted` whose
+    ``partial`` is the report over the rows that finished (``complete`` false),
+    once the buffers are freed.
     """
     counts = [fp32_elements(n) for n in sizes]
     try:
@@ -110,37 +113,48 @@ def measure(
     run_reps, run_warmup = (1, 0) if withheld else (reps, warmup)
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
-    with AllReduce(backend, devices, threshold=threshold, transport=transport) as ar:
-        for nelem in counts:
-            xs = [rng.standard_normal(nelem).astype(np.float32) for _ in devices]
-            bufs: list[Any] = []
-            ok = False
-            try:
-                bufs.extend(backend.allocate(d, 4 * nelem) for d in devices)
-                for path in ("f32", "bf16"):
-                    rows.append(
-                        _one(np, backend, ar, devices, bufs, xs, nelem, path, run_reps, run_warmup)
-                    )
-                ok = True
-            finally:
-                waits = [functools.partial(backend.synchronize, d) for d in devices]
-                cleanup([*waits, *(b.close for b in bufs)], strict=ok)
-    return {
-        "schema": SCHEMA,
-        "l0mem_version": __version__,
-        "backend": backend.name,
-        "simulated": backend.simulated,
-        "no_hardware": withheld,
-        "devices": [{"index": d, "name": backend.device_name(d)} for d in devices],
-        "threshold": threshold,
-        "transport": transport,
-        "routes": {f"{s}>{d}": r for (s, d), r in sorted(ar.routes.items())},
-        "reps": reps,
-        "warmup": warmup,
-        "seed": seed,
-        "results": [] if withheld else rows,
-        "ok": None if withheld else all(r["within_bound"] and r["identical"] for r in rows),
-    }
+    ar = AllReduce(backend, devices, threshold=threshold, transport=transport)
+
+    def report(complete: bool) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "l0mem_version": __version__,
+            "backend": backend.name,
+            "simulated": backend.simulated,
+            "no_hardware": withheld,
+            "devices": [{"index": d, "name": backend.device_name(d)} for d in devices],
+            "threshold": threshold,
+            "transport": transport,
+            "routes": {f"{s}>{d}": r for (s, d), r in sorted(ar.routes.items())},
+            "reps": reps,
+            "warmup": warmup,
+            "seed": seed,
+            "results": [] if withheld else rows,
+            "ok": None if withheld else all(r["within_bound"] and r["identical"] for r in rows),
+            "complete": complete,
+        }
+
+    try:
+        with ar:
+            for nelem in counts:
+                xs = [rng.standard_normal(nelem).astype(np.float32) for _ in devices]
+                bufs: list[Any] = []
+                ok = False
+                try:
+                    bufs.extend(backend.allocate(d, 4 * nelem) for d in devices)
+                    for path in ("f32", "bf16"):
+                        rows.append(
+                            _one(
+                                np, backend, ar, devices, bufs, xs, nelem, path, run_reps, run_warmup
+                            )
+                        )
+                    ok = True
+                finally:
+                    waits = [functools.partial(backend.synchronize, d) for d in devices]
+                    cleanup([*waits, *(b.close for b in bufs)], strict=ok)
+    except KeyboardInterrupt as exc:
+        raise MeasurementInterrupted(report(False), exc) from None
+    return report(True)
 
 
 def _one(

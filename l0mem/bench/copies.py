@@ -63,7 +63,13 @@ from l0mem.backends import (
     staged_copy,
 )
 from l0mem.bench.fit import check_fits
-from l0mem.bench.timing import Measurement, TimingRequest, time_op, unmeasured_dict
+from l0mem.bench.timing import (
+    Measurement,
+    MeasurementInterrupted,
+    TimingRequest,
+    time_op,
+    unmeasured_dict,
+)
 
 SCHEMA = "l0mem.p2p/1"
 DEFAULT_SIZES = (1 << 20, 16 << 20, 64 << 20)
@@ -154,8 +160,13 @@ def measure_copies(
     warmup: int = 2,
     timing: TimingRequest = "auto",
     kinds: Sequence[CopyKind] = ("same_device", "direct", "staged"),
+    rows: list[CopyTiming] | None = None,
 ) -> list[CopyTiming]:
-    """Time same-device, direct and host-staged copies for every ordered pair and size; return them."""
+    """Time same-device, direct and host-staged copies for every ordered pair and size; return them.
+
+    Each timing is also appended to ``rows`` as soon as it is finished, so a
+    caller keeps what was measured when the sweep is interrupted.
+    """
     idx = list(range(backend.device_count())) if devices is None else list(devices)
     if not idx:
         raise ValueError("no devices to measure")
@@ -174,7 +185,7 @@ def measure_copies(
     biggest = max(sizes)
     srcs: dict[int, DeviceBuffer] = {}
     dsts: dict[int, DeviceBuffer] = {}
-    results: list[CopyTiming | None] = []
+    results: list[CopyTiming] = [] if rows is None else rows
     ok = False
     try:
         for i in idx:
@@ -188,20 +199,16 @@ def measure_copies(
                 for d in idx:
                     src, dst = srcs[s].view(0, n), dsts[d].view(0, n)
                     for kind in kinds:
-                        results.append(
-                            _measure_one(backend, kind, s, d, src, dst, n, reps, warmup, timing)
-                        )
+                        row = _measure_one(backend, kind, s, d, src, dst, n, reps, warmup, timing)
+                        if row is not None and withheld and not row.skipped:
+                            row = CopyTiming(row.kind, row.src, row.dst, row.nbytes, skipped=withheld)
+                        if row is not None:
+                            results.append(row)
         ok = True
     finally:
         buffers = (*srcs.values(), *dsts.values())
         cleanup([backend.synchronize, *(b.close for b in buffers)], strict=ok)
-    done = [r for r in results if r is not None]
-    if withheld:
-        done = [
-            c if c.skipped else CopyTiming(c.kind, c.src, c.dst, c.nbytes, skipped=withheld)
-            for c in done
-        ]
-    return done
+    return list(results)
 
 
 def _measure_one(
@@ -256,6 +263,7 @@ class P2PResult:
     copies: tuple[CopyTiming, ...]
     notes: tuple[str, ...] = field(default=())
     no_hardware: str | None = None  # why nothing was measured: no GPU executes (Backend.no_hardware)
+    complete: bool = True  # False: interrupted, ``copies`` holds the timings that finished
 
     def timing(self, kind: CopyKind, src: int, dst: int, nbytes: int) -> CopyTiming | None:
         """Return the timing of one copy kind, pair and size, or None if not part of the run."""
@@ -279,6 +287,7 @@ class P2PResult:
             "peers": [p.to_dict() for p in self.peers],
             "copies": [c.to_dict() for c in self.copies],
             "notes": list(self.notes),
+            "complete": self.complete,
         }
 
 
@@ -291,12 +300,41 @@ def run_p2p(
     timing: TimingRequest = "auto",
     simulated: bool | None = None,
 ) -> P2PResult:
-    """Read the peer matrix and measure all copies over every device of ``backend``; return the run."""
-    n = backend.device_count()
+    """Read the peer matrix and measure all copies over every device of ``backend``; return the run.
+
+    Interrupted (KeyboardInterrupt), it raises :class:`MeasurementInterrupted`
+    whose ``partial`` is the run over the copies that finished (``complete``
+    False), once the buffers are freed.
+    """
     peers = peer_matrix(backend)
-    copies = measure_copies(backend, sizes=sizes, reps=reps, warmup=warmup, timing=timing)
+    done: list[CopyTiming] = []
+    try:
+        measure_copies(backend, sizes=sizes, reps=reps, warmup=warmup, timing=timing, rows=done)
+    except KeyboardInterrupt as exc:
+        partial = _p2p_result(backend, sizes, reps, warmup, peers, done, simulated, complete=False)
+        raise MeasurementInterrupted(partial, exc) from None
+    return _p2p_result(backend, sizes, reps, warmup, peers, done, simulated, complete=True)
+
+
+def _p2p_result(
+    backend: Backend,
+    sizes: Sequence[int],
+    reps: int,
+    warmup: int,
+    peers: list[PeerInfo],
+    copies: list[CopyTiming],
+    simulated: bool | None,
+    *,
+    complete: bool,
+) -> P2PResult:
+    """Return the run of the ``copies`` measured, with the notes that apply to them."""
+    n = backend.device_count()
     sim = backend.simulated if simulated is None else simulated
     notes: list[str] = []
+    if not complete:
+        notes.append(
+            f"interrupted: {len(copies)} copy timing(s) finished; the others were not measured"
+        )
     if sim:
         notes.append("simulated driver: these are a simulator's numbers, not hardware results")
     no_hw = backend.no_hardware
@@ -324,6 +362,7 @@ def run_p2p(
         copies=tuple(copies),
         notes=tuple(notes),
         no_hardware=no_hw,
+        complete=complete,
     )
 
 

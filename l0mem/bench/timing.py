@@ -22,6 +22,7 @@ between them) asks for ``timing="host"``.
 
 from __future__ import annotations
 
+import signal
 import statistics
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -231,11 +232,27 @@ def time_op(
     )[0]
 
 
+class MeasurementInterrupted(KeyboardInterrupt):
+    """A benchmark was interrupted; ``partial`` is its result over what finished, marked incomplete.
+
+    Raised in place of the KeyboardInterrupt (Ctrl-C, or a stop signal the
+    caller raises as one, its number in ``signum``) once the benchmark's
+    device memory is freed.
+    """
+
+    def __init__(self, partial: Any, cause: BaseException) -> None:
+        super().__init__(str(cause) or "interrupted")
+        self.partial = partial
+        signum = getattr(cause, "signum", None)
+        self.signum = signum if isinstance(signum, int) else int(signal.SIGINT)
+
+
 __all__ = [
     "FALLBACK_NOTE",
     "SUMMARY_KEYS",
     "EventsOp",
     "Measurement",
+    "MeasurementInterrupted",
     "Timing",
     "TimingRequest",
     "time_op",

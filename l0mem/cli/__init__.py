@@ -3,7 +3,8 @@
 What it is for: one module per command (``info``, ``audit``, ``compare``,
 ``p2p``, ``allreduce``, ``bench``; the audit's tables in :mod:`.audit_view`)
 and :mod:`._common`, the one failure path (``l0mem COMMAND: MESSAGE`` and a
-documented exit code), the exit codes and the options the commands share.
+documented exit code), the exit codes and the options the commands share;
+:mod:`._signals` makes SIGTERM and SIGHUP end a command as Ctrl-C does.
 Commands are imported lazily so that ``l0mem info`` does not pay for the SYCL
 runtime and a missing optional dependency only affects the command needing it.
 
@@ -60,17 +61,22 @@ class _LazyGroup(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the subcommand; Ctrl-C and a closed stdout get their own exit codes.
+        """Run the subcommand; a stop signal and a closed stdout get their own exit codes.
 
-        click would turn both into exit 1, which a CI gate reads as a regression.
+        SIGTERM and SIGHUP end a command as Ctrl-C does (a measuring block frees
+        device memory on the way out); each exits 128 + N and names the signal.
+        click would turn an interrupt into exit 1, which a CI gate reads as a regression.
         """
-        from l0mem.cli._common import ExitCode, error
+        from l0mem.cli._common import ExitCode, error, interrupt_signal, signal_exit
+        from l0mem.cli._signals import stop_signals_interrupt
 
         try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            error(ctx.invoked_subcommand or "l0mem", "interrupted")
-            raise SystemExit(int(ExitCode.INTERRUPTED)) from None
+            with stop_signals_interrupt():
+                return super().invoke(ctx)
+        except KeyboardInterrupt as err:
+            code, name = signal_exit(interrupt_signal(err))
+            error(ctx.invoked_subcommand or "l0mem", f"interrupted by {name}")
+            raise SystemExit(code) from None
         except BrokenPipeError:
             # Point stdout at /dev/null so that the flush at exit does not fail again.
             with contextlib.suppress(OSError, ValueError):

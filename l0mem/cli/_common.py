@@ -25,8 +25,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 import click
 from rich.console import Console
 
+from l0mem.cli._exits import STOP_SIGNALS as STOP_SIGNALS
 from l0mem.cli._exits import ExitCode as ExitCode
 from l0mem.cli._exits import exit_epilog as exit_epilog
+from l0mem.cli._exits import interrupt_signal as interrupt_signal
+from l0mem.cli._exits import signal_exit as signal_exit
 
 if TYPE_CHECKING:
     from l0mem.backends.select import ContextMode
@@ -133,9 +136,11 @@ def _memory_message(err: MemoryError) -> str:
 
 
 @contextlib.contextmanager
-def measuring(command: str) -> Iterator[None]:
+def measuring(command: str, keep: Callable[[Any], None] | None = None) -> Iterator[None]:
     """Turn a failure while ``command`` measures into its one-line error and exit code.
 
+    An interrupt (Ctrl-C, SIGTERM, SIGHUP) exits 128 + N; when it carries the
+    ``partial`` result of what was measured, ``keep`` writes and prints it first.
     Handles that fail to release during the teardown after a failure (every
     call fails once a device is lost) would each print a ReleaseWarning; they
     are dropped then, so the one line names the original failure.
@@ -157,7 +162,14 @@ def measuring(command: str) -> Iterator[None]:
     if mapped is not None:
         fail(command, *mapped)
     if isinstance(failure, KeyboardInterrupt):
-        fail(command, ExitCode.INTERRUPTED, "interrupted; device memory was freed")
+        code, name = signal_exit(interrupt_signal(failure))
+        partial = getattr(failure, "partial", None)
+        if keep is not None and partial is not None:
+            keep(partial)
+            error(command, f"interrupted by {name}; device memory was freed, partial results kept")
+        else:
+            error(command, f"interrupted by {name}; device memory was freed")
+        raise SystemExit(code)
     if isinstance(failure, MemoryError):
         fail(command, ExitCode.NO_DEVICE, _memory_message(failure))
     if isinstance(failure, Exception) and not isinstance(failure, click.ClickException):

@@ -14,6 +14,7 @@ keeps the two equal) and :func:`exit_epilog` each command's ``--help`` part.
 from __future__ import annotations
 
 import enum
+import signal
 import textwrap
 from typing import NamedTuple
 
@@ -28,7 +29,32 @@ class ExitCode(enum.IntEnum):
     BAD_INPUT = 4  # an input file is missing, unreadable or malformed, or an output unwritable
     MISMATCH = 5  # inputs are well-formed but cannot be compared
     DRIVER_ERROR = 6  # the driver or runtime failed while working (a lost device)
-    INTERRUPTED = 130  # Ctrl-C: device memory was freed, partial results written
+    INTERRUPTED = 130  # Ctrl-C (SIGINT); any stop signal N ends a command with 128 + N
+
+
+# A stop signal ends a command as Ctrl-C does, exit code 128 + N as a shell reports
+# a signal: SIGHUP 129, SIGINT 130 (ExitCode.INTERRUPTED), SIGTERM 143.
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def signal_exit(signum: int) -> tuple[int, str]:
+    """Return the exit code (128 + N) and the name of stop signal ``signum``."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    return 128 + signum, name
+
+
+def interrupt_signal(err: BaseException) -> int:
+    """Return the signal an interrupt stands for: its ``signum``, else SIGINT (Ctrl-C)."""
+    signum = getattr(err, "signum", None)
+    return signum if isinstance(signum, int) else int(signal.SIGINT)
+
+
+def code_label(code: ExitCode) -> str:
+    """Return how the table shows ``code``: its number, or ``128+N`` for the stop signals."""
+    return "128+N" if code == ExitCode.INTERRUPTED else str(int(code))
 
 
 class Row(NamedTuple):
@@ -86,6 +112,11 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.USAGE,
         "`audit`: a `--device` that is not a list of Level Zero indices, or names one twice",
+        _only("audit"),
+    ),
+    Row(
+        ExitCode.USAGE,
+        "`audit`: `--floor 0` without `--no-floor`, or `--no-floor` with a floor above 0",
         _only("audit"),
     ),
     Row(
@@ -156,7 +187,10 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.INTERRUPTED,
-        "interrupted (Ctrl-C): device memory was freed, partial results written",
+        "interrupted by signal N, every command alike: SIGHUP 129, SIGINT (Ctrl-C) 130, "
+        "SIGTERM 143. Device memory was freed and the line names the signal; `audit` writes "
+        "its partial report, `p2p` and `allreduce` write and show what they finished "
+        '(`"complete": false`)',
         _ALL,
     ),
 )
@@ -171,9 +205,9 @@ def _rows(command: str | None) -> list[tuple[ExitCode, list[str]]]:
     return sorted(out.items())
 
 
-def readme_rows() -> list[tuple[int, str]]:
-    """Return the rows of README's exit-code table: each code and its meanings joined."""
-    return [(int(code), "; ".join(texts)) for code, texts in _rows(None)]
+def readme_rows() -> list[tuple[str, str]]:
+    """Return the rows of README's exit-code table: each code's label and its meanings joined."""
+    return [(code_label(code), "; ".join(texts)) for code, texts in _rows(None)]
 
 
 def exit_epilog(command: str) -> str:
@@ -187,11 +221,22 @@ def exit_epilog(command: str) -> str:
         lines += textwrap.wrap(
             "; ".join(mine).replace("`", ""),
             width=78,
-            initial_indent=f"  {int(code):<4d}",
-            subsequent_indent=" " * 6,
+            initial_indent=f"  {code_label(code):<6s}",
+            subsequent_indent=" " * 8,
             break_on_hyphens=False,
         )
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["COMMANDS", "EXIT_TABLE", "ExitCode", "Row", "exit_epilog", "readme_rows"]
+__all__ = [
+    "COMMANDS",
+    "EXIT_TABLE",
+    "STOP_SIGNALS",
+    "ExitCode",
+    "Row",
+    "code_label",
+    "exit_epilog",
+    "interrupt_signal",
+    "readme_rows",
+    "signal_exit",
+]

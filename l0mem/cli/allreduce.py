@@ -207,7 +207,16 @@ def allreduce(
             raise click.UsageError("--devices is the old name of --count: give one of them")
         count = old_count
     check_outputs("allreduce", [("--json", json_path)])
-    with measuring("allreduce"), open_backend(backend, device_specs, sub_devices) as b:
+
+    def keep(report: dict[str, Any]) -> None:
+        # The report first: a reader of the tables that goes away (| head) must not lose it.
+        if json_path is not None:
+            save_json("allreduce", json_path, report)
+        with rendering():
+            render(report, output(stderr=to_stdout(json_path)))
+
+    # Interrupted, the rows that finished are written and shown, marked incomplete.
+    with measuring("allreduce", keep), open_backend(backend, device_specs, sub_devices) as b:
         available = b.device_count()
         want = available if count is None else count
         if want > available or available < 2:
@@ -227,11 +236,7 @@ def allreduce(
             seed=seed,
             transport=transport,
         )
-    # The report first: a reader of the tables that goes away (| head) must not lose it.
-    if json_path is not None:
-        save_json("allreduce", json_path, report)
-    with rendering():
-        render(report, output(stderr=to_stdout(json_path)))
+    keep(report)
     if report["ok"] is False:
         fail(
             "allreduce",

@@ -7,7 +7,6 @@ The options, the run and the exit code live here; what the audit prints
 from __future__ import annotations
 
 import signal
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,10 +24,11 @@ from l0mem.audit.report import (
     write_junit,
     write_plot,
 )
-from l0mem.audit.runner import AuditInterrupted, run_audit
+from l0mem.audit.runner import AuditInterrupted, CancelEvent, run_audit
 from l0mem.audit.setups import AuditOptions
 from l0mem.backends import DeviceSelectionError
 from l0mem.cli._common import (
+    STOP_SIGNALS,
     ExitCode,
     check_outputs,
     device_option,
@@ -41,6 +41,7 @@ from l0mem.cli._common import (
     output,
     rendering,
     reporting,
+    signal_exit,
     stdout_is_tty,
     to_stdout,
 )
@@ -86,6 +87,22 @@ def _floor_option(ctx: click.Context, param: click.Parameter, value: str | None)
         return parse_size(value, minimum=0)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def _checked_floor(floor_bytes: int | None, no_floor: bool) -> int | None:
+    """Return the floor to keep: 0 needs --no-floor, which allows nothing else (exit 2)."""
+    if no_floor:
+        if floor_bytes:
+            fail("audit", ExitCode.USAGE, "--no-floor and a --floor above 0 contradict each other: give one of them")
+        return 0
+    if floor_bytes == 0:
+        fail(
+            "audit",
+            ExitCode.USAGE,
+            "--floor 0 turns the safety guard off: add --no-floor to accept that the audit "
+            "may take this machine out of memory",
+        )
+    return floor_bytes
 
 
 def _setups_option(
@@ -141,13 +158,21 @@ def _plot_path(ctx: click.Context, param: click.Parameter, value: Path | None) -
 
 
 @contextmanager
-def _cancel_on_signals(cancel: threading.Event) -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into ``cancel`` so the running child can free cleanly."""
+def _cancel_on_signals(cancel: CancelEvent) -> Iterator[None]:
+    """Turn SIGINT, SIGTERM and SIGHUP into ``cancel``, which remembers the signal.
+
+    The running child then frees its device memory cleanly and the partial
+    report is written. A signal inherited as ignored (``nohup``) stays ignored.
+    """
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        cancel.set()
+        cancel.request(signum)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {
+        s: signal.signal(s, handler)
+        for s in STOP_SIGNALS
+        if signal.getsignal(s) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:
@@ -252,7 +277,14 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[ExitCode, str | 
     "floor_bytes",
     callback=_floor_option,
     metavar="SIZE|PCT%",
-    help="MemAvailable never goes below this (default: the larger of 2 GiB and 10% of MemTotal).",
+    help="MemAvailable never goes below this (default: the larger of 2 GiB and 10% of MemTotal); "
+    "0 only with --no-floor.",
+)
+@click.option(
+    "--no-floor",
+    is_flag=True,
+    help="Turn the floor off (--floor 0): accept that the audit may take this machine out of "
+    "memory (the OOM killer).",
 )
 @click.option(
     "--settle",
@@ -303,6 +335,7 @@ def audit(
     size_bytes: int | None,
     steps: int,
     floor_bytes: int | None,
+    no_floor: bool,
     settle: float,
     remedies: bool,
     env: dict[str, str],
@@ -312,6 +345,7 @@ def audit(
     plot_path: Path | None,
 ) -> None:
     """Measure the host memory each set-up's device allocations cost, and say which mirror."""
+    floor_bytes = _checked_floor(floor_bytes, no_floor)
     # Before anything runs: a typo in a path must not cost a long measurement.
     check_outputs("audit", [("--json", json_path), ("--junit", junit_path), ("--plot", plot_path)])
     if plot_path is not None:
@@ -349,28 +383,29 @@ def audit(
         width=None if stdout_is_tty() else 160,
         stderr=to_stdout(json_path, junit_path, plot_path),
     )
-    cancel = threading.Event()
-    interrupted = False
+    cancel = CancelEvent()
+    interrupted: int | None = None  # the stop signal that cut the audit short
     # No device at all, or none with a --device index, is exit 3; MemAvailable
-    # unreadable (no floor to keep) exit 6.
-    with reporting("audit"):
+    # unreadable (no floor to keep) exit 6. A stop signal while the report is
+    # written is remembered, not raised: the report is written whole either way.
+    with reporting("audit"), _cancel_on_signals(cancel):
         try:
-            with (
-                _cancel_on_signals(cancel),
-                progress_bars(Console(stderr=True, highlight=False)) as bars,
-            ):
+            with progress_bars(Console(stderr=True, highlight=False)) as bars:
                 report = run_audit(options, progress=Bars(bars), cancel=cancel)
         except AuditInterrupted as exc:
-            report, interrupted = exc.report, True
-    errors = _write_outputs(report, json_path, junit_path, plot_path)
+            report, interrupted = exc.report, exc.signum
+        errors = _write_outputs(report, json_path, junit_path, plot_path)
     with rendering():
         render(report, out)
-    if interrupted:
-        notice("audit", "interrupted: device memory was freed, partial results kept")
+    how = "device memory was freed, partial results kept"
+    if interrupted is None and cancel.is_set():
+        interrupted, how = cancel.signum, "after the last set-up; the report is complete"
+    if interrupted is not None:
+        notice("audit", f"interrupted by {signal_exit(interrupted)[1]}: {how}")
     for message in errors:
         error("audit", message)
-    if interrupted:
-        raise SystemExit(int(ExitCode.INTERRUPTED))
+    if interrupted is not None:
+        raise SystemExit(signal_exit(interrupted)[0])
     if errors:
         raise SystemExit(int(ExitCode.BAD_INPUT))
     code, why = outcome(report, fail_on_mirror)

@@ -56,9 +56,17 @@ class Bars:
         elif event.kind == "sample" and event.sample is not None and event.sample.phase == "alloc":
             step = max(event.plan.step_bytes, 1)
             done = -(-event.sample.device_bytes // step)
-            self.progress.update(
-                task, completed=done, state=format_bytes(event.sample.device_bytes)
-            )
+            allocated = format_bytes(event.sample.device_bytes)
+            self.progress.update(task, completed=done, state=allocated)
+            if not self.progress.console.is_terminal:
+                # Off a terminal (a CI log) the bars show only at the end: a line per step.
+                self.progress.console.print(
+                    escape(
+                        f"l0mem audit: {event.plan.label}: {allocated} allocated "
+                        f"(step {done} of {event.plan.steps})"
+                    ),
+                    soft_wrap=True,
+                )
         elif event.kind == "end" and event.run is not None:
             state = event.run.status
             if event.run.status == "ok":

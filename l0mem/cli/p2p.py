@@ -157,17 +157,22 @@ def p2p(
     json_path: Path | None,
 ) -> None:
     """Show peer access between devices and measure direct, host-staged and same-device copies."""
-    from l0mem.bench.copies import check_sizes, run_p2p
+    from l0mem.bench.copies import P2PResult, check_sizes, run_p2p
 
     check_outputs("p2p", [("--json", json_path)])
-    with measuring("p2p"), open_backend(backend, device_specs, sub_devices) as b:
+
+    def keep(result: P2PResult) -> None:
+        # The report first: a reader of the tables that goes away (| head) must not lose it.
+        if json_path is not None:
+            save_json("p2p", json_path, result.to_dict())
+        with rendering():
+            render(result, output(stderr=to_stdout(json_path)))
+
+    # Interrupted, the copies that finished are written and shown, marked incomplete.
+    with measuring("p2p", keep), open_backend(backend, device_specs, sub_devices) as b:
         check_sizes(b, sizes)
         result = run_p2p(b, sizes=sizes, reps=reps, warmup=warmup)
-    # The report first: a reader of the tables that goes away (| head) must not lose it.
-    if json_path is not None:
-        save_json("p2p", json_path, result.to_dict())
-    with rendering():
-        render(result, output(stderr=to_stdout(json_path)))
+    keep(result)
 
 
 __all__ = ["p2p", "render"]

@@ -22,6 +22,7 @@ static const char *const sim_keys[] = {
     "defer_backing_mirror", "subdevices", "timestamp_not_ready", "fill_noop",
     "device_lost_on",
     "init_drivers",
+    "free_delay_ms",
 };
 #define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
 
@@ -274,6 +275,13 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             return -1;
         }
         c->driver_version = (uint32_t)u;
+    } else if (!strcmp(key, "free_delay_ms")) {
+        if (parse_u64(value, &u) || u > SIM_MAX_FREE_DELAY_MS) {
+            snprintf(err, errlen, "free_delay_ms=%s: expected 0..%d milliseconds", value,
+                     SIM_MAX_FREE_DELAY_MS);
+            return -1;
+        }
+        c->free_delay_ms = u;
     } else if (!strcmp(key, "fail_oom_after")) {
         if (is_off(value)) {
             c->oom_after_on = 0;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 static sim_alloc_t *sim_allocs;
@@ -350,8 +351,21 @@ ze_result_t ZE_APICALL sim_zeMemAllocShared(ze_context_handle_t h,
     return sim_leave(r);
 }
 
+/* free_delay_ms: a driver slow to release memory. The wait comes before the lock, so other
+ * threads go on; the allocation stays live until it ends. */
+static void free_delay(void)
+{
+    uint64_t ms = sim_cfg.free_delay_ms;
+    if (!ms)
+        return;
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
 ze_result_t ZE_APICALL sim_zeMemFree(ze_context_handle_t h, void *ptr)
 {
+    free_delay();
     ze_result_t r = sim_enter();
     if (r == ZE_RESULT_ERROR_UNINITIALIZED)
         return sim_leave(r);

@@ -22,6 +22,7 @@ _Static_assert(ZE_API_VERSION_CURRENT == ZE_MAKE_VERSION(1, 4),
 
 #define SIM_EXPORT __attribute__((visibility("default")))
 #define SIM_MAX_DEVICES 16
+#define SIM_MAX_FREE_DELAY_MS 600000 /* ten minutes: longer than any test waits */
 #define SIM_MAX_SUBDEVICES 8 /* per root device; bits of sim_context_t.sub_mask */
 #define SIM_MAX_ARGS 32
 #define SIM_MAX_ARG_SIZE 64
@@ -67,6 +68,7 @@ typedef struct sim_config {
     uint32_t subdevices;     /* sub-devices per root device, 0: none */
     int timestamp_not_ready; /* 1: zeEventQueryKernelTimestamp answers NOT_READY even when signalled */
     int fill_noop;           /* 1: fills complete without writing (an untouched allocation) */
+    uint64_t free_delay_ms;  /* each zeMemFree waits this long before freeing; 0: at once */
 } sim_config_t;
 
 typedef struct sim_memmod {

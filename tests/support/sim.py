@@ -50,6 +50,7 @@ CONFIG_KEYS = frozenset(
         "timestamp_not_ready",
         "fill_noop",
         "init_drivers",
+        "free_delay_ms",
         "config",
     }
 )
