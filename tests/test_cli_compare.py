@@ -189,10 +189,10 @@ def test_help_documents_exit_codes() -> None:
     result = _run("--help")
     assert result.exit_code == 0
     for line in (
-        "0   no regression",
-        "1   a regression",
-        "4   a report is missing",
-        "5   the reports",
+        "0     no regression",
+        "1     a regression",
+        "4     a report is missing",
+        "5     the reports",
     ):
         assert line in result.stdout
     for text in ("--allow-unjudged", "inconclusive or is missing", "the simulator", "without hardware"):
