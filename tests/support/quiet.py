@@ -29,13 +29,18 @@ def host_value(signal: str) -> int:
     return values[signal]
 
 
-def wait_for_quiet(signal: str = "host.available") -> bool:
-    """Wait until ``signal`` holds still for QUIET_WINDOW_S; return False on giving up."""
+def wait_for_quiet(
+    signal: str = "host.available",
+    *,
+    window_s: float = QUIET_WINDOW_S,
+    wait_s: float = QUIET_WAIT_S,
+) -> bool:
+    """Wait until ``signal`` holds still for ``window_s``, at most ``wait_s``; False on giving up."""
     # Retaking at once would most likely fall into the same burst of other processes.
-    deadline = time.monotonic() + QUIET_WAIT_S
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         seen = []
-        end = time.monotonic() + QUIET_WINDOW_S
+        end = time.monotonic() + window_s
         while time.monotonic() < end:
             seen.append(host_value(signal))
             time.sleep(0.02)
