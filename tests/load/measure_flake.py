@@ -170,7 +170,8 @@ def _existing(repo: Path, tests: Sequence[str]) -> list[str]:
     for test in tests:
         path, _, name = test.partition("::")
         source = repo / path
-        if source.is_file() and (not name or f"def {name}(" in source.read_text()):
+        function = name.partition("[")[0]  # a parametrized id names its function first
+        if source.is_file() and (not name or f"def {function}(" in source.read_text()):
             out.append(test)
     return out
 
@@ -195,7 +196,7 @@ def measure(
             log = Path(tmp) / f"run-{i}.log"
             with log.open("w") as out:
                 proc = subprocess.Popen(
-                    [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    [python, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider",
                      f"--junitxml={junit}", *_existing(repo, tests)],
                     cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT,
                 )  # fmt: skip
@@ -208,11 +209,13 @@ def measure(
             found = _outcomes(junit) if junit.is_file() else {}
             for name, outcome in found.items():
                 counts[name][outcome] += 1
-            failed = sorted(n for n, o in found.items() if o in ("failed", "error"))
-            tail = stdout.strip().splitlines()[-1:] or ["(no output)"]
-            print(f"run {i + 1}: {durations[-1]:.0f} s, {tail[0]}", flush=True)
-            for name in failed:
-                print(f"    FAILED {name}", flush=True)
+            lines = stdout.strip().splitlines()
+            print(f"run {i + 1}: {durations[-1]:.0f} s, {(lines or ['(no output)'])[-1]}")
+            # pytest's short summary: one line per failure with its message
+            for line in lines:
+                if line.startswith(("FAILED ", "ERROR ")):
+                    print(f"    {line[:400]}")
+            sys.stdout.flush()
     return counts, durations, others
 
 
