@@ -21,7 +21,8 @@ failure rate, then the load average and how many other ``pytest`` processes
 (not ours) were seen during the runs: other engineers' tests share the
 machine and add their own load to the numbers. ``--time-limit`` stops
 starting new runs after that many seconds (the run under way finishes). The
-load processes are started here and stopped by their process ids.
+load processes are started here and stopped by their process ids, also on
+SIGINT or SIGTERM (which end the run under way as well).
 Exit code: 0 when every selected test passed in every run, else 1.
 """
 
@@ -200,10 +201,15 @@ def measure(
                      f"--junitxml={junit}", *_existing(repo, tests)],
                     cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT,
                 )  # fmt: skip
-                while proc.poll() is None:
-                    others = max(others, _other_pytests({os.getpid(), proc.pid}))
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(timeout=5)
+                try:
+                    while proc.poll() is None:
+                        others = max(others, _other_pytests({os.getpid(), proc.pid}))
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            proc.wait(timeout=5)
+                finally:
+                    if proc.poll() is None:  # interrupted: the run under way goes too
+                        proc.terminate()
+                        proc.wait()
             stdout = log.read_text(errors="replace")
             durations.append(time.monotonic() - t0)
             found = _outcomes(junit) if junit.is_file() else {}
@@ -250,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("tests", nargs="*", default=list(DEFAULT_TESTS))
     args = parser.parse_intermixed_args(argv)
+    # Started in the background, SIGINT may be ignored: both stop the runs and the load.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if args.mode == "noise":
         print(noise(args.seconds))
         return 0

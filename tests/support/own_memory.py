@@ -23,13 +23,25 @@ from typing import Any
 
 from l0mem.audit.analysis import DEFAULT_CONFIG, cost_series, recorded_signals
 from l0mem.audit.model import SetupRun
-from tests.support.child_site.host_model import MODE_VAR, MODES, TRUTH_KEY
+from tests.support.child_site.host_model import MIRROR_ONLY, MODE_VAR, MODES, TRUTH_KEY
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child_site")
 MIB = 1 << 20
 GIB = 1 << 30
 
-__all__ = ["MODE_VAR", "SITE_DIR", "TRUTH_KEY"]
+__all__ = [
+    "MODE_VAR",
+    "SITE_DIR",
+    "TRUTH_KEY",
+    "assert_mirrored",
+    "deciding_candidate",
+    "disturbance",
+    "host_env",
+    "kept_after_free",
+    "mirror_truth",
+    "use_in_process",
+    "with_site",
+]
 
 
 def with_site(env: Mapping[str, str]) -> dict[str, str]:
@@ -90,22 +102,24 @@ def disturbance(run: SetupRun, allowance_mib: float, signal: str | None = None) 
     """Return where ``signal`` strayed from the child's own memory by more than the allowance, else None.
 
     The child's own memory at each sample is the mirror (ground truth) plus its
-    anonymous RSS, relative to the first sample; ``signal`` (default: the one
-    the analysis tries first) must show that, as a cost, within
-    ``allowance_mib``. More is another process's doing (or a probe that
-    misreads, which strays in every attempt).
+    anonymous RSS (the mirror alone for Shmem), relative to the first sample;
+    ``signal`` (default: the one the analysis tries first) must show that, as a
+    cost, within ``allowance_mib``. More is another process's doing (or a probe
+    that misreads, which strays in every attempt).
     """
     signal = signal or deciding_candidate(run)
     truth = mirror_truth(run)
     costs = cost_series(run, signal)
     assert len(costs) == len(truth), f"{run.label}: {signal} missing from some samples"
     rss0 = run.samples[0].values.get("proc.RssAnon", 0)
+    with_rss = signal not in MIRROR_ONLY
     offset = costs[0][2]
     worst = (0.0, 0)
     for i, ((_, _, cost), (_, _, mirror), sample) in enumerate(
         zip(costs, truth, run.samples, strict=True)
     ):
-        own = (mirror + sample.values.get("proc.RssAnon", 0) - rss0) / MIB
+        rss = sample.values.get("proc.RssAnon", 0) - rss0 if with_rss else 0
+        own = (mirror + rss) / MIB
         stray = (cost - offset) - own
         if abs(stray) > abs(worst[0]):
             worst = (stray, i)
