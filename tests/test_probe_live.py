@@ -15,9 +15,10 @@ SIZE plus what those lists hold at its start; MemAvailable alone must then fall
 by at least SIZE, and MemAvailable plus the per-CPU free pages of
 /proc/zoneinfo (sampled right after each snapshot) by the whole leak. Those
 lists hold a few hundred MiB here when the machine is quiet, GiBs just after
-another process freed that much: while they hold more than PCP_CAP a round
-leaks SIZE alone (a leak of GiBs would take long enough for other processes to
-fall into) and cannot show the check of MemAvailable alone.
+another process freed that much (or for as long as nothing takes them back).
+While they hold more than PCP_CAP a round leaks SIZE alone, which cannot show
+the check of MemAvailable alone, until that check is the only one left: a
+leak of GiBs takes long enough for other processes to fall into it.
 """
 
 from __future__ import annotations
@@ -131,13 +132,20 @@ def rounds(
     """Run ``leak(size)`` (which returns its undo) until each check held once, or ROUNDS times.
 
     Each leak is SIZE more than the per-CPU lists hold at its start (if at most
-    PCP_CAP), so that at least SIZE of it must come out of MemAvailable itself.
+    PCP_CAP, or once only the check of MemAvailable alone is left), so that at
+    least SIZE of it must come out of MemAvailable itself.
     """
-    out = []
+    out: list[Round] = []
     for _ in range(ROUNDS):
         wait_for_quiet(window_s=QUIET_WINDOW_S, wait_s=QUIET_WAIT_S)
         before = sample(prober)
-        size = SIZE + (before.pcp_free if before.pcp_free <= PCP_CAP else 0)
+        others_held = all(
+            any(check(r) for r in out)
+            for check in checks
+            if check != Round.taken_from_available_itself
+        )
+        full = before.pcp_free <= PCP_CAP or others_held
+        size = SIZE + (before.pcp_free if full else 0)
         undo = leak(size)
         try:
             leaked = sample(prober)
