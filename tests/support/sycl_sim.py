@@ -5,29 +5,28 @@ simulator under Debian's loader 1.8 (tests/simdriver/README.md, "The SYCL
 runtime on the simulator"): a padded ``ZE_ENABLE_ALT_DRIVERS`` and
 ``zesim_guard_null_ddi_calls()`` before the runtime loads. The audit runs
 every set-up in a child interpreter, so :func:`sycl_sim_env` puts
-``sycl_sim_site/`` on ``PYTHONPATH``: its ``sitecustomize`` applies both in
+``child_site/`` on ``PYTHONPATH``: its ``sitecustomize`` applies both in
 every child when ``L0MEM_TEST_SYCL_SIM`` names the simulator.
 
 The ``sitecustomize`` also puts ``ZE_ENABLE_ALT_DRIVERS`` back in the SYCL
 children, from which the audit removes it when every Level Zero device is
 simulated (``Inventory.simulator_only``): without that no SYCL child would
-see the simulator.
+see the simulator. ``host=`` adds the simulated mirror's ground truth to the
+children's samples (tests/support/own_memory.py).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
-from l0mem.audit.model import AuditReport, SetupRun, SignalFit
-from tests.support import sim
+from l0mem.audit.model import SetupRun, SignalFit
+from tests.support import own_memory, sim
 
 MIB = 1 << 20
-SITE_DIR = Path(__file__).resolve().with_name("sycl_sim_site")
 SIM_VAR = "L0MEM_TEST_SYCL_SIM"
 
 # Loader 1.8 re-initializes once per loader layer of the runtime; absent paths
@@ -37,18 +36,16 @@ PADDING = ",".join(f"/nonexistent/l0mem-sim-pad-{i}.so" for i in range(4))
 # Adapter settings only a remedy may set: inherited ones would change every run.
 ADAPTER_KEYS = ("SYCL_UR_USE_LEVEL_ZERO_V2", "UR_L0_USM_RESIDENT")
 
-# Where the simulator's mirror shows: its memfd pages are Shmem, never mapped.
-MIRROR_SIGNAL = "meminfo.Shmem"
-HOST_SIGNAL = "host.available"
-RSS_SIGNAL = "proc.VmRSS"
 RSS_SHMEM_SIGNAL = "proc.RssShmem"
 
 
-
 def sycl_sim_env(
-    driver_env: Mapping[str, str] | None = None, /, **config: object
+    driver_env: Mapping[str, str] | None = None, /, *, host: str | None = None, **config: object
 ) -> dict[str, str]:
-    """Return os.environ set up so that audit children run the SYCL runtime on the simulator."""
+    """Return os.environ set up so that audit children run the SYCL runtime on the simulator.
+
+    ``host`` (``quiet`` or ``truth``): see :func:`tests.support.own_memory.host_env`.
+    """
     env = sim.sim_env(driver_env, **config)
     drivers = f"{sim.build()},{PADDING}"
     env["ZE_ENABLE_ALT_DRIVERS"] = drivers
@@ -57,17 +54,15 @@ def sycl_sim_env(
     env["ONEAPI_DEVICE_SELECTOR"] = "level_zero:*"
     for key in ADAPTER_KEYS:
         env.pop(key, None)
-    inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *inherited])
-    return env
+    return own_memory.with_site(env) if host is None else own_memory.host_env(env, host)
 
 
 @contextmanager
 def sycl_sim_environ(
-    driver_env: Mapping[str, str] | None = None, /, **config: object
+    driver_env: Mapping[str, str] | None = None, /, *, host: str | None = None, **config: object
 ) -> Iterator[dict[str, str]]:
     """Point this process's environment (inherited by audit children) at the simulator; restore it on exit."""
-    env = sycl_sim_env(driver_env, **config)
+    env = sycl_sim_env(driver_env, host=host, **config)
     with pytest.MonkeyPatch.context() as mp:
         for key in list(os.environ):
             if key not in env:
@@ -84,37 +79,3 @@ def fit_of(run: SetupRun, signal: str) -> SignalFit:
     fit = run.result.fit(signal)
     assert fit is not None and fit.slope is not None, f"{run.label}: no {signal} fit"
     return fit
-
-
-def mirror_slope(run: SetupRun) -> float:
-    """Return MiB of the simulator's host mirror per GiB of device memory in ``run`` (Shmem)."""
-    return float(fit_of(run, MIRROR_SIGNAL).slope or 0.0)
-
-
-def unmapped_slope(run: SetupRun) -> float:
-    """Return MiB per GiB of host memory taken that the process's VmRSS does not account for."""
-    host, rss = fit_of(run, HOST_SIGNAL), fit_of(run, RSS_SIGNAL)
-    assert host.slope is not None and rss.slope is not None
-    return host.slope - rss.slope
-
-
-def disturbed(report: AuditReport, tolerance: float, labels: Collection[str] | None = None) -> bool:
-    """Return True when a run's host signals were too noisy to hold ``tolerance`` MiB/GiB.
-
-    ``labels`` limits the check to the runs a test asserts on (default: every run).
-    """
-    for run in report.runs:
-        res = run.result
-        if run.status == "skipped" or res is None:
-            continue
-        if labels is not None and run.label not in labels:
-            continue
-        if res.verdict == "inconclusive":
-            return True
-        for name in (MIRROR_SIGNAL, HOST_SIGNAL, RSS_SIGNAL):
-            fit = res.fit(name)
-            if fit is None or fit.uncertainty is None or fit.uncertainty > tolerance:
-                return True
-    return False
-
-

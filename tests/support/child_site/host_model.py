@@ -1,0 +1,108 @@
+"""Test-only: the simulated mirror's ground truth in an audit child's snapshots, and a quiet host.
+
+``sitecustomize`` (next to this file) calls :func:`install` in every process
+started with this directory on ``PYTHONPATH`` and :data:`MODE_VAR` set (see
+tests/support/own_memory.py, which sets both). It wraps
+``l0mem.probe.snapshot.Prober.snapshot``, through which the audit's child
+takes every sample:
+
+- ``truth``: every snapshot gains :data:`TRUTH_KEY`, the bytes of host pages
+  the simulated driver's mirrors hold in this process. The kernel counts them:
+  the allocated blocks of each distinct memfd named ``zesim-*`` the process
+  has open (the simulator's mirrors and its dma-buf exports, never mapped, so
+  no other per-process signal sees them; a leaked or still exported mirror
+  keeps its fd and is counted).
+- ``quiet``: the same, and the system-wide host signals read what they would
+  on a machine where only this process moves memory: each keeps its first
+  value in the process, moved by this process's own memory, the mirror plus
+  ``proc.RssAnon``. ``MemAvailable``, ``MemFree`` and ``host.available`` fall
+  by it, ``cgroup.memory.current`` rises by it, ``Shmem`` rises by the mirror
+  alone; every other system-wide signal stays at its first value.
+  Per-process (``proc.*``), device (``sysman.*``) and DRM signals stay real.
+
+The analysis ignores :data:`TRUTH_KEY` (no signal has that source). Where a
+test's question is the audit's logic (set-ups, analysis, verdicts, reports),
+the quiet host means no other process can change the answer; the kernel's part
+(a memfd's pages leave MemAvailable and show in Shmem) is tested on the real
+signals in tests/test_probe_live.py and in the audit's real-signal test.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+MODE_VAR = "L0MEM_TEST_HOST"
+MODES = ("truth", "quiet")
+TRUTH_KEY = "zesim.mirror_bytes"
+MEMFD_PREFIX = "/memfd:zesim-"
+
+SYSTEM_SOURCES = ("meminfo.", "vmstat.", "zoneinfo.", "host.", "cgroup.")
+FALLING = frozenset({"meminfo.MemAvailable", "meminfo.MemFree", "host.available"})
+RISING = frozenset({"cgroup.memory.current"})
+MIRROR_ONLY = frozenset({"meminfo.Shmem"})
+
+
+def mirror_bytes(fd_dir: str = "/proc/self/fd") -> int:
+    """Return the bytes of host pages held by the simulator's memfds open in this process."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for fd in os.listdir(fd_dir):
+        path = os.path.join(fd_dir, fd)
+        try:
+            if not os.readlink(path).startswith(MEMFD_PREFIX):
+                continue
+            st = os.stat(path)
+        except OSError:
+            continue  # closed meanwhile
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+    return total
+
+
+def quiet_values(values: Mapping[str, int], first: dict[str, int]) -> dict[str, int]:
+    """Return ``values`` with the system-wide signals as a host moved by this process alone.
+
+    ``first`` holds the process's first snapshot (filled on the first call).
+    """
+    own = values[TRUTH_KEY] + values.get("proc.RssAnon", 0)
+    if not first:
+        first.update(values)
+        first["own"] = own
+    moved = own - first["own"]
+    mirror = values[TRUTH_KEY] - first[TRUTH_KEY]
+    out = dict(values)
+    for name in values:
+        if not name.startswith(SYSTEM_SOURCES) or name not in first:
+            continue
+        base = first[name]
+        if name in FALLING:
+            out[name] = max(base - moved, 0)
+        elif name in RISING:
+            out[name] = base + moved
+        elif name in MIRROR_ONLY:
+            out[name] = base + mirror
+        else:
+            out[name] = base
+    return out
+
+
+def install(mode: str) -> None:
+    """Add the mirror's truth to every snapshot of this process (``quiet``: model the host too)."""
+    if mode not in MODES:
+        raise ValueError(f"{MODE_VAR}={mode!r}: expected one of {', '.join(MODES)}")
+    from l0mem.probe import snapshot as module
+
+    original = module.Prober.snapshot
+    first: dict[str, int] = {}
+
+    def snapshot(self: Any, extra: Mapping[str, int] | None = None) -> Any:
+        snap = original(self, extra)
+        values = {**snap.values, TRUTH_KEY: mirror_bytes()}
+        if mode == "quiet":
+            values = quiet_values(values, first)
+        return module.Snapshot(snap.t, values, snap.unavailable)
+
+    module.Prober.snapshot = snapshot  # type: ignore[method-assign]
