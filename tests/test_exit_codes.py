@@ -169,6 +169,14 @@ CASES: list[Case] = [
     # Lost while the discovery child lists the devices (the SYCL CPU device is
     # still found), and in the set-up's child.
     Case("audit", "device lost", sim={"device_lost_on": "zeDriverGet"}, needle="set-up(s) failed"),
+    # ... and no SYCL device either: still the driver's failure, not "no device".
+    Case(
+        "audit",
+        "device lost",
+        ("--sycl-device", "level_zero:gpu"),
+        sim={"device_lost_on": "zeDriverGet"},
+        needle="device discovery (discover-l0) failed",
+    ),
     Case(
         "audit", "device lost", sim={"device_lost_on": "zeMemAllocDevice"}, needle="failed: l0"
     ),

@@ -49,6 +49,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from l0mem.audit.discovery import discover_l0, discover_sycl, one_line
 from l0mem.audit.guard import Guard, measured_slope
+from l0mem.audit.runs import REASON_DEVICE_FULL
 from l0mem.probe import MeminfoError, mem_available
 
 if TYPE_CHECKING:
@@ -269,7 +270,7 @@ class _Runner:
                 from l0mem._ze.errors import OutOfDeviceMemoryError
 
                 if isinstance(exc, (OutOfDeviceMemoryError, MemoryError)):
-                    return "stopped-early", f"device memory ran out: {one_line(exc)}"
+                    return "stopped-early", f"{REASON_DEVICE_FULL}: {one_line(exc)}"
                 raise
             if (ended := self.stopped() or self.breached()) is not None:
                 # The step is whole: its sample is evidence, taken at once, not after settling.

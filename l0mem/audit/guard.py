@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from l0mem.audit.runs import REASON_GUARD
 from l0mem.probe import read_meminfo
 from l0mem.units import GIB, format_bytes
 
@@ -80,7 +81,7 @@ class Guard:
             else f"assumed mirrored {ratio:g}:1"
         )
         return (
-            f"safety guard: MemAvailable {format_bytes(available)} minus the next step "
+            f"{REASON_GUARD} MemAvailable {format_bytes(available)} minus the next step "
             f"{format_bytes(worst)} ({how}) would fall below "
             f"the floor {format_bytes(self.floor_bytes)}"
         )
@@ -90,7 +91,7 @@ class Guard:
         if available >= self.floor_bytes:
             return None
         return (
-            f"safety guard: MemAvailable fell to {format_bytes(available)}, below the floor "
+            f"{REASON_GUARD} MemAvailable fell to {format_bytes(available)}, below the floor "
             f"{format_bytes(self.floor_bytes)}; the experiment was stopped"
         )
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
+from l0mem.audit.runs import REASON_DISCOVERY
 from l0mem.audit.setups import AuditOptions, Inventory
 
 CHILD_MODULE = "l0mem.audit.child"
@@ -201,7 +202,7 @@ def discover_one(
                 child.signal(signal.SIGTERM)
                 raise Cancelled
             if time.monotonic() > deadline:
-                return {"error": f"device discovery ({args[0]}) did not finish in time"}
+                return {"error": f"{REASON_DISCOVERY} ({args[0]}) did not finish in time"}
             for event in child.read_events(0.1):
                 if event.get("event") == "inventory":
                     found = event
@@ -212,7 +213,7 @@ def discover_one(
         if found is None:
             detail = child.error_line()
             return {
-                "error": f"device discovery ({args[0]}) failed: {exit_text(code)}"
+                "error": f"{REASON_DISCOVERY} ({args[0]}) failed: {exit_text(code)}"
                 + (f": {detail}" if detail else "")
             }
         found.pop("event", None)

@@ -38,6 +38,7 @@ from l0mem.audit.process import (
     signal_name,
 )
 from l0mem.audit.remedies import KNOWN_REMEDIES, Remedy, custom_remedy, remedies_for
+from l0mem.audit.runs import REASON_DISCOVERY
 from l0mem.audit.setups import (
     AuditOptions,
     Inventory,
@@ -46,6 +47,13 @@ from l0mem.audit.setups import (
     plan_audit,
 )
 from l0mem.driverenv import no_hardware_reason
+
+
+class DiscoveryError(RuntimeError):
+    """No device to audit because a discovery child failed (a device lost while listing).
+
+    A driver failure like any other (the CLI's exit 6), not a machine without devices.
+    """
 
 
 class AuditInterrupted(KeyboardInterrupt):
@@ -156,7 +164,8 @@ def run_audit(
 ) -> AuditReport:
     """Run every planned set-up (then remedies for those that mirrored); return the report.
 
-    Raises NoDeviceError when neither Level Zero nor SYCL has a device, or
+    Raises DiscoveryError when a discovery child failed and no device was found
+    at all, NoDeviceError when neither Level Zero nor SYCL has a device, or
     ``options.devices`` names an index no Level Zero device has, and
     AuditInterrupted (with the partial report) when cancelled.
     """
@@ -188,6 +197,11 @@ def run_audit(
         raise AuditInterrupted(partial, cancel_signal(cancel)) from None
     fingerprint = build_fingerprint(inventory)
     if not inventory.l0_devices and not inventory.sycl_devices:
+        errors = (inventory.l0_error, inventory.sycl_error)
+        if any((e or "").startswith(REASON_DISCOVERY + " (") for e in errors):
+            raise DiscoveryError(
+                f"no device to audit: Level Zero: {errors[0]}; SYCL: {errors[1]}"
+            )
         raise NoDeviceError(
             f"no device to audit: Level Zero: {inventory.l0_error}; SYCL: {inventory.sycl_error}"
         )
@@ -254,6 +268,7 @@ __all__ = [
     "CHILD_MODULE",
     "AuditInterrupted",
     "CancelEvent",
+    "DiscoveryError",
     "Progress",
     "RunEvent",
     "build_fingerprint",

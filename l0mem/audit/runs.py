@@ -42,6 +42,14 @@ STATUSES: tuple[str, ...] = get_args(Status)
 VERDICTS: tuple[str, ...] = get_args(Verdict)
 SIDES: tuple[str, ...] = get_args(Side)
 
+# How the reasons that decide an audit's exit code begin. Each is spelt here only:
+# the safety floor refusing a step (l0mem.audit.guard), an allocation refused for
+# lack of device memory (l0mem.audit.child), a discovery child that failed or hung
+# (l0mem.audit.process).
+REASON_GUARD = "safety guard:"
+REASON_DEVICE_FULL = "device memory ran out"
+REASON_DISCOVERY = "device discovery"
+
 # Statuses that must say why (a skip or a failure without a reason is useless in a report).
 _NEEDS_REASON = ("skipped", "failed")
 
@@ -306,6 +314,17 @@ class SetupRun:
     def label(self) -> str:
         """Return the set-up name with the remedy in brackets when there is one."""
         return self.setup if self.remedy is None else f"{self.setup} [{self.remedy}]"
+
+    @property
+    def no_room(self) -> bool:
+        """Return True when the run stopped because no host or device memory was left for a step."""
+        why = self.reason or ""
+        return self.status == "stopped-early" and why.startswith((REASON_GUARD, REASON_DEVICE_FULL))
+
+    @property
+    def discovery_failed(self) -> bool:
+        """Return True when the run was skipped because discovering its devices failed."""
+        return self.status == "skipped" and (self.reason or "").startswith(REASON_DISCOVERY + " (")
 
     @property
     def mirrors(self) -> bool:

@@ -58,6 +58,7 @@ LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
     ("l0mem._ze.errors", "OutOfDeviceMemoryError", ExitCode.NO_DEVICE),
     ("l0mem._ze.errors", "OutOfHostMemoryError", ExitCode.NO_DEVICE),
     ("l0mem.probe.host", "MeminfoError", ExitCode.DRIVER_ERROR),
+    ("l0mem.audit.runner", "DiscoveryError", ExitCode.DRIVER_ERROR),
 )
 
 

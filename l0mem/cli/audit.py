@@ -198,13 +198,6 @@ def _write_outputs(
     return errors
 
 
-# How the runs' reasons begin (l0mem.audit.process, .guard, .child): a discovery
-# child that failed or hung, the safety floor refusing a step, an allocation
-# refused for lack of device memory.
-_DISCOVERY_FAILED = "device discovery ("
-_NO_ROOM = ("safety guard:", "device memory ran out")
-
-
 def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
     """Return the exit code a finished audit ends with (see the epilog)."""
     return outcome(report, fail_on_mirror)[0]
@@ -218,8 +211,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[ExitCode, str | 
     broken = [
         r.label
         for r in report.runs
-        if r.status == "failed"
-        or (r.status == "skipped" and (r.reason or "").startswith(_DISCOVERY_FAILED))
+        if r.status == "failed" or r.discovery_failed
     ]
     if broken:
         return ExitCode.DRIVER_ERROR, f"set-up(s) failed: {', '.join(broken)} (reasons above)"
@@ -228,7 +220,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[ExitCode, str | 
         return ExitCode.NO_DEVICE, "every set-up was skipped (reasons above)"
     if not any(s.phase == "alloc" for r in ran for s in r.samples):
         # Nothing measured: the class of what stopped the first step decides.
-        if all(r.status == "stopped-early" and (r.reason or "").startswith(_NO_ROOM) for r in ran):
+        if all(r.no_room for r in ran):
             return (
                 ExitCode.NO_DEVICE,
                 "no set-up measured a single step: no room for the first allocation "
