@@ -8,6 +8,7 @@ from pathlib import Path
 from l0mem.audit.model import DEFAULT_PRIORITY
 from l0mem.audit.runner import build_fingerprint
 from l0mem.audit.setups import Inventory
+from l0mem.driverenv import RECORDED_NAMES, RECORDED_PREFIXES
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "report-schema.md").read_text()
 
@@ -46,6 +47,12 @@ def test_every_fingerprint_key_the_runner_writes_is_documented() -> None:
     section = _section("Fingerprint")
     for key, value in fingerprint.items():
         assert f"| `{key}` |" in section, key
+        if key == "environment":
+            # Its keys are variable names: the doc names the prefixes and names taken.
+            row = next(ln for ln in section.splitlines() if ln.startswith("| `environment` |"))
+            for taken in (*RECORDED_PREFIXES, *RECORDED_NAMES):
+                assert f"`{taken}`" in row, taken
+            continue
         if isinstance(value, dict):
             for sub in value:
                 assert f"`{sub}`" in section, f"{key}.{sub}"
