@@ -443,3 +443,19 @@ def test_the_audit_code_follows_the_class_of_what_stopped_it(
     got, why = outcome(report, fail_on_mirror=True)
     assert got == code == exit_code(report, fail_on_mirror=True)
     assert (why is None) == (line is None) and (line or "") in (why or "")
+
+
+def test_a_bug_is_its_own_code_with_its_traceback_never_a_finding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import l0mem.cli.compare as compare_cli
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(compare_cli, "compare_reports", broken)
+    result = CliRunner().invoke(cli, ["compare", BASELINE, BASELINE])
+    assert result.exit_code == ExitCode.INTERNAL != ExitCode.REGRESSION
+    assert "Traceback" in result.stderr and "TypeError: a bug" in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("l0mem compare: error: internal error (a bug in l0mem"), last

@@ -29,6 +29,7 @@ class ExitCode(enum.IntEnum):
     BAD_INPUT = 4  # an input file is missing, unreadable or malformed, or an output unwritable
     MISMATCH = 5  # inputs are well-formed but cannot be compared
     DRIVER_ERROR = 6  # the driver or runtime failed while working (a lost device)
+    INTERNAL = 70  # a bug in l0mem (EX_SOFTWARE): the traceback is printed
     INTERRUPTED = 130  # Ctrl-C (SIGINT); any stop signal N ends a command with 128 + N
 
 
@@ -184,6 +185,12 @@ EXIT_TABLE: tuple[Row, ...] = (
         ExitCode.DRIVER_ERROR,
         "`audit`: a set-up failed, or device discovery did (the report is written)",
         _only("audit"),
+    ),
+    Row(
+        ExitCode.INTERNAL,
+        "a bug in l0mem: an error no rule above covers; the traceback is printed, to be "
+        "reported (never 1, which is a finding)",
+        _ALL,
     ),
     Row(
         ExitCode.INTERRUPTED,
