@@ -411,7 +411,9 @@ _STOPPED = "stopped-early"
         # Nothing measured for want of host memory (the floor) or device memory.
         ([(_STOPPED, "safety guard: MemAvailable 1 GiB ...; no step was taken", 0)], 3, "no room"),
         ([(_STOPPED, "device memory ran out: OutOfDeviceMemoryError: ...", 0)], 3, "no room"),
-        ([(_STOPPED, "stopped by SIGTERM", 0)], ExitCode.INTERRUPTED, "stopped by a signal"),
+        # A child stopped by a signal before its first step: 128 + N of that signal.
+        ([(_STOPPED, "stopped by SIGTERM", 0)], 143, "stopped by SIGTERM"),
+        ([("interrupted", "interrupted (SIGHUP); freed 0 allocation(s)", 0)], 129, "by SIGHUP"),
         # One set-up measured: the other's lack of room is in the report, no failure.
         ([("ok", None, 8), (_STOPPED, "device memory ran out: ...", 0)], ExitCode.OK, None),
         ([("skipped", "needs at least 2 Level Zero devices of one driver, found 1", 0)], 3, "skipped"),

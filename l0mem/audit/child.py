@@ -49,7 +49,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from l0mem.audit.discovery import discover_l0, discover_sycl, one_line
 from l0mem.audit.guard import Guard, measured_slope
-from l0mem.audit.runs import REASON_DEVICE_FULL
+from l0mem.audit.runs import REASON_DEVICE_FULL, REASON_INTERRUPTED, REASON_STOPPED
 from l0mem.probe import MeminfoError, mem_available
 
 if TYPE_CHECKING:
@@ -223,8 +223,8 @@ class _Runner:
         name = signal.Signals(signum).name
         # SIGTERM is also the parent's guard stop; SIGINT and SIGHUP only ever mean the user.
         if signum in (signal.SIGINT, signal.SIGHUP):
-            return "interrupted", f"interrupted ({name})"
-        return "stopped-early", f"stopped by {name}"
+            return "interrupted", f"{REASON_INTERRUPTED}{name})"
+        return "stopped-early", f"{REASON_STOPPED}{name}"
 
     def run(self) -> tuple[str, str | None]:
         """Run the set-up; return (status, reason)."""

@@ -30,6 +30,7 @@ from l0mem.audit.process import (
     request_cancel,
     signal_name,
 )
+from l0mem.audit.runs import REASON_INTERRUPTED
 from l0mem.audit.setups import SetupPlan
 from l0mem.probe import MeminfoError, mem_available
 from l0mem.units import format_bytes
@@ -136,7 +137,7 @@ def run_setup(
 
 def interrupted_reason(cancel: threading.Event) -> str:
     """Return a run's reason when ``cancel`` stopped it: ``interrupted (SIGTERM)``."""
-    return f"interrupted ({signal_name(cancel_signal(cancel))})"
+    return f"{REASON_INTERRUPTED}{signal_name(cancel_signal(cancel))})"
 
 
 class _Watch:

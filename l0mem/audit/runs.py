@@ -49,6 +49,9 @@ SIDES: tuple[str, ...] = get_args(Side)
 REASON_GUARD = "safety guard:"
 REASON_DEVICE_FULL = "device memory ran out"
 REASON_DISCOVERY = "device discovery"
+# A child a signal stopped: "interrupted (SIGINT)" (the user), "stopped by SIGTERM".
+REASON_INTERRUPTED = "interrupted ("
+REASON_STOPPED = "stopped by "
 
 # Statuses that must say why (a skip or a failure without a reason is useless in a report).
 _NEEDS_REASON = ("skipped", "failed")
@@ -320,6 +323,16 @@ class SetupRun:
         """Return True when the run stopped because no host or device memory was left for a step."""
         why = self.reason or ""
         return self.status == "stopped-early" and why.startswith((REASON_GUARD, REASON_DEVICE_FULL))
+
+    @property
+    def stop_signal(self) -> str | None:
+        """Return the name of the signal that stopped the run (``SIGTERM``), or None."""
+        why = self.reason or ""
+        if why.startswith(REASON_INTERRUPTED):
+            return why[len(REASON_INTERRUPTED) :].split(")", 1)[0]
+        if why.startswith(REASON_STOPPED):
+            return why[len(REASON_STOPPED) :].split(maxsplit=1)[0].rstrip(";,")
+        return None
 
     @property
     def discovery_failed(self) -> bool:

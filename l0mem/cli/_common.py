@@ -72,8 +72,8 @@ def error(command: str, message: str) -> None:
     notice(command, f"error: {message}" if command in _SAYS_ERROR else message)
 
 
-def fail(command: str, code: ExitCode, message: str) -> NoReturn:
-    """Print a one-line error for ``command`` and exit with ``code``."""
+def fail(command: str, code: int, message: str) -> NoReturn:
+    """Print a one-line error for ``command`` and exit with ``code`` (an ExitCode, or 128+N)."""
     error(command, message)
     raise SystemExit(int(code))
 

@@ -198,12 +198,12 @@ def _write_outputs(
     return errors
 
 
-def exit_code(report: AuditReport, fail_on_mirror: bool) -> ExitCode:
+def exit_code(report: AuditReport, fail_on_mirror: bool) -> int:
     """Return the exit code a finished audit ends with (see the epilog)."""
     return outcome(report, fail_on_mirror)[0]
 
 
-def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[ExitCode, str | None]:
+def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]:
     """Return the exit code a finished audit ends with and its error line (None: no error)."""
     # One failed set-up already means the report lacks a measurement CI relies on;
     # a set-up skipped because discovering its devices failed (a device lost while
@@ -226,8 +226,10 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[ExitCode, str | 
                 "no set-up measured a single step: no room for the first allocation "
                 "(reasons above)",
             )
-        if any(r.status == "interrupted" or (r.reason or "").startswith("stopped by") for r in ran):
-            return ExitCode.INTERRUPTED, "no set-up measured a single step: stopped by a signal"
+        stops = [r.stop_signal for r in ran if r.stop_signal is not None]
+        if stops:
+            code = signal_exit(getattr(signal.Signals, stops[0], signal.SIGINT))[0]
+            return code, f"no set-up measured a single step: stopped by {stops[0]}"
         return ExitCode.DRIVER_ERROR, "no set-up measured a single step (reasons above)"
     if fail_on_mirror and any(r.mirrors for r in ran):
         return ExitCode.REGRESSION, None
