@@ -14,6 +14,7 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -73,6 +74,9 @@ def check_writable(path: PathLike) -> None:
             if sys.stdout is None:
                 raise OSError(errno.EBADF, "standard output is closed")
             return
+        if (fd := _descriptor(path)) is not None:
+            os.fstat(fd)
+            return
         target = _target(path)
         folder = _folder(target)
         if target.is_dir():
@@ -126,36 +130,73 @@ def _fifo_hint(target: Path, exc: OSError) -> OSError:
     return exc
 
 
-def _write_stdout(data: bytes) -> None:
-    """Write ``data`` to standard output (the path ``-``)."""
-    out = sys.stdout
-    if out is None:  # started with standard output closed
-        raise OSError(errno.EBADF, "standard output is closed")
-    try:
-        out.flush()
-        out.buffer.write(data)
-        out.buffer.flush()
-    except OSError:
-        # Python flushes stdout again at exit; into a broken pipe that would turn
-        # the command's exit code into 120, so what is left goes to /dev/null.
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, out.fileno())
+def discard(stream: Any) -> None:
+    """Point ``stream``'s descriptor at /dev/null, after a write to it failed for good.
+
+    Python flushes stdout once more at exit: into a broken pipe that would print
+    "Exception ignored" and turn the command's exit code into 120.
+    """
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
             os.close(devnull)
+
+
+# Paths that name a descriptor this process already holds: writing them means
+# writing that descriptor (as ``-`` does for 1), never replacing the file behind it,
+# which a shell opened for this process (``--json /dev/stdout > out.txt``).
+_DESCRIPTOR_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd|proc/thread-self/fd)/(\d+)$")
+_STD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _descriptor(path: PathLike) -> int | None:
+    """Return the descriptor ``path`` names (``/dev/stdout``, ``/dev/fd/3``), or None."""
+    name = os.path.normpath(os.fspath(path))
+    if name in _STD_PATHS:
+        return _STD_PATHS[name]
+    match = _DESCRIPTOR_PATH.match(name)
+    return int(match.group(1)) if match else None
+
+
+def is_stdout(path: PathLike) -> bool:
+    """Return whether writing ``path`` writes standard output (``-``, ``/dev/stdout``, ``/dev/fd/1``)."""
+    return str(path) == STDOUT or _descriptor(path) == 1
+
+
+def _write_descriptor(fd: int, data: bytes) -> None:
+    """Write ``data`` to descriptor ``fd`` after what Python buffered for it."""
+    stream = {1: sys.stdout, 2: sys.stderr}.get(fd)
+    if fd in (1, 2) and stream is None:  # started with it closed
+        raise OSError(errno.EBADF, "the descriptor is closed")
+    try:
+        if stream is None:
+            _write_all(fd, data)
+        else:
+            # Through the stream: whoever replaced sys.stdout (a test runner) gets it.
+            stream.flush()
+            stream.buffer.write(data)
+            stream.buffer.flush()
+    except OSError:
+        if stream is not None:
+            discard(stream)
         raise
 
 
 def write_bytes(path: PathLike, data: bytes) -> None:
     """Write ``data`` to ``path``; raise ReportWriteError.
 
-    ``-`` is standard output. A regular file (or none yet) is replaced
+    ``-`` is standard output, and a path naming a descriptor of this process
+    (``/dev/stdout``, ``/dev/fd/N``) writes that descriptor. A regular file (or none yet) is replaced
     atomically (temp file, fsync, rename), keeping an existing file's mode,
     else 0644; a symlink is followed and its target written instead; a
     device or FIFO is opened and written into, never replaced.
     """
-    if str(path) == STDOUT:
+    fd = 1 if str(path) == STDOUT else _descriptor(path)
+    if fd is not None:
         try:
-            _write_stdout(data)
+            _write_descriptor(fd, data)
         except OSError as exc:
             raise ReportWriteError.of(path, exc) from None
         return

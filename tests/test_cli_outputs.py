@@ -206,3 +206,29 @@ def test_info_report_to_standard_output_is_json_and_the_tables_go_to_stderr(
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)["drivers"]) == 1
     assert "Level Zero loader" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
+def test_json_to_dev_stdout_in_a_pipe_is_written_into_the_pipe(name: str) -> None:
+    same = DATA / "current-same.json"
+    proc = _shell(f"L0MEM compare {BASELINE} {same} --json {name} | cat", dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["regression"] is False
+
+
+def test_json_to_dev_stdout_redirected_to_a_file_keeps_the_file_the_shell_opened(
+    tmp_path: Path,
+) -> None:
+    # Replacing the file would leave the shell's descriptor on an unlinked inode:
+    # the report would be in the file and the tables lost, or the other way round.
+    out = tmp_path / "out.txt"
+    same = DATA / "current-same.json"
+    proc = _shell(
+        f"L0MEM compare {BASELINE} {same} --json /dev/stdout > {shlex.quote(str(out))}",
+        dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    report, end = json.JSONDecoder().raw_decode(text)
+    assert report["regression"] is False
+    assert "regression" in proc.stderr + text[end:]

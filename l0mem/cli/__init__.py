@@ -70,6 +70,7 @@ class _LazyGroup(click.Group):
         """
         from l0mem.cli._common import ExitCode, error, interrupt_signal, signal_exit
         from l0mem.cli._signals import stop_signals_interrupt
+        from l0mem.files import discard
 
         try:
             with stop_signals_interrupt():
@@ -79,10 +80,7 @@ class _LazyGroup(click.Group):
             error(ctx.invoked_subcommand or "l0mem", f"interrupted by {name}")
             raise SystemExit(code) from None
         except BrokenPipeError:
-            # Point stdout at /dev/null so that the flush at exit does not fail again.
-            with contextlib.suppress(OSError, ValueError):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
+            discard(sys.stdout)
             with contextlib.suppress(OSError, ValueError):
                 error(ctx.invoked_subcommand or "l0mem", "output closed early (broken pipe)")
             raise SystemExit(int(ExitCode.BAD_INPUT)) from None

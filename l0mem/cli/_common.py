@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import math
-import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +29,7 @@ from l0mem.cli._exits import ExitCode as ExitCode
 from l0mem.cli._exits import exit_epilog as exit_epilog
 from l0mem.cli._exits import interrupt_signal as interrupt_signal
 from l0mem.cli._exits import signal_exit as signal_exit
+from l0mem.files import discard, is_stdout
 
 if TYPE_CHECKING:
     from l0mem.backends.select import ContextMode
@@ -383,8 +383,8 @@ def check_outputs(
 
 
 def to_stdout(*paths: Path | None) -> bool:
-    """Return whether one of the report ``paths`` is ``-``: the tables then go to stderr."""
-    return any(path is not None and str(path) == "-" for path in paths)
+    """Return whether one of the report ``paths`` is standard output: the tables then go to stderr."""
+    return any(path is not None and is_stdout(path) for path in paths)
 
 
 def stdout_is_tty() -> bool:
@@ -398,7 +398,7 @@ class _Output(Console):
     def on_broken_pipe(self) -> None:
         """Stop printing; the command goes on to its own exit code (rich would exit 1)."""
         self.quiet = True
-        _discard(self.file)
+        discard(self.file)
 
 
 def output(*, stderr: bool = False, **options: Any) -> Console:
@@ -418,20 +418,10 @@ def rendering() -> Iterator[None]:
         if sys.stdout is not None:
             sys.stdout.flush()
     except OSError as err:
-        if err.errno not in (errno.EPIPE, errno.EBADF):
+        # EIO: the terminal hung up (SIGHUP's usual company).
+        if err.errno not in (errno.EPIPE, errno.EBADF, errno.EIO):
             raise
-        _discard(sys.stdout)
-
-
-def _discard(stream: Any) -> None:
-    # Python flushes stdout once more at exit: into a broken pipe that would
-    # print "Exception ignored" and exit 120, so the descriptor goes to /dev/null.
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, stream.fileno())
-        finally:
-            os.close(devnull)
+        discard(sys.stdout)
 
 
 @contextlib.contextmanager
