@@ -143,7 +143,7 @@ def test_a_stop_signal_frees_keeps_every_sample_and_exits_128_plus_n(
     name = signum.name
     assert code == 128 + signum, stderr
     assert "Traceback" not in stderr
-    assert f"l0mem audit: interrupted by {name}: device memory was freed, partial results kept" in (
+    assert f"l0mem audit: error: interrupted by {name}; device memory was freed, partial results kept" in (
         stderr.splitlines()
     )
     run = interrupted_run(out)
@@ -180,7 +180,7 @@ def test_a_child_slower_than_the_grace_period_is_killed_and_its_samples_kept(
         audit.kill()
     assert code == 143, stderr
     assert "Traceback" not in stderr
-    assert "l0mem audit: interrupted by SIGTERM: device memory was freed" in stderr
+    assert "l0mem audit: error: interrupted by SIGTERM; device memory was freed" in stderr
     run = interrupted_run(out)
     assert run.reason is not None and run.reason.startswith("interrupted (SIGTERM)"), run.reason
     # The parent says it killed the child, and why: not a guess at the OOM killer.

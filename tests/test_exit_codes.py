@@ -461,3 +461,17 @@ def test_a_bug_is_its_own_code_with_its_traceback_never_a_finding(
     assert "Traceback" in result.stderr and "TypeError: a bug" in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("l0mem compare: error: internal error (a bug in l0mem"), last
+
+
+def test_a_bug_in_a_subcommand_of_a_group_names_the_whole_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import l0mem.cli.bench as bench_cli
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(bench_cli, "check_outputs", broken)
+    result = CliRunner().invoke(cli, ["bench", "kernels", "--backend", "l0"])
+    assert result.exit_code == ExitCode.INTERNAL
+    assert result.stderr.strip().splitlines()[-1].startswith("l0mem bench kernels: internal error")

@@ -40,6 +40,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# ctx.meta key: the arguments after "l0mem", to name "bench kernels" in an error line.
+_ARGV = "l0mem.argv"
+
+
 class _LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
@@ -61,6 +65,22 @@ class _LazyGroup(click.Group):
             raise TypeError(f"{entry[0]}.{entry[1]} is not a click command")
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Find the subcommand in ``args``, remembering them to name the command in errors."""
+        ctx.meta[_ARGV] = list(args)
+        return super().resolve_command(ctx, args)
+
+    def _name(self, ctx: click.Context) -> str:
+        """Return the command the user ran as its one-line errors name it (``bench kernels``)."""
+        name = ctx.invoked_subcommand or "l0mem"
+        command = self.get_command(ctx, name) if ctx.invoked_subcommand else None
+        rest = ctx.meta.get(_ARGV, [])[1:]
+        if isinstance(command, click.Group) and rest and rest[0] in command.commands:
+            return f"{name} {rest[0]}"
+        return name
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; a stop signal, a closed stdout and a bug get their own exit codes.
 
@@ -77,12 +97,12 @@ class _LazyGroup(click.Group):
                 return super().invoke(ctx)
         except KeyboardInterrupt as err:
             code, name = signal_exit(interrupt_signal(err))
-            error(ctx.invoked_subcommand or "l0mem", f"interrupted by {name}")
+            error(self._name(ctx), f"interrupted by {name}")
             raise SystemExit(code) from None
         except BrokenPipeError:
             discard(sys.stdout)
             with contextlib.suppress(OSError, ValueError):
-                error(ctx.invoked_subcommand or "l0mem", "output closed early (broken pipe)")
+                error(self._name(ctx), "output closed early (broken pipe)")
             raise SystemExit(int(ExitCode.BAD_INPUT)) from None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
@@ -91,7 +111,7 @@ class _LazyGroup(click.Group):
             # finding: keep the traceback for the report, exit with the bug's own code.
             traceback.print_exc()
             error(
-                ctx.invoked_subcommand or "l0mem",
+                self._name(ctx),
                 f"internal error (a bug in l0mem {__version__}; please report it with the "
                 f"traceback above): {type(err).__name__}",
             )

@@ -37,7 +37,6 @@ from l0mem.cli._common import (
     fail,
     finite,
     json_option,
-    notice,
     output,
     rendering,
     reporting,
@@ -395,7 +394,7 @@ def audit(
     if interrupted is None and cancel.is_set():
         interrupted, how = cancel.signum, "after the last set-up; the report is complete"
     if interrupted is not None:
-        notice("audit", f"interrupted by {signal_exit(interrupted)[1]}: {how}")
+        error("audit", f"interrupted by {signal_exit(interrupted)[1]}; {how}")
     for message in errors:
         error("audit", message)
     if interrupted is not None:
