@@ -41,7 +41,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 
 
 # ctx.meta key: the arguments after "l0mem", to name "bench kernels" in an error line.
-_ARGV = "l0mem.argv"
+_ARGV = "l0mem-argv"
 
 
 class _LazyGroup(click.Group):

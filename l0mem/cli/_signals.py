@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from l0mem.cli._common import signal_exit
@@ -26,22 +26,18 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def stop_signals_interrupt() -> Iterator[None]:
-    """Make SIGTERM and SIGHUP raise :class:`Interrupted` in the block, as Ctrl-C raises.
+def handling(signals: Iterable[int], handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """Run ``handler`` on each of ``signals`` in the block; the previous handlers come back after.
 
-    A signal the process inherited as ignored (``nohup``) stays ignored. The
-    previous handlers come back afterwards.
+    A signal the process inherited as ignored (``nohup``) stays ignored. Off the
+    main thread (where Python allows no handler) the block runs with the old ones.
     """
-
-    def handler(signum: int, frame: Any) -> None:
-        raise Interrupted(signum)
-
     old: dict[int, Any] = {}
     try:
-        for stop in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(stop) is not signal.SIG_IGN:
-                old[stop] = signal.signal(stop, handler)
-    except ValueError:  # not the main thread: leave the handlers alone
+        for number in signals:
+            if signal.getsignal(number) is not signal.SIG_IGN:
+                old[number] = signal.signal(number, handler)
+    except ValueError:
         pass
     try:
         yield
@@ -50,4 +46,13 @@ def stop_signals_interrupt() -> Iterator[None]:
             signal.signal(number, previous)
 
 
-__all__ = ["Interrupted", "stop_signals_interrupt"]
+def stop_signals_interrupt() -> contextlib.AbstractContextManager[None]:
+    """Make SIGTERM and SIGHUP raise :class:`Interrupted` in the block, as Ctrl-C raises."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    return handling((signal.SIGTERM, signal.SIGHUP), handler)
+
+
+__all__ = ["Interrupted", "handling", "stop_signals_interrupt"]

@@ -7,8 +7,8 @@ The options, the run and the exit code live here; what the audit prints
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
@@ -44,6 +44,7 @@ from l0mem.cli._common import (
     stdout_is_tty,
     to_stdout,
 )
+from l0mem.cli._signals import handling
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
 from l0mem.files import ReportWriteError
 from l0mem.probe import MeminfoError, read_meminfo
@@ -156,27 +157,17 @@ def _plot_path(ctx: click.Context, param: click.Parameter, value: Path | None) -
     return value
 
 
-@contextmanager
-def _cancel_on_signals(cancel: CancelEvent) -> Iterator[None]:
+def _cancel_on_signals(cancel: CancelEvent) -> AbstractContextManager[None]:
     """Turn SIGINT, SIGTERM and SIGHUP into ``cancel``, which remembers the signal.
 
     The running child then frees its device memory cleanly and the partial
-    report is written. A signal inherited as ignored (``nohup``) stays ignored.
+    report is written.
     """
 
     def handler(signum: int, frame: FrameType | None) -> None:
         cancel.request(signum)
 
-    old = {
-        s: signal.signal(s, handler)
-        for s in STOP_SIGNALS
-        if signal.getsignal(s) is not signal.SIG_IGN
-    }
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    return handling(STOP_SIGNALS, handler)
 
 
 def _write_outputs(
