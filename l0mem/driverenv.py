@@ -33,6 +33,7 @@ RECORDED_PREFIXES = (
     "ZES_",
     "ZET_",
     "ZEL_",
+    "ZEX_",
     "UR_",
     "SYCL_",
     "NEO_",

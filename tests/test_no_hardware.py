@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,7 @@ def test_compare_refuses_no_hardware_against_hardware() -> None:
     nohw = _no_hardware(hw)
     sim_report = dataclasses.replace(hw, fingerprint={"simulated": True})
     for a, b in ((hw, nohw), (nohw, hw)):
-        with pytest.raises(ReportMismatchError, match=r"without hardware .* from hardware"):
+        with pytest.raises(ReportMismatchError, match=r"(from|comes from) a GPU driver running without hardware"):
             compare_reports(a, b)
     for a, b in ((sim_report, nohw), (nohw, sim_report)):
         with pytest.raises(ReportMismatchError, match="simulated Level Zero driver"):
@@ -148,7 +149,7 @@ def test_compare_command_exits_5(tmp_path: Path) -> None:
     write_json(_no_hardware(hw), nohw_path)
     result = CliRunner().invoke(cli, ["compare", str(hw_path), str(nohw_path)])
     assert result.exit_code == 5
-    assert "nohw.json comes from a GPU driver running without hardware" in result.stderr
+    assert re.search(r"nohw.json (comes )?from a GPU driver running without hardware", result.stderr)
     same = CliRunner().invoke(cli, ["compare", str(nohw_path), str(nohw_path)])
     assert same.exit_code == 0 and "no hardware" in same.stdout
 

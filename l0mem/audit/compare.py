@@ -144,21 +144,17 @@ def check_comparable(
     a, b = baseline.platform, current.platform
     if a == b:
         return
-    if "simulator" in (a, b):
-        sim, other = (
-            (baseline_name, current_name) if a == "simulator" else (current_name, baseline_name)
-        )
-        raise ReportMismatchError(
-            f"{sim} comes from the simulated Level Zero driver and {other} does not: "
-            "simulator numbers cannot be compared with hardware results"
-        )
-    nohw, hw = (
-        (baseline_name, current_name) if a == "no-hardware" else (current_name, baseline_name)
-    )
     raise ReportMismatchError(
-        f"{nohw} comes from a GPU driver running without hardware and {hw} from hardware: "
-        "with no GPU executing, its numbers cannot be compared with hardware results"
+        f"{baseline_name} comes from {_PLATFORMS.get(a, a)} and {current_name} from "
+        f"{_PLATFORMS.get(b, b)}: numbers from different platforms cannot be compared"
     )
+
+
+_PLATFORMS = {
+    "hardware": "hardware",
+    "simulator": "the simulated Level Zero driver",
+    "no-hardware": "a GPU driver running without hardware",
+}
 
 
 def _judge(
