@@ -7,7 +7,8 @@ Two questions are answered here, from an environment mapping alone:
   variables that change driver, loader or runtime behaviour are taken, by
   prefix (:data:`RECORDED_PREFIXES`) or name (:data:`RECORDED_NAMES`), plus
   the debug keys of Intel's compute-runtime ("NEO") while it reads them
-  (``NEOReadDebugKeys`` a non-zero integer). NEO's keys have no prefix; they
+  (``NEOReadDebugKeys`` a non-zero integer), and always the few keys its
+  release builds read regardless (:data:`NEO_RELEASE_KEYS`). NEO's keys have no prefix; they
   are CamelCase names (``EnableDeferBacking``, ``SetCommandStreamReceiver``),
   while ordinary variables are upper case with underscores, so a CamelCase
   name is taken for a NEO key (:func:`is_neo_key`). Nothing else of the
@@ -42,6 +43,11 @@ RECORDED_PREFIXES = (
     "OCL_ICD_",
 )
 RECORDED_NAMES = frozenset({"ONEAPI_DEVICE_SELECTOR", "L0MEM_ZE_LOADER", "NEOReadDebugKeys"})
+# NEO keys that its release builds read even with NEOReadDebugKeys off: recorded
+# always (MakeAllBuffersResident changes residency, the mirror's own subject).
+NEO_RELEASE_KEYS = frozenset(
+    {"MakeAllBuffersResident", "EnableCrossDeviceAccess", "OverrideDefaultFP64Settings"}
+)
 
 # The value of recorded variables is cut here: a report is no place for a long path list.
 MAX_VALUE_CHARS = 512
@@ -82,6 +88,7 @@ def recorded_environment(env: Mapping[str, str]) -> dict[str, str]:
         if (
             name.startswith(RECORDED_PREFIXES)
             or name in RECORDED_NAMES
+            or name in NEO_RELEASE_KEYS
             or (neo and is_neo_key(name))
         ):
             out[name] = env[name][:MAX_VALUE_CHARS]
@@ -114,6 +121,7 @@ def no_hardware_reason(env: Mapping[str, str]) -> str | None:
 
 __all__ = [
     "MAX_VALUE_CHARS",
+    "NEO_RELEASE_KEYS",
     "RECORDED_NAMES",
     "RECORDED_PREFIXES",
     "is_neo_key",

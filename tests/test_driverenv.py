@@ -95,3 +95,8 @@ def test_no_hardware_modes(csr: str) -> None:
 )
 def test_hardware_modes(env: dict[str, str]) -> None:
     assert no_hardware_reason(env) is None
+
+
+def test_keys_release_builds_read_are_recorded_without_debug_keys_on() -> None:
+    env = {"MakeAllBuffersResident": "1", "EnableDeferBacking": "0", "HomeDir": "/x"}
+    assert recorded_environment(env) == {"MakeAllBuffersResident": "1"}

@@ -27,6 +27,7 @@ from l0mem.backends import LevelZeroBackend, SyclBackend, level_zero_devices
 from l0mem.cli import cli
 from l0mem.cli.audit_view import render
 from tests.support import sim
+from tests.support.cli import run_l0mem
 from tests.test_analysis import synthetic_report, synthetic_run
 
 AUB = {"NEOReadDebugKeys": "1", "SetCommandStreamReceiver": "1", "ProductFamilyOverride": "bmg"}
@@ -222,3 +223,26 @@ def test_allreduce_checks_no_sum() -> None:
     assert report["no_hardware"] == REASON
     assert report["results"] == [] and report["ok"] is None
     json.dumps(report)
+
+
+def test_p2p_allreduce_and_info_json_record_the_driver_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from l0mem.bench.allreduce import measure
+    from l0mem.bench.copies import run_p2p
+
+    for key, value in AUB.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("UR_L0_USM_RESIDENT", "0x1")
+    monkeypatch.setenv("L0MEM_TEST_PRIVATE", "not recorded")
+    with _NoHardware(_two_queues()) as b:
+        p2p = run_p2p(b, sizes=[4096], reps=1, warmup=0).to_dict()
+        allreduce = measure(b, [0, 1], [4096], threshold=1 << 20, reps=1, warmup=0)
+    env = {**sim.sim_env(devices=1), **AUB, "UR_L0_USM_RESIDENT": "0x1", "L0MEM_TEST_PRIVATE": "x"}
+    done = run_l0mem("info", ["--json", "-"], env)
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    for data in (p2p, allreduce, info):
+        env = data["environment"]
+        assert env["UR_L0_USM_RESIDENT"] == "0x1" and env["SetCommandStreamReceiver"] == "1"
+        assert "L0MEM_TEST_PRIVATE" not in env and "PATH" not in env

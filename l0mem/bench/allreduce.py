@@ -17,6 +17,7 @@ and the report has no results: ``ok`` is null and ``no_hardware`` says why.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ from l0mem.allreduce import AllReduce, error_bound, scratch_bytes
 from l0mem.backends import Backend, Event, NoDeviceError, cleanup
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import MeasurementInterrupted, time_op
+from l0mem.driverenv import recorded_environment
 
 SCHEMA = "l0mem.allreduce/1"
 
@@ -122,6 +124,7 @@ def measure(
             "backend": backend.name,
             "simulated": backend.simulated,
             "no_hardware": withheld,
+            "environment": recorded_environment(os.environ),
             "devices": [{"index": d, "name": backend.device_name(d)} for d in devices],
             "threshold": threshold,
             "transport": transport,

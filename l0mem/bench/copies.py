@@ -48,6 +48,7 @@ runs that set-up, and the raw hanging copy, in subprocesses with a timeout.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -70,6 +71,7 @@ from l0mem.bench.timing import (
     time_op,
     unmeasured_dict,
 )
+from l0mem.driverenv import recorded_environment
 
 SCHEMA = "l0mem.p2p/1"
 DEFAULT_SIZES = (1 << 20, 16 << 20, 64 << 20)
@@ -264,6 +266,8 @@ class P2PResult:
     notes: tuple[str, ...] = field(default=())
     no_hardware: str | None = None  # why nothing was measured: no GPU executes (Backend.no_hardware)
     complete: bool = True  # False: interrupted, ``copies`` holds the timings that finished
+    # What changes driver behaviour (l0mem.driverenv), as the environment was when measured.
+    environment: dict[str, str] = field(default_factory=lambda: recorded_environment(os.environ))
 
     def timing(self, kind: CopyKind, src: int, dst: int, nbytes: int) -> CopyTiming | None:
         """Return the timing of one copy kind, pair and size, or None if not part of the run."""
@@ -280,6 +284,7 @@ class P2PResult:
             "backend": self.backend,
             "simulated": self.simulated,
             "no_hardware": self.no_hardware,
+            "environment": dict(self.environment),
             "devices": [{"index": i, "name": n} for i, n in enumerate(self.devices)],
             "sizes": list(self.sizes),
             "reps": self.reps,

@@ -71,6 +71,7 @@ def collect() -> dict[str, Any]:
     from l0mem._ze import init_path, loader_path, loader_versions
     from l0mem.backends import level_zero_devices
     from l0mem.core import drivers
+    from l0mem.driverenv import recorded_environment
 
     # The inventory every command selects from: its positions are the indices shown.
     flat = level_zero_devices()
@@ -88,6 +89,7 @@ def collect() -> dict[str, Any]:
         "alt_drivers": [
             p for p in os.environ.get("ZE_ENABLE_ALT_DRIVERS", "").split(",") if p.strip()
         ],
+        "environment": recorded_environment(os.environ),
         "drivers": [],
     }
     for drv in drivers():
