@@ -170,19 +170,65 @@ def test_the_child_takes_every_step_that_fits_and_none_that_does_not(
     assert machine.available == 100 * GIB  # everything given back
 
 
+@pytest.mark.parametrize("ratio", [1.0, 2.0, 3.5, 8.0, 64.0])
+def test_the_first_step_holds_the_floor_when_the_room_is_less_than_its_mirror(
+    monkeypatch: pytest.MonkeyPatch, ratio: float
+) -> None:
+    # 600 MiB above the floor, 512 MiB steps: the first step fits at 1:1 but not
+    # mirrored 2:1 or more, and nothing is measured before it. Its first
+    # allocation is 8 MiB (600 MiB over MAX_RATIO, 64, in whole 2 MiB): at most
+    # 512 MiB of host memory even at 64:1. Its slope predicts the other 504 MiB.
+    step, room = 512 * MIB, 600 * MIB
+    machine = Machine(100 * GIB)
+    floor = machine.available - room
+    exp = Mirrored(machine, ratio)
+    got = _run_child(monkeypatch, machine, exp, floor, step)
+    assert machine.lowest >= floor  # to the byte
+    assert machine.lowest == floor + room - int(ratio * (step if ratio == 1 else 8 * MIB))
+    # At 1:1 the step fits and is taken (one sample); at any other ratio the
+    # rest of it is refused, and the broken-off step has no sample.
+    assert len(got["alloc"]) == (1 if ratio == 1 else 0)
+    assert got["end"]["status"] == "stopped-early"
+    reason = got["end"]["reason"]
+    assert reason.startswith("safety guard: MemAvailable")
+    assert "would fall below the floor" in reason
+    if ratio > 1:
+        assert f"(predicted {ratio:.2f}:1 from the slope measured so far)" in reason
+    assert machine.available == 100 * GIB  # everything given back
+
+
+def test_no_room_for_one_allocation_at_the_largest_ratio_stops_before_any(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 100 MiB above the floor: a 64 MiB step fits at 1:1, but not even one 2 MiB
+    # allocation (the step alignment) fits at 64:1 before a slope is measured.
+    machine = Machine(100 * GIB)
+    floor = machine.available - 100 * MIB
+    got = _run_child(monkeypatch, machine, Mirrored(machine, 1.0), floor, 64 * MIB)
+    assert machine.lowest == 100 * GIB  # nothing was allocated
+    assert got["alloc"] == []
+    assert got["end"]["status"] == "stopped-early"
+    assert got["end"]["reason"] == (
+        "safety guard: MemAvailable 100.00 GiB minus 128 MiB (the smallest allocation, "
+        "2 MiB, assumed mirrored 64:1 as no slope is measured yet) would fall below the "
+        "floor 99.90 GiB"
+    )
+
+
 def test_a_step_stops_between_driver_calls_when_the_floor_is_crossed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Four peers, one 1:1 mirror each, taken one residency call at a time (64 MiB
-    # each for a 64 MiB step). Three steps cost 768 MiB of the 2 GiB above the
-    # floor; the guard then lets the fourth go (predicted 256 MiB), and another
-    # process takes 1152 MiB as it starts, leaving 128 MiB. The step's third call
+    # each for a 64 MiB step). The 4 GiB above the floor let the first step go in
+    # one allocation (64 MiB at up to MAX_RATIO, 64:1). Three steps cost 768 MiB
+    # of them; the guard then lets the fourth go (predicted 256 MiB), and another
+    # process takes 3200 MiB as it starts, leaving 128 MiB. The step's third call
     # crosses the floor: the child stops there, one call's share below it, not
     # at the step's end.
     step = 64 * MIB
     machine = Machine(100 * GIB)
-    floor = machine.available - 2 * GIB
-    other = 1152 * MIB
+    floor = machine.available - 4 * GIB
+    other = 3200 * MIB
 
     def neighbour(index: int) -> None:
         if index == 3:
