@@ -19,11 +19,13 @@ pattern, so their memory may never have been touched), and
 ``inventory`` for the discovery modes. Anything libraries print goes to
 stderr, never into this stream.
 
-Before each step the child checks the safety guard itself (MemAvailable minus
-the step's predicted host cost, at least 1:1 and at least the slope its own
-samples show so far, must stay above ``floor_bytes``), and after every driver
-call of a step it checks MemAvailable against the floor
-(:meth:`_Runner.checkpoint`). SIGINT, SIGTERM and SIGHUP stop it at the end
+Before each driver allocation the child checks the safety guard itself
+(MemAvailable minus the predicted host cost of the rest of the step, at least
+1:1 and at least the slope measured so far, must stay above ``floor_bytes``;
+until a slope is measured, one allocation may take no more than the room
+above the floor over :data:`~l0mem.audit.guard.MAX_RATIO`, and the first
+allocation measures the slope), and after every driver call of a step it
+checks MemAvailable against the floor (:meth:`_Runner.checkpoint`). SIGINT, SIGTERM and SIGHUP stop it at the end
 of the step: it takes that step's sample, frees everything, takes the freed
 samples and reports what it freed (the discovery modes keep the default
 handlers: they hold no device memory). If the parent dies, the kernel sends
@@ -50,6 +52,7 @@ from typing import IO, TYPE_CHECKING, Any
 from l0mem.audit.discovery import discover_l0, discover_sycl, one_line
 from l0mem.audit.guard import Guard, measured_slope
 from l0mem.audit.runs import REASON_DEVICE_FULL, REASON_INTERRUPTED, REASON_STOPPED
+from l0mem.audit.setups import STEP_ALIGN
 from l0mem.probe import MeminfoError, mem_available
 
 if TYPE_CHECKING:
@@ -257,12 +260,6 @@ class _Runner:
                 return stop
             nbytes = min(step, target - self.device_bytes)
             try:
-                why = self.guard.refuse_step(mem_available(), nbytes, self.slope)
-            except MeminfoError as exc:
-                return "failed", str(exc)
-            if why is not None:
-                return "stopped-early", why
-            try:
                 self._step(nbytes)
             except _Halt as stopped:
                 return stopped.status
@@ -281,16 +278,40 @@ class _Runner:
         return "ok", None
 
     def _step(self, nbytes: int) -> None:
+        """Allocate one step in as many driver allocations as the guard allows; raise _Halt if it refuses."""
         assert self.exp is not None
         left = nbytes
         while left > 0:
             if left < nbytes:
                 self.checkpoint()
-            chunk = min(left, self.exp.max_alloc)
+            before = self._available()
+            chunk = min(left, self.exp.max_alloc, self._admit(before, left))
             if not self.exp.allocate(chunk, self.pattern, self.checkpoint):
                 self.untouched += 1
             left -= chunk
             self.device_bytes += chunk
+            if self.slope is None:
+                # The first slope, as soon as there is one: the rest of the step is predicted from it.
+                self.slope = measured_slope(before, self._available(), chunk)
+
+    def _admit(self, available: int, left: int) -> int:
+        """Return the most bytes the next allocation of a step may take; raise _Halt if none."""
+        # The rest of the step must fit at the predicted ratio (at least 1:1) ...
+        why = self.guard.refuse_step(available, left, self.slope)
+        if why is None and self.slope is None:
+            # ... and before anything is measured, one allocation must fit at any ratio.
+            why = self.guard.refuse_unmeasured(available, STEP_ALIGN)
+            left = min(left, self.guard.unmeasured_limit(available, STEP_ALIGN))
+        if why is not None:
+            raise _Halt("stopped-early", why)
+        return left
+
+    @staticmethod
+    def _available() -> int:
+        try:
+            return mem_available()
+        except MeminfoError as exc:
+            raise _Halt("failed", str(exc)) from exc
 
     def _free(self, status: tuple[str, str | None]) -> tuple[str, str | None]:
         assert self.exp is not None

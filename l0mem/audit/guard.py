@@ -6,6 +6,10 @@ prediction is the step times the larger of ``worst_ratio`` (1:1 by default:
 a full mirror) and the slope the run has measured so far (host bytes lost
 per device byte since its idle samples), so a driver that mirrors 3.5:1
 (one mirror per peer device) is refused a step once its first step shows it.
+Until a slope is measured, no single driver allocation may take more than
+the room above the floor over :data:`MAX_RATIO` (:meth:`Guard.unmeasured_limit`):
+the first allocation cannot cross the floor whatever the mirror's ratio, and
+it measures the slope the rest is predicted from.
 The child process checks this itself before each step and checks
 ``MemAvailable`` against the floor again after every driver call that may
 take host memory; the parent also watches ``MemAvailable`` while a child runs
@@ -23,6 +27,11 @@ from l0mem.units import GIB, format_bytes
 
 DEFAULT_FLOOR_MIN = 2 * GIB
 DEFAULT_FLOOR_FRACTION = 0.10
+# The most host bytes l0mem assumes one device byte can ever cost. It equals the
+# largest mirror_ratio the simulated driver accepts (tests/simdriver/config.c):
+# a mirror per peer device on the largest multi-device nodes stays far below it.
+# Before a run has measured its slope, every allocation is sized for this ratio.
+MAX_RATIO = 64.0
 
 
 def default_floor(mem_total: int) -> int:
@@ -84,6 +93,22 @@ class Guard:
             f"{REASON_GUARD} MemAvailable {format_bytes(available)} minus the next step "
             f"{format_bytes(worst)} ({how}) would fall below "
             f"the floor {format_bytes(self.floor_bytes)}"
+        )
+
+    def unmeasured_limit(self, available: int, unit: int) -> int:
+        """Return the most device bytes (a multiple of ``unit``) one allocation may take before a slope is measured."""
+        room = max(0, available - self.floor_bytes)
+        return int(room / MAX_RATIO) // unit * unit
+
+    def refuse_unmeasured(self, available: int, unit: int) -> str | None:
+        """Return why not even ``unit`` bytes may be allocated before a slope is measured, or None."""
+        if self.unmeasured_limit(available, unit) >= unit:
+            return None
+        return (
+            f"{REASON_GUARD} MemAvailable {format_bytes(available)} minus "
+            f"{format_bytes(int(unit * MAX_RATIO))} (the smallest allocation, "
+            f"{format_bytes(unit)}, assumed mirrored {MAX_RATIO:g}:1 as no slope is measured "
+            f"yet) would fall below the floor {format_bytes(self.floor_bytes)}"
         )
 
     def breached(self, available: int) -> str | None:

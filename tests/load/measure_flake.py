@@ -63,6 +63,8 @@ DEFAULT_TESTS = (
     "tests/test_cli_audit.py::test_a_failed_setup_next_to_a_good_one_exits_6",
     "tests/test_cli_audit.py::test_sycl_cpu_positive_control_next_to_the_simulator",
     "tests/test_audit_sycl_sim.py",
+    "tests/test_audit_signals.py",
+    "tests/test_guard_slope.py::test_the_floor_holds_against_a_simulated_mirror_of_any_ratio",
     "tests/test_probe_live.py",
 )
 

@@ -8,8 +8,9 @@ every sample carries the simulated mirror's ground truth
 counted by the kernel). Two modes:
 
 - ``quiet``: the system-wide signals in the samples are those of a host where
-  only the child moves memory (child_site/host_model.py). For tests whose
-  question is the audit's logic: nobody else can change their answer.
+  only the child moves memory (child_site/host_model.py), and so is the
+  MemAvailable its safety guard reads. For tests whose question is the
+  audit's logic: nobody else can change their answer.
 - ``truth``: the signals stay real. For the few tests that must read the real
   signal: :func:`disturbance` says whether, and where, another process moved
   it by more than an allowance, measured against the child's own memory.
@@ -23,13 +24,20 @@ from typing import Any
 
 from l0mem.audit.analysis import DEFAULT_CONFIG, cost_series, recorded_signals
 from l0mem.audit.model import SetupRun
-from tests.support.child_site.host_model import MIRROR_ONLY, MODE_VAR, MODES, TRUTH_KEY
+from tests.support.child_site.host_model import (
+    LOWEST_KEY,
+    MIRROR_ONLY,
+    MODE_VAR,
+    MODES,
+    TRUTH_KEY,
+)
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child_site")
 MIB = 1 << 20
 GIB = 1 << 30
 
 __all__ = [
+    "LOWEST_KEY",
     "MODE_VAR",
     "SITE_DIR",
     "TRUTH_KEY",

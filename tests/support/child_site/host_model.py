@@ -19,6 +19,12 @@ takes every sample:
   by it, ``cgroup.memory.current`` rises by it, ``Shmem`` rises by the mirror
   alone; every other system-wide signal stays at its first value.
   Per-process (``proc.*``), device (``sysman.*``) and DRM signals stay real.
+  ``l0mem.probe.mem_available``, what the child's safety guard reads between
+  samples, reads the same quiet host, so the guard's decisions too depend on
+  the child's own memory alone; every snapshot also gains :data:`LOWEST_KEY`,
+  the lowest ``MemAvailable`` the quiet host had at any read so far (samples
+  and the guard's own reads: the child reads after every allocation, so this
+  sees a step the guard broke off, which has no sample).
 
 The analysis ignores :data:`TRUTH_KEY` (no signal has that source). Where a
 test's question is the audit's logic (set-ups, analysis, verdicts, reports),
@@ -36,6 +42,7 @@ from typing import Any
 MODE_VAR = "L0MEM_TEST_HOST"
 MODES = ("truth", "quiet")
 TRUTH_KEY = "zesim.mirror_bytes"
+LOWEST_KEY = "zesim.quiet_lowest_available"
 MEMFD_PREFIX = "/memfd:zesim-"
 
 SYSTEM_SOURCES = ("meminfo.", "vmstat.", "zoneinfo.", "host.", "cgroup.")
@@ -97,12 +104,24 @@ def install(mode: str) -> None:
 
     original = module.Prober.snapshot
     first: dict[str, int] = {}
+    lowest: list[int] = []  # the quiet host's lowest MemAvailable so far
 
     def snapshot(self: Any, extra: Mapping[str, int] | None = None) -> Any:
         snap = original(self, extra)
         values = {**snap.values, TRUTH_KEY: mirror_bytes()}
         if mode == "quiet":
             values = quiet_values(values, first)
+            now = values["meminfo.MemAvailable"]
+            lowest[:] = [min([now, *lowest])]
+            values[LOWEST_KEY] = lowest[0]
         return module.Snapshot(snap.t, values, snap.unavailable)
 
     module.Prober.snapshot = snapshot  # type: ignore[method-assign]
+    if mode == "quiet":
+        import l0mem.probe as probe
+
+        def mem_available(proc_root: str = "/proc") -> int:
+            return int(probe.take_snapshot(proc_root=proc_root).values["meminfo.MemAvailable"])
+
+        # Before the audit's child imports it by name.
+        probe.mem_available = mem_available
