@@ -26,7 +26,7 @@ from l0mem.audit.setups import Inventory
 from l0mem.backends import LevelZeroBackend, SyclBackend, level_zero_devices
 from l0mem.cli import cli
 from l0mem.cli.audit_view import render
-from tests.support import sim
+from tests.support import sim, ze_session
 from tests.support.cli import run_l0mem
 from tests.test_analysis import synthetic_report, synthetic_run
 
@@ -159,7 +159,9 @@ def test_compare_command_exits_5(tmp_path: Path) -> None:
 
 
 def test_the_simulator_is_never_no_hardware(monkeypatch: pytest.MonkeyPatch) -> None:
-    sim.use_in_process(monkeypatch, devices=1)
+    # The session's simulator: a process initializes the loader once, and the
+    # tests after this one count on the session's devices.
+    ze_session.simulator()
     for key, value in AUB.items():
         monkeypatch.setenv(key, value)
     with LevelZeroBackend(level_zero_devices()[:1]) as b:
