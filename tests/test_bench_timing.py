@@ -10,6 +10,7 @@ from l0mem.bench.timing import (
     FALLBACK_NOTE,
     SUMMARY_KEYS,
     Measurement,
+    MeasurementInterrupted,
     time_op,
     time_ops,
     unmeasured_dict,
@@ -130,6 +131,75 @@ def test_prepare_runs_untimed_before_every_round(clock: FakeClock) -> None:
     m = time_op(op, 8, reps=2, warmup=1, timing="host", prepare=prepare)
     assert m.samples_ns == (51, 51)
     assert calls == ["prepare", "op"] * 3
+
+
+def _interrupted_at(clock: FakeClock, calls: list[str], name: str, call: int):
+    """Return an op like :func:`_op` whose ``call``-th call raises KeyboardInterrupt (Ctrl-C)."""
+    inner = _op(clock, calls, name, [(5, 10)])
+
+    def op() -> list[FakeEvent]:
+        if calls.count(name) + 1 == call:
+            raise KeyboardInterrupt
+        return inner()
+
+    return op
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_an_interrupt_in_round_k_keeps_the_samples_of_the_rounds_before(
+    clock: FakeClock, k: int
+) -> None:
+    calls: list[str] = []
+    warmup = 2
+    ops = {
+        "first": (_op(clock, calls, "first", [(5, 10)]), 8),
+        "stops": (_interrupted_at(clock, calls, "stops", warmup + k), 16),
+        "last": (_op(clock, calls, "last", [(7, 10)]), 32),
+    }
+    # Caught as what Ctrl-C raises, so that a bare one fails this test, not the whole run.
+    with pytest.raises(KeyboardInterrupt) as exc:
+        time_ops(ops, reps=5, warmup=warmup)
+    assert isinstance(exc.value, MeasurementInterrupted)
+    got = exc.value.partial
+    # Round-robin: the op before the interrupted one has its round-k sample too;
+    # a key with no sample at all is left out.
+    assert got["first"].samples_ns == (5,) * k
+    assert got["first"].bytes_moved == 8 and got["first"].timing == "device"
+    if k == 1:
+        assert set(got) == {"first"}
+    else:
+        assert set(got) == {"first", "stops", "last"}
+        assert got["stops"].samples_ns == (5,) * (k - 1)
+        assert got["last"].samples_ns == (7,) * (k - 1)
+    assert exc.value.signum == 2  # SIGINT: Ctrl-C
+
+
+def test_an_interrupt_in_warm_up_measured_nothing(clock: FakeClock) -> None:
+    calls: list[str] = []
+    ops = {
+        "a": (_op(clock, calls, "a", [(5, 10)]), 8),
+        "b": (_interrupted_at(clock, calls, "b", 2), 8),
+    }
+    with pytest.raises(KeyboardInterrupt) as exc:
+        time_ops(ops, reps=3, warmup=2)
+    assert not isinstance(exc.value, MeasurementInterrupted)
+
+
+def test_an_interrupt_after_the_host_clock_fallback_keeps_host_samples(clock: FakeClock) -> None:
+    calls: list[str] = []
+    op = _op(clock, calls, "a", [(None, 10)])
+
+    def stops_third() -> list[FakeEvent]:
+        # Call 1 finds no timestamp; calls 2 and 3 are host-timed; call 4 is interrupted.
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return op()
+
+    with pytest.raises(KeyboardInterrupt) as exc:
+        time_op(stops_third, 8, reps=5, warmup=0)
+    assert isinstance(exc.value, MeasurementInterrupted)
+    (m,) = exc.value.partial.values()
+    assert m.timing == "host" and m.note == FALLBACK_NOTE and m.samples_ns == (11, 11)
 
 
 @pytest.mark.parametrize(("reps", "warmup"), [(0, 0), (1, -1)])

@@ -113,18 +113,44 @@ def test_allreduce_on_sighup_writes_and_shows_the_rows_that_finished(tmp_path: P
     assert "All-reduce over 2 devices" in proc.stdout
 
 
-def test_bench_kernels_on_sigterm_frees_and_exits_143(tmp_path: Path) -> None:
-    # Every kernel is timed together with the copy: nothing finished, nothing to keep.
+def test_bench_kernels_on_sigterm_in_warm_up_writes_a_run_without_kernels(tmp_path: Path) -> None:
+    # Signalled as the timing starts: warm-up measures nothing, the run is still written.
     out = tmp_path / "k.json"
     args = ["bench", "kernels", "--backend", "l0", "--elements", "4096", "--reps", "2"]
     args += ["--json", str(out)]
     proc = _run_signalled("kernels", "time_ops", 1, signal.SIGTERM, args)
     assert proc.returncode == 143, proc.stderr
     assert _lines(proc.stderr) == [
-        "l0mem bench kernels: interrupted by SIGTERM; device memory was freed"
+        "l0mem bench kernels: interrupted by SIGTERM; device memory was freed, "
+        "partial results kept"
     ]
     assert _live(proc.stderr) == [0, 0]
-    assert not out.exists()
+    data = json.loads(out.read_text())
+    assert data["complete"] is False
+    assert data["copy"] is None and data["kernels"] == [] and data["timing"] is None
+    assert "nothing measured" in proc.stdout
+
+
+def test_bench_kernels_on_sigint_writes_and_shows_the_repetitions_taken(tmp_path: Path) -> None:
+    # Signalled at the 5th kernel launch, no warm-up, three kernels: round 1 finished, and
+    # round 2 timed the copy and the first kernel before the second was stopped.
+    out = tmp_path / "k.json"
+    args = ["bench", "kernels", "--backend", "l0", "--elements", "4096", "--reps", "3"]
+    args += ["--warmup", "0", "--json", str(out)]
+    proc = _run_signalled("kernels", "launch_elementwise", 5, signal.SIGINT, args)
+    assert proc.returncode == 130, proc.stderr
+    assert _lines(proc.stderr) == [
+        "l0mem bench kernels: interrupted by SIGINT; device memory was freed, "
+        "partial results kept"
+    ]
+    assert _live(proc.stderr) == [0, 0]
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and data["repetitions"] == 3
+    assert len(data["copy"]["samples_ns"]) == 2
+    counts = {k["name"]: len(k["samples_ns"]) for k in data["kernels"]}
+    assert counts == {"l0mem_f32_to_bf16": 2, "l0mem_bf16_add_to_f32": 1, "l0mem_f32_add": 1}
+    assert all(k["ratio_to_copy"] > 0 for k in data["kernels"])
+    assert "Kernel bandwidth" in proc.stdout and "Interrupted: partial results" in proc.stdout
 
 
 @pytest.mark.parametrize(

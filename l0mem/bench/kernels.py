@@ -30,12 +30,17 @@ kernels --json`` writes), schema ``l0mem.bench.kernels/1``:
   mode where no GPU executes (:attr:`l0mem.backends.Backend.no_hardware`).
   The copy and the kernels were then launched once each, untimed, and
   ``copy`` and ``timing`` are null and ``kernels`` is empty;
+- ``complete``: true, or false when the run was interrupted (Ctrl-C, SIGTERM,
+  SIGHUP): ``samples_ns`` then holds the repetitions taken before (round-robin,
+  the operations timed before the interrupted one have one more), a kernel not
+  timed even once is left out of ``kernels``, and ``copy`` and ``timing`` are
+  null when nothing was (interrupted in warm-up);
 - ``details``: an object for facts a caller adds (empty as
   :func:`run_kernel_bench` returns it).
 
 New in this version: ``timing``, ``min_ns`` and ``max_ns`` in ``copy`` and in
 every ``kernels[]`` entry; ``note``; ``no_hardware`` (with it, ``copy`` and
-``timing`` null). No key was removed, so the schema stays at 1.
+``timing`` null); ``complete``. No key was removed, so the schema stays at 1.
 """
 
 from __future__ import annotations
@@ -48,7 +53,14 @@ from typing import Any
 from l0mem import __version__
 from l0mem.backends import Backend, DeviceBuffer, cleanup
 from l0mem.backends.kernels import KERNELS, launch_elementwise
-from l0mem.bench.timing import EventsOp, Measurement, Timing, TimingRequest, time_ops
+from l0mem.bench.timing import (
+    EventsOp,
+    Measurement,
+    MeasurementInterrupted,
+    Timing,
+    TimingRequest,
+    time_ops,
+)
 
 SCHEMA = "l0mem.bench.kernels/1"
 COPY = "copy"
@@ -71,6 +83,7 @@ class KernelBenchResult:
     simulated: bool = False
     details: dict[str, Any] = field(default_factory=dict)
     no_hardware: str | None = None  # why nothing was measured: no GPU executes
+    complete: bool = True  # False: interrupted, the samples are those taken before
 
     @property
     def timing(self) -> Timing | None:
@@ -101,6 +114,7 @@ class KernelBenchResult:
             "device": self.device,
             "simulated": self.simulated,
             "no_hardware": self.no_hardware,
+            "complete": self.complete,
             "elements": self.elements,
             "repetitions": self.repetitions,
             "warmup": self.warmup,
@@ -129,6 +143,9 @@ def run_kernel_bench(
     """Measure each kernel and a same-size device copy on ``device``; return the results.
 
     ``simulated`` labels the numbers as a simulator's; by default the backend says.
+    Interrupted (KeyboardInterrupt), it raises :class:`MeasurementInterrupted`
+    whose ``partial`` is the run over the samples taken (``complete`` False),
+    once the buffers are freed.
     """
     if elements < 1:
         raise ValueError(f"elements must be >= 1, got {elements}")
@@ -146,6 +163,8 @@ def run_kernel_bench(
         repetitions, warmup = 1, 0
     buffers: list[DeviceBuffer] = []
     ok = False
+    measured: dict[str, Measurement] = {}
+    interrupted: KeyboardInterrupt | None = None
     try:
         f32_a = backend.allocate(device, 4 * n)
         f32_b = backend.allocate(device, 4 * n)
@@ -174,14 +193,20 @@ def run_kernel_bench(
         }
         measured = time_ops(ops, reps=repetitions, warmup=warmup, timing=timing)
         ok = True
+    except MeasurementInterrupted as exc:
+        measured, interrupted = dict(exc.partial), exc
+    except KeyboardInterrupt as exc:
+        # Before the timed rounds (warm-up, set-up): nothing was measured.
+        interrupted = exc
     finally:
         with contextlib.suppress(Exception):
             backend.synchronize(device)
         # After a failure (a lost device fails every free too) the failure is the error.
         cleanup([buf.close for buf in buffers], strict=ok)
 
-    copy = measured.pop(COPY)
-    return KernelBenchResult(
+    # The copy is timed first in every round: a kernel with samples means a copy with some.
+    copy = measured.pop(COPY, None)
+    result = KernelBenchResult(
         backend=backend.name,
         device=backend.device_name(device),
         elements=n,
@@ -191,7 +216,11 @@ def run_kernel_bench(
         kernels={} if withheld else measured,
         simulated=backend.simulated if simulated is None else simulated,
         no_hardware=withheld,
+        complete=interrupted is None,
     )
+    if interrupted is not None:
+        raise MeasurementInterrupted(result, interrupted) from None
+    return result
 
 
 __all__ = [

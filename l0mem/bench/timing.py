@@ -165,14 +165,16 @@ def _rounds(
     reps: int,
     timing: Timing,
     prepare: Callable[[], None] | None,
-) -> dict[_K, list[int]]:
-    samples: dict[_K, list[int]] = {key: [] for key in ops}
+    samples: dict[_K, list[int]],
+) -> None:
+    # Fills the caller's lists, so that an interrupt leaves it what was sampled.
+    for key in ops:
+        samples[key] = []
     for _ in range(reps):
         for key, op in ops.items():
             if prepare is not None:
                 prepare()
             samples[key].append(_sample(op, timing))
-    return samples
 
 
 def time_ops(
@@ -189,6 +191,12 @@ def time_ops(
     rounds too). ``timing``: "auto" uses device timestamps when every event
     carries one and the host clock otherwise, "device" raises RuntimeError
     when an event carries none, "host" always uses the host clock.
+
+    Interrupted (KeyboardInterrupt) during the timed rounds, it raises
+    :class:`MeasurementInterrupted` whose ``partial`` is this dict over the
+    keys with at least one sample, each holding the samples it has (round-robin:
+    the keys before the interrupted one have one sample more). Interrupted
+    during warm-up, nothing was measured: the KeyboardInterrupt goes on as is.
     """
     if reps < 1 or warmup < 0:
         raise ValueError(f"reps must be >= 1 and warmup >= 0, got {reps} and {warmup}")
@@ -200,21 +208,30 @@ def time_ops(
             _wait(op())
     used: Timing = "host" if timing == "host" else "device"
     note: str | None = None
+    samples: dict[_K, list[int]] = {}
+
+    def measured() -> dict[_K, Measurement]:
+        return {
+            key: Measurement(tuple(samples[key]), nbytes, used, note)
+            for key, (_, nbytes) in ops.items()
+            if samples.get(key)
+        }
+
     try:
-        samples = _rounds(run, reps, used, prepare)
-    except _NoTimestamp:
-        if timing == "device":
-            raise RuntimeError(
-                "device timing asked for, but an event carries no timestamp"
-            ) from None
-        # Warm-up is done; the device-timed rounds so far are discarded.
-        used = "host"
-        note = FALLBACK_NOTE
-        samples = _rounds(run, reps, used, prepare)
-    return {
-        key: Measurement(tuple(samples[key]), nbytes, used, note)
-        for key, (_, nbytes) in ops.items()
-    }
+        try:
+            _rounds(run, reps, used, prepare, samples)
+        except _NoTimestamp:
+            if timing == "device":
+                raise RuntimeError(
+                    "device timing asked for, but an event carries no timestamp"
+                ) from None
+            # Warm-up is done; the device-timed rounds so far are discarded.
+            used = "host"
+            note = FALLBACK_NOTE
+            _rounds(run, reps, used, prepare, samples)
+    except KeyboardInterrupt as exc:
+        raise MeasurementInterrupted(measured(), exc) from None
+    return measured()
 
 
 def time_op(
@@ -237,7 +254,8 @@ class MeasurementInterrupted(KeyboardInterrupt):
 
     Raised in place of the KeyboardInterrupt (Ctrl-C, or a stop signal the
     caller raises as one, its number in ``signum``) once the benchmark's
-    device memory is freed.
+    device memory is freed; :func:`time_ops`, which holds none, raises it with
+    the Measurements it has.
     """
 
     def __init__(self, partial: Any, cause: BaseException) -> None:

@@ -196,8 +196,8 @@ EXIT_TABLE: tuple[Row, ...] = (
         ExitCode.INTERRUPTED,
         "interrupted by signal N, every command alike: SIGHUP 129, SIGINT (Ctrl-C) 130, "
         "SIGTERM 143. Device memory was freed and the line names the signal; `audit` writes "
-        "its partial report, `p2p` and `allreduce` write and show what they finished "
-        '(`"complete": false`)',
+        "its partial report, `p2p`, `allreduce` and `bench kernels` write and show what they "
+        'finished (`"complete": false`)',
         _ALL,
     ),
 )

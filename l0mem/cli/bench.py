@@ -6,6 +6,8 @@ effective bandwidth (bytes read + written per second) and its ratio to the copy
 bandwidth. ``--json PATH`` writes the run atomically (schema
 ``l0mem.bench.kernels/1``, described in :mod:`l0mem.bench.kernels`);
 the path is checked before measuring, so a bad one does not cost the run.
+Interrupted (Ctrl-C, SIGTERM, SIGHUP), it writes and prints the repetitions
+taken so far, marked incomplete (``"complete": false``), and exits 128 + N.
 
 Exit codes of ``bench kernels``: as its ``--help`` lists them (:mod:`l0mem.cli._exits`,
 the one table).
@@ -50,6 +52,10 @@ def render(result: Any, console: Console) -> None:
     title = escape(
         f"Kernel bandwidth on {result.device} ({result.backend}, {result.elements:,} elements)"
     )
+    if result.copy is None and not result.complete:
+        console.print(title)
+        console.print("[yellow]Interrupted before any timed repetition: nothing measured.[/yellow]")
+        return
     if result.copy is None:
         console.print(title)
         console.print(
@@ -82,6 +88,10 @@ def render(result: Any, console: Console) -> None:
     console.print(
         f"{result.repetitions} repetitions after {result.warmup} warm-up rounds, "
         f"{result.timing} timing; goal: each kernel >= {GOAL_RATIO:.2f} x copy."
+        if result.complete
+        else f"[yellow]Interrupted: partial results after {len(result.copy.samples_ns)} of "
+        f"{result.repetitions} repetitions of the copy (a kernel never timed is not shown), "
+        f"{result.timing} timing.[/yellow]"
     )
     if result.note:
         console.print(f"[yellow]Note: {result.note}.[/yellow]")
@@ -145,7 +155,7 @@ def kernels(
     """Measure each kernel's bandwidth against the same device's copy bandwidth."""
     from l0mem.backends import SyclBackend, select_devices
     from l0mem.bench.fit import check_fits
-    from l0mem.bench.kernels import run_kernel_bench
+    from l0mem.bench.kernels import KernelBenchResult, run_kernel_bench
 
     check_outputs("bench kernels", [("--json", json_path)])
     if len(device_specs) > 1 or "," in "".join(device_specs):
@@ -155,7 +165,16 @@ def kernels(
     with measuring("bench kernels"):
         kind, chosen = select_devices(backend, device_specs)
     _sycl_only(work_group_size, kind, backend)
-    with measuring("bench kernels"), open_backend(kind, chosen[:1], context=context) as b:
+
+    def keep(result: KernelBenchResult) -> None:
+        # The report first: a reader of the tables that goes away (| head) must not lose it.
+        if json_path is not None:
+            save_json("bench kernels", json_path, result.to_dict())
+        with rendering():
+            render(result, output(stderr=to_stdout(json_path)))
+
+    # Interrupted, the repetitions taken are written and shown, marked incomplete.
+    with measuring("bench kernels", keep), open_backend(kind, chosen[:1], context=context) as b:
         if work_group_size is not None and isinstance(b, SyclBackend):
             try:
                 b.set_work_group_size(work_group_size)
@@ -172,8 +191,4 @@ def kernels(
             what=f"--elements {elements:,} (14 bytes each)",
         )
         result = run_kernel_bench(b, 0, elements=elements, repetitions=reps, warmup=warmup)
-    # The report first: a reader of the tables that goes away (| head) must not lose it.
-    if json_path is not None:
-        save_json("bench kernels", json_path, result.to_dict())
-    with rendering():
-        render(result, output(stderr=to_stdout(json_path)))
+    keep(result)
