@@ -232,6 +232,7 @@ def test_p2p_allreduce_and_info_json_record_the_driver_environment(
 ) -> None:
     from l0mem.bench.allreduce import measure
     from l0mem.bench.copies import run_p2p
+    from l0mem.bench.kernels import run_kernel_bench
 
     for key, value in AUB.items():
         monkeypatch.setenv(key, value)
@@ -240,11 +241,13 @@ def test_p2p_allreduce_and_info_json_record_the_driver_environment(
     with _NoHardware(_two_queues()) as b:
         p2p = run_p2p(b, sizes=[4096], reps=1, warmup=0).to_dict()
         allreduce = measure(b, [0, 1], [4096], threshold=1 << 20, reps=1, warmup=0)
+    with _NoHardware(["opencl:cpu"]) as b:
+        kernels = run_kernel_bench(b, elements=1000, repetitions=1, warmup=0).to_dict()
     env = {**sim.sim_env(devices=1), **AUB, "UR_L0_USM_RESIDENT": "0x1", "L0MEM_TEST_PRIVATE": "x"}
     done = run_l0mem("info", ["--json", "-"], env)
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout)
-    for data in (p2p, allreduce, info):
+    for data in (p2p, allreduce, kernels, info):
         env = data["environment"]
         assert env["UR_L0_USM_RESIDENT"] == "0x1" and env["SetCommandStreamReceiver"] == "1"
         assert "L0MEM_TEST_PRIVATE" not in env and "PATH" not in env

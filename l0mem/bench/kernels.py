@@ -35,17 +35,20 @@ kernels --json`` writes), schema ``l0mem.bench.kernels/1``:
   the operations timed before the interrupted one have one more), a kernel not
   timed even once is left out of ``kernels``, and ``copy`` and ``timing`` are
   null when nothing was (interrupted in warm-up);
+- ``environment``: the variables that change driver, loader or runtime
+  behaviour, as they were when measured (:mod:`l0mem.driverenv`);
 - ``details``: an object for facts a caller adds (empty as
   :func:`run_kernel_bench` returns it).
 
 New in this version: ``timing``, ``min_ns`` and ``max_ns`` in ``copy`` and in
 every ``kernels[]`` entry; ``note``; ``no_hardware`` (with it, ``copy`` and
-``timing`` null); ``complete``. No key was removed, so the schema stays at 1.
+``timing`` null); ``complete``; ``environment``. No key was removed, so the schema stays at 1.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +64,7 @@ from l0mem.bench.timing import (
     TimingRequest,
     time_ops,
 )
+from l0mem.driverenv import recorded_environment
 
 SCHEMA = "l0mem.bench.kernels/1"
 COPY = "copy"
@@ -84,6 +88,8 @@ class KernelBenchResult:
     details: dict[str, Any] = field(default_factory=dict)
     no_hardware: str | None = None  # why nothing was measured: no GPU executes
     complete: bool = True  # False: interrupted, the samples are those taken before
+    # What changes driver behaviour (l0mem.driverenv), as the environment was when measured.
+    environment: dict[str, str] = field(default_factory=lambda: recorded_environment(os.environ))
 
     @property
     def timing(self) -> Timing | None:
@@ -115,6 +121,7 @@ class KernelBenchResult:
             "simulated": self.simulated,
             "no_hardware": self.no_hardware,
             "complete": self.complete,
+            "environment": dict(self.environment),
             "elements": self.elements,
             "repetitions": self.repetitions,
             "warmup": self.warmup,
