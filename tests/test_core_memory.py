@@ -443,6 +443,23 @@ def test_dmabuf_allocation_failure_leaves_nothing(clean, driver):
         clean.set("dmabuf", "1")
 
 
+def test_dmabuf_fd_is_not_asked_of_a_device_that_cannot_export(clean, driver):
+    # A driver may accept the export descriptor yet list no dma-buf export type
+    # (Intel's without hardware, tests/conformance): l0mem then asks for no fd.
+    d = driver.devices()[0]
+    with driver.create_context([d]) as c:
+        a = c.allocate_device(d, 4096, export_dmabuf=True)
+        clean.set("dmabuf", "0")
+        try:
+            assert not d.supports_dmabuf_export
+            with pytest.raises(errors.UnsupportedFeatureError, match="no descriptor was asked"):
+                a.dmabuf_fd()
+        finally:
+            clean.set("dmabuf", "1")
+        a.close()
+    assert clean.device_used(0) == 0
+
+
 def test_device_lost_raises_device_lost_error(clean, driver):
     d = driver.devices()[0]
     c = driver.create_context()

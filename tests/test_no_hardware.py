@@ -128,6 +128,21 @@ def test_terminal_and_junit_never_say_hardware_for_such_runs() -> None:
     assert "[no-hardware]" in ET.tostring(suite, encoding="unicode")
 
 
+def test_a_set_up_skipped_before_it_had_a_device_is_measured_on_nothing() -> None:
+    # SYCL set-ups skipped for want of dpctl, next to runs on the driver: the
+    # title still marks every run, and the skipped row claims no hardware.
+    sycl = dataclasses.replace(
+        synthetic_run(0.0, setup="sycl"), status="skipped", reason="no dpctl", devices=[]
+    )
+    report = _no_hardware(synthetic_report([synthetic_run(1.0, setup="l0"), sycl]))
+    out = io.StringIO()
+    render(report, Console(file=out, width=200, color_system=None))
+    text = out.getvalue()
+    assert "l0mem audit (NO HARDWARE:" in text and "runs marked" not in text
+    row = next(line for line in text.splitlines() if line.startswith("│ sycl "))
+    assert row.split("│")[2].strip() == "-", row
+
+
 def test_compare_refuses_no_hardware_against_hardware() -> None:
     hw = synthetic_report([synthetic_run(0.0, setup="l0")])
     nohw = _no_hardware(hw)

@@ -13,6 +13,7 @@ from typing_extensions import Buffer
 
 from l0mem._ze import CFunction, api
 from l0mem._ze.enums import ze_external_memory_type_flag_t, ze_memory_type_t
+from l0mem._ze.errors import UnsupportedFeatureError
 from l0mem._ze.structs import (
     ze_external_memory_export_fd_t,
     ze_ipc_mem_handle_t,
@@ -134,11 +135,21 @@ class Allocation(_Memory):
         it is closed exactly once, just before the memory is freed (close(),
         the context closing, or garbage collection). Do not close it yourself;
         ``os.dup()`` it to keep a descriptor beyond the allocation's lifetime.
+
+        Raises UnsupportedFeatureError, without asking the driver, when the
+        allocation's device lists no dma-buf export type: Intel's driver without
+        hardware then still answers success, with a descriptor (0) that is not a
+        new dma-buf but one the process already had, which closing would lose.
         """
         with self._dmabuf_lock:
             self._check_open()
             if self._dmabuf is not None:
                 return self._dmabuf
+            if self._device is not None and not self._device.supports_dmabuf_export:
+                raise UnsupportedFeatureError(
+                    detail=f"device {self._device.name!r} cannot export allocations as dma-buf "
+                    "(zeDeviceGetExternalMemoryProperties); no descriptor was asked for",
+                )
             out = ze_external_memory_export_fd_t(flags=EXTERNAL_MEMORY_DMA_BUF, fd=-1)
             props = ze_memory_allocation_properties_t()
             props.pNext = ctypes.cast(ctypes.pointer(out), ctypes.c_void_p)

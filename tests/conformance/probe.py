@@ -9,18 +9,23 @@ Nothing here asserts: the parent (tests/conformance/test_*.py) does.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import l0mem.core as core
-from l0mem._ze import init_path, loader_versions
+from l0mem._ze import api, init_path, loader_versions
+from l0mem._ze.enums import ze_external_memory_type_flag_t
 from l0mem._ze.errors import ZeError
+from l0mem._ze.structs import ze_external_memory_export_fd_t, ze_memory_allocation_properties_t
 
 RESULT = "RESULT "
 SUBDEVICE_FLAG = 2  # ZE_DEVICE_PROPERTY_FLAG_SUBDEVICE
+EXTERNAL_MEMORY_DMA_BUF = ze_external_memory_type_flag_t.ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF
 PATTERN = bytes((i * 7 + 3) % 251 for i in range(1 << 20))
 
 
@@ -160,6 +165,38 @@ def memory() -> dict[str, Any]:
             out["resident"] = attempt(lambda: ctx.make_resident(dev, a))
             out["evict"] = attempt(lambda: ctx.evict(dev, a))
         out["live_after"] = ctx.live_handles
+    return out
+
+
+def _fd_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def dmabuf() -> dict[str, Any]:
+    """A device allocation made dma-buf exportable; its descriptor asked of l0mem and of the driver."""
+    drv = core.drivers()[0]
+    dev = drv.devices()[0]
+    out: dict[str, Any] = {
+        "export_types": dev.external_memory_export_types,
+        "supports": dev.supports_dmabuf_export,
+        "stdin_open_before": _fd_open(0),
+    }
+    with drv.create_context([dev]) as ctx:
+        a = ctx.allocate_device(dev, 1 << 20, export_dmabuf=True)
+        out["allocation"] = _plain(a.properties())["type"]
+        out["l0mem_fd"] = attempt(a.dmabuf_fd)
+        # The driver itself, asked as dmabuf_fd() would ask it.
+        export = ze_external_memory_export_fd_t(flags=EXTERNAL_MEMORY_DMA_BUF, fd=-1)
+        props = ze_memory_allocation_properties_t()
+        props.pNext = ctypes.cast(ctypes.pointer(export), ctypes.c_void_p)
+        rc = api().zeMemGetAllocProperties(ctx.handle, a.address, ctypes.byref(props), None)
+        out["driver"] = {"rc": int(rc), "fd": int(export.fd)}
+        a.close()
+    out["stdin_open_after"] = _fd_open(0)
     return out
 
 
@@ -306,6 +343,7 @@ PROBES: dict[str, Callable[[], dict[str, Any]]] = {
     "enumeration": enumeration,
     "properties": properties,
     "memory": memory,
+    "dmabuf": dmabuf,
     "copies": copies,
     "commands": commands,
     "modules": modules,

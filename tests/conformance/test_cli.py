@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from l0mem.audit.remedies import ALL_SETUPS
+from l0mem.cli.audit_view import NO_HARDWARE_MARK as AUDIT_NO_HARDWARE
 from tests.conformance import neo
 
 TWO_ROOTS = {"CreateMultipleRootDevices": "2"}
@@ -140,6 +142,32 @@ def test_audit_is_labelled_no_hardware_and_records_the_driver_keys(
     assert fp["loader"]["init_path"] == "zeInitDrivers"
     text = proc.stdout.replace("not hardware results", "")
     assert "NO HARDWARE" in text and "hardware " not in text
+
+
+def test_default_audit_claims_nothing_from_untouched_memory(tmp_path: Path) -> None:
+    # Every default set-up on two root devices: the Level Zero ones that can run
+    # do (untouched memory, nothing judged), the rest are skipped with a reason
+    # (no peer access, no dma-buf export, no dpctl in the root): exit 0.
+    out = tmp_path / "audit.json"
+    proc = l0mem(["audit", "--size", "64M", "--steps", "3", "--json", str(out)], **TWO_ROOTS)
+    assert proc.returncode == 0, proc.stderr
+    runs = _json(out)["runs"]
+    assert {r["setup"] for r in runs} == set(ALL_SETUPS)
+    ran = [r for r in runs if r["status"] != "skipped"]
+    assert {r["setup"] for r in ran} == {"l0", "l0-multi"}
+    for run in runs:
+        if run["status"] == "skipped":
+            assert run["reason"] and run["result"] is None, run
+            continue
+        assert run["status"] == "ok" and run["untouched_allocations"] == 3, run
+        assert run["result"]["verdict"] == "inconclusive", run
+        assert f"{run['setup']} ({AUDIT_NO_HARDWARE})" in proc.stdout
+    dmabuf = next(r for r in runs if r["setup"] == "l0-dmabuf")
+    assert "cannot export allocations as dma-buf" in dmabuf["reason"]
+    # The title labels every run, skipped ones too; nothing reads as hardware.
+    assert f"l0mem audit ({AUDIT_NO_HARDWARE}:" in proc.stdout and "runs marked" not in proc.stdout
+    text = proc.stdout.replace("not hardware results", "")
+    assert "hardware " not in text
 
 
 def test_audit_residency_fails_with_the_driver_error(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 from tests.conformance import neo
 
 INTEL = 0x8086
+VALIDATION = pytest.mark.parametrize("layers", [{}, neo.VALIDATION], ids=["plain", "validation"])
 
 
 def _devices(facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -33,8 +34,16 @@ def test_one_root_device(validation: bool) -> None:
     assert ("validation layer" in names) is validation
 
 
-def test_two_root_devices_have_their_own_uuids_and_no_peer_access() -> None:
-    facts = neo.probe("enumeration", neo.env("bmg", CreateMultipleRootDevices="2"))
+def _layered(facts: dict[str, Any], layers: dict[str, str]) -> None:
+    """Fail unless the validation layer was loaded exactly when ``layers`` asked for it."""
+    names = [name for name, _ in facts["loader"]]
+    assert ("validation layer" in names) is bool(layers)
+
+
+@VALIDATION
+def test_two_root_devices_have_their_own_uuids_and_no_peer_access(layers: dict[str, str]) -> None:
+    facts = neo.probe("enumeration", neo.env("bmg", CreateMultipleRootDevices="2", **layers))
+    _layered(facts, layers)
     devs = _devices(facts)
     assert len(devs) == 2 and len(facts["flat"]) == 2
     assert devs[0]["uuid"] != devs[1]["uuid"]
@@ -47,9 +56,13 @@ def test_two_root_devices_have_their_own_uuids_and_no_peer_access() -> None:
         assert p2p["logical_bandwidth"] is None and p2p["bandwidth_unit"] is None
 
 
-def test_pvc_tiles_flat_are_two_devices_with_peer_access() -> None:
-    environ = neo.env("pvc", CreateMultipleSubDevices="2", ZE_FLAT_DEVICE_HIERARCHY="FLAT")
+@VALIDATION
+def test_pvc_tiles_flat_are_two_devices_with_peer_access(layers: dict[str, str]) -> None:
+    environ = neo.env(
+        "pvc", CreateMultipleSubDevices="2", ZE_FLAT_DEVICE_HIERARCHY="FLAT", **layers
+    )
     facts = neo.probe("enumeration", environ)
+    _layered(facts, layers)
     devs = _devices(facts)
     assert len(devs) == 2
     assert all(d["sub_devices"] == [] for d in devs)
@@ -59,9 +72,13 @@ def test_pvc_tiles_flat_are_two_devices_with_peer_access() -> None:
     assert facts["drivers"][0]["p2p"][0][1]["access"] is True
 
 
-def test_pvc_tiles_composite_are_sub_devices_of_one_card() -> None:
-    environ = neo.env("pvc", CreateMultipleSubDevices="2", ZE_FLAT_DEVICE_HIERARCHY="COMPOSITE")
+@VALIDATION
+def test_pvc_tiles_composite_are_sub_devices_of_one_card(layers: dict[str, str]) -> None:
+    environ = neo.env(
+        "pvc", CreateMultipleSubDevices="2", ZE_FLAT_DEVICE_HIERARCHY="COMPOSITE", **layers
+    )
     facts = neo.probe("enumeration", environ)
+    _layered(facts, layers)
     (card,) = _devices(facts)
     tiles = card["sub_devices"]
     assert len(tiles) == 2 and all(t["subdevice"] for t in tiles)

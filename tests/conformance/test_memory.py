@@ -55,6 +55,27 @@ def test_every_allocation_kind_and_its_properties(memory: dict[str, Any], kind: 
         assert a["on_device"] is (kind != "host")
 
 
+@pytest.mark.parametrize("validation", [False, True], ids=["plain", "validation"])
+def test_dmabuf_export_allocation_is_made_and_no_descriptor_is_asked(validation: bool) -> None:
+    facts = neo.probe("dmabuf", neo.env("bmg", **(neo.VALIDATION if validation else {})))
+    assert facts["allocation"] == "device"
+    # The device lists no export type, so l0mem asks for no descriptor (and the
+    # audit skips its l0-dmabuf set-up): a clean ZeError, the process's stdin kept.
+    assert facts["supports"] is False
+    refused = facts["l0mem_fd"]
+    assert refused["error"] == "UnsupportedFeatureError", refused
+    assert "cannot export allocations as dma-buf" in refused["message"]
+    assert facts["stdin_open_after"] is facts["stdin_open_before"]
+
+
+def test_fact_dmabuf_export_is_accepted_unlisted_and_answers_descriptor_0() -> None:
+    # Why l0mem checks the export types first: the descriptor the driver hands
+    # out is 0, the process's stdin, not a new dma-buf the allocation could own.
+    facts = neo.probe("dmabuf", neo.env("bmg"))
+    assert facts["export_types"] == 0
+    assert facts["driver"] == {"rc": 0, "fd": 0}
+
+
 def test_allocation_error_paths(memory: dict[str, Any]) -> None:
     assert memory["too_big"]["error"] == "UnsupportedSizeError"
     assert memory["zero"]["error"] == "ValueError"

@@ -8,9 +8,10 @@ from l0mem.backends.kernels import KERNELS
 from tests.conformance import neo
 
 
+@pytest.mark.parametrize("layers", [{}, neo.VALIDATION], ids=["plain", "validation"])
 @pytest.mark.parametrize("product", sorted(neo.PRODUCTS))
-def test_shipped_spirv_builds_with_every_kernel(product: str) -> None:
-    facts = neo.probe("modules", neo.env(product))
+def test_shipped_spirv_builds_with_every_kernel(product: str, layers: dict[str, str]) -> None:
+    facts = neo.probe("modules", neo.env(product, **layers))
     assert set(KERNELS) <= set(facts["names"])
     for name in KERNELS:
         kernel = facts["kernels"][name]
