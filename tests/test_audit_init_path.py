@@ -9,8 +9,6 @@ change the outcome.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,14 +17,6 @@ from l0mem.backends.base import is_simulator_name
 from l0mem.cli._common import ExitCode
 from tests.support import sim as simsupport
 from tests.support.cli import run_json
-
-
-def _loader_has_init_drivers() -> bool:
-    """Return whether the installed loader exports zeInitDrivers (asked in a fresh process)."""
-    code = "import l0mem._ze as z; print(z.has_function('zeInitDrivers'))"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip() == "True"
 
 
 @pytest.mark.parametrize("offered", ["0", "1"], ids=["driver-without", "driver-with"])
@@ -38,7 +28,7 @@ def test_audit_runs_and_records_the_init_path(tmp_path: Path, offered: str) -> N
     assert proc.returncode == ExitCode.OK
     assert "Traceback" not in proc.stderr
     fp = report["fingerprint"]
-    want = "zeInitDrivers" if offered == "1" and _loader_has_init_drivers() else "zeInit"
+    want = "zeInitDrivers" if offered == "1" and simsupport.loader_has_init_drivers() else "zeInit"
     assert fp["loader"]["init_path"] == want
     assert fp["loader"]["components"], "the loader's components are listed"
     assert fp["simulated"] is True

@@ -187,14 +187,6 @@ def test_help_names_path_and_lists_exit_codes():
         assert any(line.split()[:1] == [code] for line in proc.stdout.splitlines()), code
 
 
-def _loader_has_init_drivers() -> bool:
-    """Return whether the installed loader exports zeInitDrivers (asked in a fresh process)."""
-    code = "import l0mem._ze as z; print(z.has_function('zeInitDrivers'))"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip() == "True"
-
-
 @pytest.mark.parametrize("offered", ["0", "1"], ids=["driver-without", "driver-with"])
 def test_init_path_is_shown(tmp_path, offered):
     # The loader matrix: this loader (1.8 here, 1.32 in the sid root) before the
@@ -206,7 +198,7 @@ def test_init_path_is_shown(tmp_path, offered):
     path = tmp_path / "info.json"
     proc = run_info(["--json", str(path)], env)
     assert proc.returncode == 0, proc.stderr
-    want = "zeInitDrivers" if offered == "1" and _loader_has_init_drivers() else "zeInit"
+    want = "zeInitDrivers" if offered == "1" and simsupport.loader_has_init_drivers() else "zeInit"
     assert json.loads(path.read_text())["loader"]["init_path"] == want
     row = next(line for line in proc.stdout.splitlines() if "initialized by" in line)
     assert row.split("│")[2].strip() == want

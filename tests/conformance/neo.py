@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run_child as run
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER = "libze_intel_gpu.so.1"
 
@@ -74,24 +76,6 @@ def env(product: str = "bmg", **keys: str) -> dict[str, str]:
         p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
     )
     return out
-
-
-def run(
-    argv: list[str], environ: Mapping[str, str], timeout: float = 180
-) -> subprocess.CompletedProcess[str]:
-    """Return the finished child ``argv`` (fail the test when it hangs)."""
-    try:
-        return subprocess.run(
-            argv,
-            env=dict(environ),
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{' '.join(argv)} hung (killed after {timeout} s)")
 
 
 def run_code(code: str, environ: Mapping[str, str]) -> subprocess.CompletedProcess[str]:

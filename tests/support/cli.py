@@ -15,6 +15,24 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+def run_child(
+    argv: Sequence[str], environ: Mapping[str, str], timeout: float = 180, name: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """Return the finished child ``argv`` (``name`` in the failure, else argv); fail the test if it hangs."""
+    try:
+        return subprocess.run(
+            list(argv),
+            env=dict(environ),
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{name or ' '.join(argv)} hung (killed after {timeout} s)")
+
+
 def run_l0mem(
     command: str,
     args: Sequence[str],
@@ -23,18 +41,12 @@ def run_l0mem(
     columns: int = 160,
 ) -> subprocess.CompletedProcess[str]:
     """Return the finished ``l0mem COMMAND ARGS`` run (``columns`` wide); fail the test if it hangs."""
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "l0mem", command, *args],
-            env={**env, "COLUMNS": str(columns)},
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"l0mem {command} {' '.join(args)} hung (killed after {timeout} s)")
+    return run_child(
+        [sys.executable, "-m", "l0mem", command, *args],
+        {**env, "COLUMNS": str(columns)},
+        timeout,
+        name=f"l0mem {command} {' '.join(args)}",
+    )
 
 
 def no_driver_env() -> dict[str, str]:

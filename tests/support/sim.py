@@ -293,3 +293,11 @@ def run_python_env(
         timeout=timeout,
         check=False,
     )
+
+
+def loader_has_init_drivers() -> bool:
+    """Return whether the installed loader exports zeInitDrivers (asked in a fresh process)."""
+    code = "import l0mem._ze as z; print(z.has_function('zeInitDrivers'))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip() == "True"
