@@ -2,12 +2,14 @@
 
 Layers, each importing only downward::
 
-    _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, bench  ->  audit  ->  cli  ->  __main__
+    _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, trace, bench  ->  audit  ->  watch  ->  cli  ->  __main__
 
 ``units``, ``files``, ``keepalive``, ``bf16`` and ``driverenv`` are leaves (and the
 root ``l0mem`` holds only ``__version__``): they import nothing of l0mem, and every layer from
 ``backends`` up may import them. ``probe`` imports only leaves; ``bench``
-measures ``allreduce`` and reads ``probe``. Every import counts: at module
+measures ``allreduce`` and reads ``probe``. ``trace`` (the allocation tracer a
+watched workload loads) imports only leaves too; ``watch`` (``l0mem run`` and
+``watch``) reads ``probe`` and ``trace`` and judges in the audit's terms. Every import counts: at module
 level, inside functions, under ``TYPE_CHECKING``, and a module named as a
 string (``importlib.import_module``).
 
@@ -43,10 +45,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "sycl": frozenset(),
     "backends": _BELOW_BACKENDS | LEAVES | {ROOT},
     "probe": LEAVES | {ROOT},
+    "trace": LEAVES | {ROOT},
     "allreduce": _BELOW_BACKENDS | {"backends"} | LEAVES | {ROOT},
     "bench": _BELOW_BACKENDS | _MEASUREMENT | LEAVES | {ROOT},
     "audit": _BELOW_BACKENDS | _MEASUREMENT | LEAVES | {ROOT},
-    "cli": _BELOW_BACKENDS | _MEASUREMENT | {"audit"} | LEAVES | {ROOT},
+    "watch": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "audit"} | LEAVES | {ROOT},
+    "cli": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "audit", "watch"} | LEAVES | {ROOT},
     "__main__": frozenset({"cli"}),
     **{leaf: frozenset() for leaf in LEAVES},
     ROOT: frozenset(),
