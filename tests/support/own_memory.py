@@ -30,6 +30,8 @@ from tests.support.child_site.host_model import (
     MODE_VAR,
     MODES,
     TRUTH_KEY,
+    child_pids,
+    process_own,
 )
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child_site")
@@ -41,6 +43,7 @@ __all__ = [
     "MODE_VAR",
     "SITE_DIR",
     "TRUTH_KEY",
+    "QuietParent",
     "assert_mirrored",
     "deciding_candidate",
     "disturbance",
@@ -74,6 +77,37 @@ def use_in_process(monkeypatch: Any, mode: str = "quiet") -> None:
     env = host_env(os.environ, mode)
     monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
     monkeypatch.setenv(MODE_VAR, mode)
+
+
+class QuietParent:
+    """MemAvailable as the audit's parent sees it on a host where only its children move memory.
+
+    The parent's watchdog reads ``mem_available``; replaced by :meth:`install`,
+    it reads the value it had at the start minus what this process's children
+    have moved since (their mirrors' pages and their anonymous memory), so no
+    other process on the machine changes when the watchdog fires.
+    """
+
+    def __init__(self) -> None:
+        from l0mem.probe import mem_available
+
+        self.start = mem_available()
+        self._base: dict[int, int] = {}
+
+    def mem_available(self, proc_root: str = "/proc") -> int:
+        """Return the quiet host's MemAvailable now."""
+        moved = 0
+        for pid in child_pids(proc_root):
+            own = process_own(pid, proc_root)
+            moved += own - self._base.setdefault(pid, own)
+        return max(self.start - moved, 0)
+
+    def install(self, monkeypatch: Any) -> QuietParent:
+        """Make the audit's parent side read this quiet host (undone by ``monkeypatch``)."""
+        from l0mem.audit import execute
+
+        monkeypatch.setattr(execute, "mem_available", self.mem_available)
+        return self
 
 
 def mirror_truth(run: SetupRun) -> list[tuple[str, int, int]]:

@@ -69,6 +69,33 @@ def mirror_bytes(fd_dir: str = "/proc/self/fd") -> int:
     return total
 
 
+def child_pids(proc_root: str = "/proc") -> list[int]:
+    """Return the pids of this process's children (every thread's children file)."""
+    pids: list[int] = []
+    task_dir = os.path.join(proc_root, "self", "task")
+    for tid in os.listdir(task_dir):
+        try:
+            with open(os.path.join(task_dir, tid, "children")) as f:
+                pids.extend(int(p) for p in f.read().split())
+        except OSError:
+            continue  # thread ended meanwhile
+    return pids
+
+
+def process_own(pid: int, proc_root: str = "/proc") -> int:
+    """Return the host memory process ``pid`` moves itself: its mirror's pages plus its RssAnon."""
+    try:
+        mirror = mirror_bytes(os.path.join(proc_root, str(pid), "fd"))
+        with open(os.path.join(proc_root, str(pid), "status")) as f:
+            status = f.read()
+    except OSError:
+        return 0  # it ended: what it held is back
+    for line in status.splitlines():
+        if line.startswith("RssAnon:"):
+            return mirror + int(line.split()[1]) * 1024
+    return mirror
+
+
 def quiet_values(values: Mapping[str, int], first: dict[str, int]) -> dict[str, int]:
     """Return ``values`` with the system-wide signals as a host moved by this process alone.
 
