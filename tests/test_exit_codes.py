@@ -32,8 +32,7 @@ from l0mem.cli._exits import (
     readme_rows,
 )
 from tests.support import sim
-from tests.support.cli import REPO_ROOT, run_l0mem
-from tests.test_cli_inputs import _never_reach_a_device
+from tests.support.cli import REPO_ROOT, never_reach_a_device, run_l0mem
 
 REPORTS = Path(__file__).parent / "data" / "reports"
 BASELINE = str(REPORTS / "baseline.json")
@@ -223,7 +222,7 @@ def _check_line(command: str, code: int, stderr: str, needle: str, output: str =
 def test_every_failure_class_has_its_one_code(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     args = [*BASE[case.command], *case.args]
     if case.in_process:
-        _never_reach_a_device(monkeypatch)
+        never_reach_a_device(monkeypatch)
         result = CliRunner().invoke(cli, [*case.command.split(), *args])
         assert result.exit_code == case.code, (result.output, result.exception)
         _check_line(case.command, case.code, result.stderr, case.needle, result.output)

@@ -356,3 +356,13 @@ def test_summary_rows(report: AuditReport) -> None:
     (row,) = summary_rows(dataclasses.replace(report, runs=[flagged]))
     assert row["host_memory"] is True and row["simulated"] is True
     assert row["unavailable"] == {"cgroup": "none here"}
+
+
+def test_a_run_skipped_before_it_had_a_device_measured_on_no_platform(
+    report: AuditReport,
+) -> None:
+    simulated = dataclasses.replace(report, fingerprint={**report.fingerprint, "simulated": True})
+    nowhere = dataclasses.replace(report.runs[0], status="skipped", devices=[], simulated=False)
+    skipped_on_a_device = dataclasses.replace(report.runs[0], status="skipped", simulated=True)
+    rows = summary_rows(dataclasses.replace(simulated, runs=[nowhere, skipped_on_a_device]))
+    assert [r["platform"] for r in rows] == ["none", "simulator"]
