@@ -1,4 +1,4 @@
-"""Exit codes, the one failure path, and the options shared by the l0mem commands.
+"""Exit codes, the one failure path, outputs and backends shared by the l0mem commands.
 
 Every command reports a failure the same way: one line ``l0mem COMMAND: MESSAGE``
 on stderr and a documented :class:`ExitCode` (:func:`fail`; the codes and what
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import math
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -176,174 +175,6 @@ def measuring(command: str, keep: Callable[[Any], None] | None = None) -> Iterat
     if isinstance(failure, Exception) and not isinstance(failure, click.ClickException):
         fail(command, ExitCode.DRIVER_ERROR, _first_line(f"{type(failure).__name__}: {failure}"))
     raise failure
-
-
-# Upper bounds of the numeric options: far above any real use, they turn a
-# mistyped or hostile number into a usage error (exit 2) before any work,
-# instead of an allocation or a C conversion failing later (exit 6).
-MAX_REPS = 100_000  # --reps and --warmup
-MAX_DEVICES = 4096  # --count and --sub-devices
-MAX_SEED = (1 << 63) - 1  # --seed: a non-negative 64-bit integer, as NumPy takes it
-
-
-def finite(ctx: click.Context | None, param: click.Parameter | None, value: float | None) -> Any:
-    """Click callback refusing nan, which every click.FloatRange lets through (exit 2)."""
-    if value is not None and math.isnan(value):
-        raise click.BadParameter("must be a number, not nan")
-    return value
-
-
-# Options of the commands that measure on a backend (p2p, allreduce, bench).
-backend_option = click.option(
-    "--backend",
-    type=click.Choice(["auto", "l0", "sycl"]),
-    default="auto",
-    show_default=True,
-    help="Level Zero binding or SYCL (dpctl); auto: SYCL for a SYCL filter in --device, "
-    "else Level Zero when a driver has a device, else SYCL.",
-)
-sub_devices_option = click.option(
-    "--sub-devices",
-    type=click.IntRange(2, MAX_DEVICES),
-    help="SYCL: partition the selected device into N sub-devices (e.g. a CPU without GPUs).",
-)
-json_option = click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
-    metavar="PATH",
-    help="Also write the result as JSON to PATH (checked before any work, written atomically; "
-    "- is standard output).",
-)
-
-
-def _device_indices_in_range(
-    ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]
-) -> tuple[str, ...]:
-    """Click callback stopping a device index that no machine has before any work.
-
-    str.isdigit() also takes digits int() refuses (superscripts) or converts
-    slowly (thousands of them); those must not reach device selection. Such
-    a spec is malformed (exit 2); a well-formed index no machine has is what
-    an index this machine lacks is in every command, exit 3.
-    """
-    for spec in value:
-        for part in (p.strip() for p in spec.split(",")):
-            if not part.isdigit():
-                continue
-            if not part.isascii():
-                raise click.BadParameter(f"device index {part[:24]!r} is not a decimal number")
-            digits = part.lstrip("0") or "0"
-            if len(digits) > 4 or int(digits) >= MAX_DEVICES:
-                shown = part if len(part) <= 24 else part[:21] + "..."
-                fail(
-                    _command_name(ctx),
-                    ExitCode.NO_DEVICE,
-                    f"no device {shown}: device indices run from 0 to {MAX_DEVICES - 1} at most",
-                )
-    return value
-
-
-def _command_name(ctx: click.Context | None) -> str:
-    """Return the command as its failure lines name it (``bench kernels``, ``p2p``)."""
-    names: list[str] = []
-    while ctx is not None and ctx.parent is not None:
-        names.insert(0, ctx.info_name or "")
-        ctx = ctx.parent
-    if not names and ctx is not None:
-        names = [ctx.info_name or ""]
-    return " ".join(n for n in names if n) or "l0mem"
-
-
-def device_option(default_note: str = "") -> Callable[[_F], _F]:
-    """Return the repeatable ``--device`` option; ``default_note`` ends its help text."""
-    text = "Device index as `l0mem info` lists it (or a comma list), or a SYCL filter string; repeatable."
-    return click.option(
-        "--device",
-        "device_specs",
-        multiple=True,
-        callback=_device_indices_in_range,
-        help=f"{text} {default_note}" if default_note else text,
-    )
-
-
-def _count_option(name: str, minimum: int, default: int, text: str) -> Callable[[_F], _F]:
-    return click.option(
-        name,
-        type=click.IntRange(minimum, MAX_REPS),
-        default=default,
-        show_default=True,
-        metavar="N",
-        help=text,
-    )
-
-
-def reps_option(default: int) -> Callable[[_F], _F]:
-    """Return the ``--reps N`` option (timed repetitions, at least 1) with the command's default."""
-    return _count_option(
-        "--reps", 1, default, f"Timed repetitions of each measurement (1 to {MAX_REPS})."
-    )
-
-
-def warmup_option(default: int) -> Callable[[_F], _F]:
-    """Return the ``--warmup N`` option (untimed rounds, 0 or more) with the command's default."""
-    return _count_option(
-        "--warmup", 0, default, f"Untimed rounds before the timed repetitions (0 to {MAX_REPS})."
-    )
-
-
-class SizeList(click.ParamType):
-    """A comma-separated list of sizes in l0mem's grammar (:func:`l0mem.units.parse_sizes`).
-
-    The value is the list of bytes, in the order given, repeats dropped; each
-    size must also pass ``check`` (which raises ValueError with one line).
-    """
-
-    name = "sizes"
-
-    def __init__(self, check: Callable[[int], object] | None = None) -> None:
-        self.check = check
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> list[int]:
-        """Return the sizes in ``value`` in bytes, or raise click.BadParameter (exit 2)."""
-        if isinstance(value, list):
-            return value
-        from l0mem.units import parse_sizes
-
-        try:
-            sizes = parse_sizes(str(value))
-            if self.check is not None:
-                for nbytes in sizes:
-                    self.check(nbytes)
-        except ValueError as err:
-            # The option's name as the usage line spells it, without click's quotes.
-            hint = "/".join(param.opts) if param is not None else None
-            raise click.BadParameter(str(err), ctx=ctx, param=param, param_hint=hint) from None
-        return sizes
-
-
-def sizes_option(
-    default: str, note: str = "", *, check: Callable[[int], object] | None = None
-) -> Callable[[_F], _F]:
-    """Return the ``--sizes LIST`` option: bytes per device buffer, parsed by :class:`SizeList`.
-
-    ``note`` (what the sizes mean to this command) goes into the help text;
-    ``check`` refuses a size this command cannot take.
-    """
-    text = (
-        "Bytes per device buffer, comma-separated, each a whole number of bytes "
-        "with an optional K/M/G/T (binary) suffix"
-    )
-    return click.option(
-        "--sizes",
-        type=SizeList(check),
-        default=default,
-        show_default=True,
-        metavar="LIST",
-        help=f"{text} ({note})." if note else f"{text}.",
-    )
 
 
 def check_output(command: str, path: Path | None) -> None:

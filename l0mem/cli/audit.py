@@ -31,12 +31,9 @@ from l0mem.cli._common import (
     STOP_SIGNALS,
     ExitCode,
     check_outputs,
-    device_option,
     error,
     exit_epilog,
     fail,
-    finite,
-    json_option,
     output,
     rendering,
     reporting,
@@ -44,7 +41,13 @@ from l0mem.cli._common import (
     stdout_is_tty,
     to_stdout,
 )
-from l0mem.cli._floor import checked_floor, parse_floor
+from l0mem.cli._options import (
+    checked_floor,
+    device_option,
+    finite,
+    json_option,
+    parse_floor,
+)
 from l0mem.cli._signals import handling
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
 from l0mem.files import ReportWriteError
