@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from l0mem.audit.loading import MAX_REPORT_BYTES, MAX_REPORT_DEPTH, load_json_data
 from l0mem.audit.model import ReportFormatError
-from l0mem.audit.report import MAX_REPORT_BYTES, MAX_REPORT_DEPTH, load_json_data
 from l0mem.cli import cli
 from tests.support.cli import never_reach_a_device
 
