@@ -15,7 +15,7 @@ import pytest
 from l0mem.audit import AuditOptions, Guard, discover, plan_audit, run_audit, run_setup
 from l0mem.audit.guard import DEFAULT_FLOOR_MIN, default_floor
 from l0mem.probe import MeminfoError, mem_available, read_meminfo
-from tests.support.own_memory import QuietParent
+from tests.support.own_memory import LOWEST_KEY, QuietParent, use_in_process
 from tests.test_audit_runner import (  # noqa: F401  (simulator is a fixture)
     ATTEMPTS,
     GIB,
@@ -76,18 +76,21 @@ def test_meminfo_errors_are_one_line(tmp_path: Path) -> None:
     assert Guard.for_host(proc_root=str(tmp_path)).floor_bytes == DEFAULT_FLOOR_MIN
 
 
-def test_child_guard_stops_a_full_mirror_early_with_a_verdict(simulator: Any) -> None:  # noqa: F811
+def test_child_guard_stops_a_full_mirror_early_with_a_verdict(
+    simulator: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The child's guard reads a quiet host that starts from a known MemAvailable
+    # and falls by the child's own memory alone: no other process decides when
+    # it refuses a step (the guard's real reading is tests/test_probe_live.py's).
     simulator(mirror="all")
     step = 64 * MIB
+    start = 64 * GIB
+    use_in_process(monkeypatch, "quiet", start=start)
     options = AuditOptions(setups=("l0",), size_bytes=32 * step, steps=32, settle_s=0.0)
-    for attempt in range(ATTEMPTS):
-        if attempt:
-            wait_for_quiet()
-        # Room for about ten steps at 1:1 above the floor, against a target of 32.
-        floor = mem_available() - 10 * step
-        report = run_audit(options, guard=Guard(floor_bytes=floor))
-        if not disturbed(report):
-            break
+    # Room for about ten steps at 1:1 above the floor, against a target of 32.
+    QuietParent(start).install(monkeypatch)
+    report = run_audit(options, guard=Guard(floor_bytes=start - 10 * step))
     (run,) = report.runs
     assert run.status == "stopped-early"
     assert run.reason is not None
@@ -95,8 +98,10 @@ def test_child_guard_stops_a_full_mirror_early_with_a_verdict(simulator: Any) ->
     assert "would fall below the floor" in run.reason
     assert "freed" in run.reason and "killed" not in run.reason
     alloc = [s for s in run.samples if s.phase == "alloc"]
-    assert 3 <= len(alloc) < 32
+    assert 3 <= len(alloc) <= 10, [s.device_bytes for s in alloc]
     assert run.samples[-1].phase == "freed"
+    # The quiet host never went below the floor, even inside the refused step.
+    assert min(s.values[LOWEST_KEY] for s in run.samples) >= start - 10 * step
     assert run.result is not None and run.result.verdict == "mirror", run.reason
     assert not report.complete
 

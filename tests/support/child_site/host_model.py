@@ -40,6 +40,10 @@ from collections.abc import Mapping
 from typing import Any
 
 MODE_VAR = "L0MEM_TEST_HOST"
+# quiet only: the MemAvailable the quiet host starts from (bytes), instead of
+# the real one at the process's first snapshot, so that a test can set a floor
+# relative to it that no other process can move.
+START_VAR = "L0MEM_TEST_HOST_AVAILABLE"
 MODES = ("truth", "quiet")
 TRUTH_KEY = "zesim.mirror_bytes"
 LOWEST_KEY = "zesim.quiet_lowest_available"
@@ -96,15 +100,23 @@ def process_own(pid: int, proc_root: str = "/proc") -> int:
     return mirror
 
 
-def quiet_values(values: Mapping[str, int], first: dict[str, int]) -> dict[str, int]:
+def quiet_values(
+    values: Mapping[str, int], first: dict[str, int], start: int | None = None
+) -> dict[str, int]:
     """Return ``values`` with the system-wide signals as a host moved by this process alone.
 
-    ``first`` holds the process's first snapshot (filled on the first call).
+    ``first`` holds the process's first snapshot (filled on the first call);
+    ``start``, if given, is the MemAvailable the quiet host starts from.
     """
     own = values[TRUTH_KEY] + values.get("proc.RssAnon", 0)
     if not first:
         first.update(values)
         first["own"] = own
+        if start is not None:
+            shift = start - first["meminfo.MemAvailable"]
+            for name in ("meminfo.MemAvailable", "host.available"):
+                if name in first:
+                    first[name] += shift
     moved = own - first["own"]
     mirror = values[TRUTH_KEY] - first[TRUTH_KEY]
     out = dict(values)
@@ -131,13 +143,14 @@ def install(mode: str) -> None:
 
     original = module.Prober.snapshot
     first: dict[str, int] = {}
+    start = int(os.environ[START_VAR]) if os.environ.get(START_VAR) else None
     lowest: list[int] = []  # the quiet host's lowest MemAvailable so far
 
     def snapshot(self: Any, extra: Mapping[str, int] | None = None) -> Any:
         snap = original(self, extra)
         values = {**snap.values, TRUTH_KEY: mirror_bytes()}
         if mode == "quiet":
-            values = quiet_values(values, first)
+            values = quiet_values(values, first, start)
             now = values["meminfo.MemAvailable"]
             lowest[:] = [min([now, *lowest])]
             values[LOWEST_KEY] = lowest[0]
