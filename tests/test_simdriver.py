@@ -442,10 +442,27 @@ ZERO_FILL = """
 ctx = ze.context()
 cl = ze.immediate_list(ctx, devs[0])
 size = 256 << 20
-rss0, avail0 = zr.rss_kib(), zr.quiet_kib(zr.available_kib, rising_noise=False)
+
+def memfd_kib():
+    # Host pages outside the process's RSS can only be shared memory it holds
+    # open (as the simulator's mirrors are): the kernel counts each file's blocks.
+    seen, total = set(), 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:"):
+                continue
+            st = os.stat(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks // 2
+    return total
+
+rss0, shared0 = zr.rss_kib(), memfd_kib()
 d = ze.alloc_device(ctx, devs[0], size)
 ze.fill(cl, d, b"\\0\\0\\0\\0", size)
-rss1, avail1 = zr.rss_kib(), zr.quiet_kib(zr.available_kib, rising_noise=False)
+rss1, shared1 = zr.rss_kib(), memfd_kib()
 zeros = all(zr.read(d + off, 4096) == bytes(4096) for off in range(0, size, 16 << 20))
 # Non-zero data costs host pages; a zero fill gives them back.
 ze.fill(cl, d, b"\\xab", 64 << 20)
@@ -455,7 +472,7 @@ ze.fill(cl, d + 100, b"\\0", (64 << 20) - 100)
 rss3 = zr.rss_kib()
 edge = zr.read(d, 101)
 out(
-    rss_fill=rss1 - rss0, avail_fill=avail0 - avail1, zeros=zeros,
+    rss_fill=rss1 - rss0, shared_fill=shared1 - shared0, zeros=zeros,
     rss_pattern=rss2 - rss1, pattern_ok=pattern_ok, rss_zeroed=rss3 - rss1,
     edge_ok=edge == b"\\xab" * 100 + b"\\0",
 )
@@ -463,18 +480,15 @@ out(
 
 
 def test_zero_fill_of_device_memory_costs_no_host_memory() -> None:
-    results = []
-    for _ in range(3):
-        r = run(ZERO_FILL, device_memory="1G")
-        assert r["zeros"] and r["pattern_ok"] and r["edge_ok"]
-        assert r["rss_fill"] < 4 * 1024
-        assert r["rss_pattern"] >= 60 * 1024  # 64 MiB of 0xab really costs host pages
-        assert r["rss_zeroed"] < 4 * 1024
-        results.append(r["avail_fill"])
-        # MemAvailable is system-wide and other processes move it; one quiet run is enough.
-        if r["avail_fill"] < 8 * 1024:
-            break
-    assert min(results) < 8 * 1024, results
+    # Judged on the process's own memory as the kernel counts it (RSS and the
+    # shared memory it holds), which no other process moves; that such memory
+    # shows in MemAvailable and Shmem is tests/test_probe_live.py's question.
+    r = run(ZERO_FILL, device_memory="1G")
+    assert r["zeros"] and r["pattern_ok"] and r["edge_ok"]
+    assert r["rss_fill"] < 4 * 1024
+    assert r["shared_fill"] == 0
+    assert r["rss_pattern"] >= 60 * 1024  # 64 MiB of 0xab really costs host pages
+    assert r["rss_zeroed"] < 4 * 1024
 
 
 # ------------------------------------------------------------- mirrors
