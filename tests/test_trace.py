@@ -8,6 +8,7 @@ device bytes, mirror bytes); the trace must agree exactly.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from l0mem.trace import TraceSession, TraceTotals
-from tests.support import sim
+from tests.support import sim, sycl_sim
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -268,3 +269,41 @@ def test_environment_keeps_other_drivers_and_padding(session: TraceSession) -> N
     default = session.environment({})
     assert default["L0MEM_TRACE_DRIVERS"] == "libze_intel_gpu.so.1"
     assert default["ZE_ENABLE_ALT_DRIVERS"] == str(session.library)
+
+
+SYCL_WORKLOAD = """
+import ctypes, json, os
+from tests.support import sim
+lib = ctypes.CDLL(str(sim.build()))  # the simulator behind the tracer: the loader's instance
+assert lib.zesim_guard_null_ddi_calls() == 0
+lib.zesim_mirror_bytes.restype = ctypes.c_uint64
+lib.zesim_device_used.restype = ctypes.c_uint64
+import dpctl, dpctl.memory as dm
+devs = dpctl.get_platforms()[0].get_devices()
+q = dpctl.SyclQueue(devs[0])
+m = dm.MemoryUSMDevice(1 << 20, queue=q)
+print(json.dumps({"devices": q.sycl_context.device_count, "mirror": lib.zesim_mirror_bytes(),
+                  "used": [lib.zesim_device_used(i) for i in (0, 1)]}), flush=True)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("dpctl") is None, reason="dpctl is not installed")
+@pytest.mark.parametrize("adapter_v2", ["0", "1"])
+def test_trace_sees_the_sycl_runtimes_own_residency_call(
+    session: TraceSession, adapter_v2: str
+) -> None:
+    # As tests/test_sim_sycl.py sets the runtime up (the simulator's README explains the padding).
+    base = sim.sim_env(devices=2, mirror="peer-resident")
+    base["ZE_ENABLE_ALT_DRIVERS"] = f"{sim.build()},{sycl_sim.PADDING}"
+    base["ONEAPI_DEVICE_SELECTOR"] = "level_zero:*"
+    base["SYCL_UR_USE_LEVEL_ZERO_V2"] = adapter_v2
+    base.pop("UR_L0_USM_RESIDENT", None)
+    proc = sim.run_python_env(SYCL_WORKLOAD, session.environment(base), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["devices"] == 2 and out["mirror"] > 0
+    totals = session.poll()
+    # The adapter pools device memory: compare with the simulator's live bytes, not 1 MiB.
+    assert device(totals, 0).allocated_peak == out["used"][0] >= 1 << 20
+    assert device(totals, 0).resident_on_peak == {1: out["mirror"]}
+    assert totals.calls["zeContextMakeMemoryResident"] >= 1
