@@ -150,7 +150,9 @@ def session(tmp_path: Path) -> Any:
         yield s
 
 
-@pytest.mark.parametrize("layer", [None, "ZE_ENABLE_LOADER_INTERCEPT", "ZE_ENABLE_VALIDATION_LAYER"])
+@pytest.mark.parametrize(
+    "layer", [None, "ZE_ENABLE_LOADER_INTERCEPT", "ZE_ENABLE_VALIDATION_LAYER"]
+)
 def test_trace_counts_what_an_l0_workload_allocated_and_made_resident(
     session: TraceSession, layer: str | None
 ) -> None:
@@ -209,7 +211,9 @@ def test_no_peer_residency_removes_the_mirror_and_keeps_the_results(tmp_path: Pa
     runs = {}
     for skip in (False, True):
         with TraceSession(tmp_path / str(skip), no_peer_residency=skip) as s:
-            work = Workload(L0_WORKLOAD, s.environment(sim.sim_env(devices=2, mirror="peer-resident")))
+            work = Workload(
+                L0_WORKLOAD, s.environment(sim.sim_env(devices=2, mirror="peer-resident"))
+            )
             try:
                 runs[skip] = (work.stage(), s.poll())
             finally:
@@ -262,7 +266,9 @@ sys.stdin.readline()
 
 def test_environment_keeps_other_drivers_and_padding(session: TraceSession) -> None:
     real = str(sim.build())
-    env = session.environment({"ZE_ENABLE_ALT_DRIVERS": f"/nonexistent/a.so,{real},/nonexistent/b.so"})
+    env = session.environment(
+        {"ZE_ENABLE_ALT_DRIVERS": f"/nonexistent/a.so,{real},/nonexistent/b.so"}
+    )
     assert env["ZE_ENABLE_ALT_DRIVERS"] == f"{session.library},/nonexistent/a.so,/nonexistent/b.so"
     assert env["L0MEM_TRACE_DRIVERS"] == real
     assert "L0MEM_TRACE_NO_PEER_RESIDENCY" not in env

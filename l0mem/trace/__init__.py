@@ -20,7 +20,7 @@ runtime loaded into l0mem itself.
 
 from l0mem.trace.build import library
 from l0mem.trace.errors import TraceBuildError, TraceError
-from l0mem.trace.session import TraceSession, TracedDevice, TraceTotals
+from l0mem.trace.session import TracedDevice, TraceSession, TraceTotals
 
 __all__ = [
     "TraceBuildError",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 HEADER = struct.Struct("<HHIQQQQiihhIQ")
 DEVICE_TAIL = struct.Struct("<16s4I256s")
@@ -98,6 +99,28 @@ def record_size(kind: int) -> int:
     return HEADER.size + (DEVICE_TAIL.size if kind == Kind.DEVICE else 0)
 
 
+def _record(fields: tuple[int, ...], **device: Any) -> Record:
+    (kind, flags, result, time_ns, ptr, size, context, owner, target, osub, tsub, lost, aux) = (
+        fields
+    )
+    return Record(
+        kind,
+        flags,
+        result,
+        time_ns,
+        ptr,
+        size,
+        context,
+        owner,
+        target,
+        osub,
+        tsub,
+        lost,
+        aux,
+        **device,
+    )
+
+
 def decode(buffer: bytes | memoryview) -> tuple[list[Record], int]:
     """Decode the whole records at the start of `buffer`; return them and the bytes used."""
     records: list[Record] = []
@@ -112,8 +135,8 @@ def decode(buffer: bytes | memoryview) -> tuple[list[Record], int]:
             uuid, domain, bus, dev, fn, name = DEVICE_TAIL.unpack_from(buffer, offset + HEADER.size)
             pci = f"{domain:04x}:{bus:02x}:{dev:02x}.{fn:x}" if fields[1] & FLAG_HAS_PCI else None
             text = name.split(b"\0", 1)[0].decode("utf-8", "replace")
-            records.append(Record(*fields, uuid=uuid_text(uuid), pci=pci, name=text))
+            records.append(_record(fields, uuid=uuid_text(uuid), pci=pci, name=text))
         else:
-            records.append(Record(*fields))
+            records.append(_record(fields))
         offset += size
     return records, offset

@@ -239,7 +239,9 @@ class TraceSession:
         elif rec.kind == Kind.EVICT:
             self._evict(pid, rec)
         elif rec.kind == Kind.CONTEXT_DESTROY:
-            for key in [k for k, a in self._allocs.items() if k[0] == pid and a.context == rec.context]:
+            for key in [
+                k for k, a in self._allocs.items() if k[0] == pid and a.context == rec.context
+            ]:
                 self._release(self._allocs.pop(key))
 
     def _describe(self, pid: int, rec: Record) -> None:
