@@ -92,8 +92,12 @@ def main() -> int:
     print(f"{'loop':<16}{'plain':>10}{'traced':>10}{'added':>10}{'ratio':>8}")
     for key, label in (("alloc_free", "alloc + free"), ("resident_evict", "resident + evict")):
         plain, traced = best["plain"][key] / 2, best["traced"][key] / 2
-        print(f"{label:<16}{plain:>10.0f}{traced:>10.0f}{traced - plain:>10.0f}{traced / plain:>8.2f}")
-    print(f"records read: {calls} calls from {totals.processes} processes, lost {totals.lost_records}")
+        print(
+            f"{label:<16}{plain:>10.0f}{traced:>10.0f}{traced - plain:>10.0f}{traced / plain:>8.2f}"
+        )
+    print(
+        f"records read: {calls} calls from {totals.processes} processes, lost {totals.lost_records}"
+    )
     return 0
 
 
