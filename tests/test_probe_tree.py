@@ -57,7 +57,9 @@ class FakeProc:
         lines += [f"VmRSS:\t{rss_kb} kB"] + [f"{k}:\t{v} kB" for k, v in kb.items()]
         (d / "status").write_text("\n".join(lines) + "\n")
         # a name with a space and a parenthesis, as comm may have
-        (d / "stat").write_text(f"{pid} (a b) c) S {ppid} " + " ".join(["0"] * 17) + f" {pid}00 0\n")
+        (d / "stat").write_text(
+            f"{pid} (a b) c) S {ppid} " + " ".join(["0"] * 17) + f" {pid}00 0\n"
+        )
         (d / "cgroup").write_text(f"0::/{CGROUP}\n")
         (d / "fd").mkdir()
         (d / "fdinfo").mkdir()

@@ -317,4 +317,3 @@ class TreeProber:
                 if drm_fds == 0
                 else "the open DRM device files of the tree report no memory in fdinfo"
             )
-
