@@ -9,6 +9,7 @@ multi-tile device, i915 with the current and the legacy keys).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import select
@@ -169,14 +170,46 @@ def test_tree_status_sums_include_pinned_and_locked(tmp_path):
 def test_zombie_is_not_measured_and_an_ended_tree_is_gone(tmp_path):
     fake = drm_tree(tmp_path)
     prober = fake.prober()
-    status = fake.proc / "101" / "status"
-    status.write_text(status.read_text().replace("S (sleeping)", "Z (zombie)"))
+    # a zombie has no memory lines left; its child (reparented in life) stays followed
+    (fake.proc / "101" / "status").write_text("Name:\tp101\nState:\tZ (zombie)\nPPid:\t100\n")
     sample = prober.sample()
     assert 101 not in sample.pids and 103 in sample.pids
+    assert sample.snapshot.values["tree.VmRSS"] == (1000 + 30 + 4) * KiB
+    # a process whose leader thread exited shows Z but keeps its memory: measured
+    status = fake.proc / "102" / "status"
+    status.write_text(status.read_text().replace("S (sleeping)", "Z (zombie)"))
+    assert 102 in prober.sample().pids
     for pid in (100, 101, 102, 103):
         shutil.rmtree(fake.proc / str(pid))
     with pytest.raises(ProcessGone):
         prober.sample()
+
+
+def test_idle_single_threaded_process_is_not_read_again_except_its_drm(tmp_path):
+    fake = drm_tree(tmp_path)
+    for pid in (100, 101, 102, 103):
+        status = fake.proc / str(pid) / "status"
+        status.write_text(status.read_text() + "Threads:\t1\n")
+        (fake.proc / str(pid) / "schedstat").write_text(f"{pid}000 0 5\n")
+    prober = fake.prober()
+    first = prober.sample().snapshot.values
+    assert first["tree.VmRSS"] == (1000 + 200 + 30 + 4) * KiB
+    # 101 was not scheduled: its status is not read again, its fdinfo is
+    status = fake.proc / "101" / "status"
+    status.write_text(status.read_text().replace("VmRSS:\t200 kB", "VmRSS:\t900 kB"))
+    shutil.copyfile(DATA / "xe_03_client41.txt", fake.proc / "101" / "fdinfo" / "6")
+    second = prober.sample()
+    assert second.snapshot.values["tree.VmRSS"] == first["tree.VmRSS"]
+    assert f"{XE}.vram0.total" not in second.by_process[101]  # 6 is now client 41, counted at 100
+    assert second.snapshot.values[f"{XE}.vram0.total"] == 1536 * MiB
+    # 101 ran: read afresh
+    (fake.proc / "101" / "schedstat").write_text("101000 0 6\n")
+    third = prober.sample().snapshot.values
+    assert third["tree.VmRSS"] == (1000 + 900 + 30 + 4) * KiB
+    # a kernel with sched_info off says "0 0 0": every process is read afresh
+    status.write_text(status.read_text().replace("VmRSS:\t900 kB", "VmRSS:\t50 kB"))
+    (fake.proc / "101" / "schedstat").write_text("0 0 0\n")
+    assert prober.sample().snapshot.values["tree.VmRSS"] == (1000 + 50 + 30 + 4) * KiB
 
 
 def test_drm_opened_later_and_a_tree_without_drm(tmp_path):
@@ -373,15 +406,19 @@ def test_process_that_exits_mid_sample_is_skipped_quietly():
     child = subprocess.Popen(["sleep", "60"])
     try:
         prober = TreeProber(os.getpid())
-        listed = prober.members
+        listed = prober._children
 
-        def members_then_exit() -> tuple[int, ...]:
-            pids = listed()
-            child.kill()
-            child.wait()
-            return pids
+        def children_then_exit(
+            pid: int, threads: int | None, scan: dict[int, list[int]] | None
+        ) -> list[int]:
+            kids = listed(pid, threads, scan)
+            if pid == os.getpid():
+                assert child.pid in kids
+                child.kill()
+                child.wait()  # reaped: gone before its files are read
+            return kids
 
-        prober.members = members_then_exit  # type: ignore[method-assign]
+        prober._children = children_then_exit  # type: ignore[method-assign]
         sample = prober.sample()
     finally:
         child.kill()
@@ -397,3 +434,23 @@ def test_root_that_does_not_exist_is_gone():
         TreeProber(gone.pid)
     with pytest.raises(ValueError, match="positive integer"):
         TreeProber(0)
+
+
+def test_sampling_benchmark_reports_and_kills_its_tree(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "bench_sampling", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sampling.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "sampling.json"
+    assert bench.main(["--processes", "15", "--samples", "2", "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())["runs"]
+    assert [(r["processes"], r["drm_devices"]) for r in runs] == [(15, 0), (15, 2)]
+    with bench.sleeping_tree(4) as root:
+        pids = process_tree(root)
+        assert len(pids) == 4
+    for pid in pids:  # killed and reaped, or at most a zombie waiting for init
+        status = Path(f"/proc/{pid}/status")
+        assert not status.exists() or "State:\tZ" in status.read_text()
+    assert bench.main(["--processes", "0"]) == 2

@@ -61,20 +61,45 @@ def _kb_lines(text: str, keys: Iterable[str] | None) -> dict[str, int]:
     return out
 
 
+def _status_field(text: str, key: str) -> str | None:
+    """Return the text after ``Key:`` on its line of a status text, or None if there is none."""
+    # str.find, not a line split or a regex: a process tree reads hundreds of these per sample
+    at = text.find(f"\n{key}:")
+    if at < 0:
+        if not text.startswith(f"{key}:"):
+            return None
+        at = -1
+    start = at + len(key) + 2
+    end = text.find("\n", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
 def parse_status(
     text: str, keys: Iterable[str] = STATUS_KEYS, prefix: str = "proc"
 ) -> dict[str, int]:
     """Return the ``<prefix>.<Key>`` signals (bytes) of ``keys`` in the text of /proc/<pid>/status."""
-    return {f"{prefix}.{k}": v for k, v in _kb_lines(text, keys).items()}
+    out: dict[str, int] = {}
+    for key in keys:
+        value = _status_field(text, key)
+        if value is None:
+            continue
+        fields = value.split()
+        if len(fields) == 2 and fields[1] == "kB" and fields[0].isdigit():
+            out[f"{prefix}.{key}"] = int(fields[0]) * 1024
+    return out
 
 
 def parse_status_state(text: str) -> str | None:
     """Return the one-letter ``State`` of a /proc/<pid>/status text (``Z``: zombie), or None."""
-    for line in text.splitlines():
-        if line.startswith("State:"):
-            fields = line.split()
-            return fields[1] if len(fields) > 1 else None
-    return None
+    value = _status_field(text, "State")
+    fields = value.split() if value else []
+    return fields[0] if fields else None
+
+
+def parse_status_threads(text: str) -> int | None:
+    """Return the ``Threads`` count of a /proc/<pid>/status text, or None if it has none."""
+    value = _status_field(text, "Threads")
+    return int(value) if value and value.strip().isdigit() else None
 
 
 def parse_stat(text: str) -> tuple[str, int, int] | None:

@@ -21,6 +21,15 @@ A :class:`TreeProber` samples, besides the machine-wide signals of a
   and attributed in :attr:`TreeSample.by_process` to the first process, in
   tree order, that holds it.
 
+Cost: a process is read afresh (status, children, fd table, fdinfo) when it
+has run since its last read, which its leader's ``/proc/<pid>/schedstat`` line
+tells (it changes whenever the task is scheduled). A single-threaded process
+that has not run cannot have touched its memory, forked or opened a file, so
+its last values stand and only the fdinfo of its DRM files is read again (the
+driver may move a client's buffers by itself). Multi-threaded processes, and
+kernels without schedstat (or with it off: ``0 0 0``), are read afresh every
+time. A tree of sleeping helpers then costs one small read per process.
+
 A process that ends between the walk and its read is skipped quietly. One
 whose files cannot be read for permission gets a ``process.<pid>`` entry in
 ``snapshot.unavailable``; for the root that is a :class:`ProbeAccessError`
@@ -45,6 +54,17 @@ from l0mem.probe.snapshot import Snapshot, check_extra, finish
 
 _DENIED = frozenset({errno.EACCES, errno.EPERM})
 _ENDED_STATES = frozenset({"Z", "X"})  # zombie or dead: nothing left to measure
+
+
+@dataclasses.dataclass
+class _Seen:
+    """What the last full read of one process found, and its schedstat line at that time."""
+
+    ran: str | None
+    status: dict[str, int]
+    threads: int | None
+    children: list[int]
+    drm_fds: list[str]
 
 
 class ProcessGone(Exception):
@@ -202,6 +222,8 @@ class TreeProber:
         )
         # pid -> start time, to follow orphans and not mistake a reused pid for one
         self._starts: dict[int, int | None] = {root: self._start_time(root)}
+        self._schedstat = os.path.isfile(f"{proc_root}/{root}/schedstat")
+        self._seen: dict[int, _Seen] = {}
 
     def _start_time(self, pid: int) -> int | None:
         """Return the start time of ``pid`` in clock ticks, or None if it cannot be read."""
@@ -216,22 +238,22 @@ class TreeProber:
         known = self._starts.get(pid)
         return known is None or self._start_time(pid) == known
 
-    def members(self) -> tuple[int, ...]:
-        """Return the pids of the tree now: the root's descendants plus orphans still running."""
-        kids = _kids(self.proc_root, self._children_files)
-        order: list[int] = []
-        seen: set[int] = set()
-        for pid in self._starts:  # insertion order: the root first, then tree order
-            if pid in seen or not os.path.isdir(os.path.join(self.proc_root, str(pid))):
-                continue
-            if (pid == self.root or self._starts[pid] is not None) and self._same(pid):
-                _walk(pid, kids, order, seen)
-        starts = {pid: self._starts[pid] for pid in order if pid in self._starts}
-        for pid in order:
-            if pid not in starts:
-                starts[pid] = self._start_time(pid)
-        self._starts = starts or {self.root: self._starts.get(self.root)}
-        return tuple(order)
+    def _children(
+        self, pid: int, threads: int | None, scan: dict[int, list[int]] | None
+    ) -> list[int]:
+        """Return the children of ``pid``: from the ppid scan, else its children files."""
+        if scan is not None:
+            return scan.get(pid, [])
+        if threads == 1:  # one thread, the leader: one file to read, no task listing
+            try:
+                text = read_text(f"{self.proc_root}/{pid}/task/{pid}/children")
+            except OSError:
+                return []
+            return [int(word) for word in text.split()]
+        try:
+            return children_of(pid, self.proc_root)
+        except OSError:
+            return []  # ended during the walk: its children are reparented, not ours
 
     def sample(self, extra: Mapping[str, int] | None = None) -> TreeSample:
         """Return a :class:`TreeSample` of the tree now; raise ProcessGone when it has ended."""
@@ -243,57 +265,90 @@ class TreeProber:
             found, missing = reader.read()
             values.update(found)
             gaps.update(missing)
+        scan = None if self._children_files else parent_map(self.proc_root)
+        walked: list[int] = []
         live: list[int] = []
         by_process: dict[int, dict[str, int]] = {}
+        seen: set[int] = set()
         clients_seen: set[tuple[str, int]] = set()
         drm_fds = 0
-        for pid in self.members():
-            got = self._read_process(pid, clients_seen, gaps)
-            if got is None:
+        # the root first, then (in tree order) every process seen before: orphans stay
+        for start in list(self._starts):
+            if start in seen or not (start == self.root or self._starts[start] is not None):
                 continue
-            own, nfds = got
-            live.append(pid)
-            by_process[pid] = own
-            drm_fds += nfds
-            for name, nbytes in own.items():
-                values[name] = values.get(name, 0) + nbytes
+            if not self._same(start):
+                continue  # ended, and perhaps its pid reused
+            stack = [start]
+            while stack:
+                pid = stack.pop()
+                if pid in seen:
+                    continue
+                seen.add(pid)
+                got = self._read_process(pid, clients_seen, gaps, scan)
+                if got is None:
+                    continue  # ended after it was listed: skipped quietly
+                own, nfds, children, alive = got
+                walked.append(pid)
+                if alive:
+                    live.append(pid)
+                    by_process[pid] = own
+                    drm_fds += nfds
+                    for name, nbytes in own.items():
+                        values[name] = values.get(name, 0) + nbytes
+                stack.extend(reversed(children))
+        self._seen = {pid: self._seen[pid] for pid in walked if pid in self._seen}
+        starts = {pid: self._starts.get(pid) for pid in walked}
+        for pid in walked:
+            if pid not in self._starts:
+                starts[pid] = self._start_time(pid)
+        self._starts = starts or {self.root: self._starts.get(self.root)}
         if not live:
             raise ProcessGone(f"process {self.root} and its descendants have ended")
         self._note_gaps(values, gaps, drm_fds)
         finish(values, gaps, added)
         return TreeSample(Snapshot(t, values, gaps), tuple(live), by_process)
 
+    def _ran(self, pid: int) -> str | None:
+        """Return the schedstat line of ``pid``'s leader thread, None if unusable; raise OSError."""
+        if not self._schedstat:
+            return None
+        text = read_text(f"{self.proc_root}/{pid}/schedstat")
+        return None if text.split() == ["0", "0", "0"] else text  # sched_info off: no clue
+
     def _read_process(
-        self, pid: int, clients_seen: set[tuple[str, int]], gaps: dict[str, str]
-    ) -> tuple[dict[str, int], int] | None:
-        """Return (tree.* and first-seen drm.* of ``pid``, its DRM fd count); None if it ended."""
-        base = os.path.join(self.proc_root, str(pid))
-        own: dict[str, int] = {}
+        self,
+        pid: int,
+        clients_seen: set[tuple[str, int]],
+        gaps: dict[str, str],
+        scan: dict[int, list[int]] | None,
+    ) -> tuple[dict[str, int], int, list[int], bool] | None:
+        """Return (tree.* and first-seen drm.* of ``pid``, DRM fds, children, alive); None if gone."""
+        base = f"{self.proc_root}/{pid}"
         try:
-            status = read_text(os.path.join(base, "status"))
+            ran = self._ran(pid)
         except OSError as e:
             if e.errno in GONE_ERRNOS:
                 return None
-            gaps[f"process.{pid}"] = f"cannot read {e.filename}: {e.strerror}"
+            ran = None
+        prev = self._seen.get(pid)
+        if prev is not None and ran is not None and ran == prev.ran and prev.threads == 1:
+            # A single-threaded process not scheduled since its last read cannot have
+            # touched its memory, forked or opened a file: only its DRM fdinfo is
+            # read again (the driver may move a client's buffers without it).
+            own = dict(prev.status)
+            fds = prev.drm_fds
+            children = scan.get(pid, []) if scan is not None else prev.children
+            try:
+                clients = readers.read_fdinfo_clients(f"{base}/fdinfo", fds)
+            except OSError as e:
+                return self._unreadable(pid, e, own, children, gaps)
         else:
-            if parse.parse_status_state(status) in _ENDED_STATES:
+            got = self._read_afresh(pid, ran, gaps, scan)
+            if got is None:
                 return None
-            own.update(parse.parse_status(status, parse.TREE_STATUS_KEYS, "tree"))
-        try:
-            fds, clients = readers.read_drm_clients(
-                os.path.join(base, "fd"), os.path.join(base, "fdinfo")
-            )
-        except OSError as e:
-            if e.errno in GONE_ERRNOS:
-                return None
-            path = e.filename or os.path.join(base, "fd")
-            reason = (
-                access_message(path, pid, self.proc_root)
-                if e.errno in _DENIED
-                else f"cannot read {path}: {e.strerror}"
-            )
-            gaps[f"process.{pid}"] = f"{reason}; its DRM files are not counted"
-            return own, 0
+            own, fds, children, clients, alive = got
+            if not alive:
+                return own, 0, children, False
         for client in clients:
             ident = client.ident
             if ident is not None:
@@ -301,7 +356,52 @@ class TreeProber:
                     continue  # inherited, dup'd or shared: counted at its first holder
                 clients_seen.add(ident)
             parse.add_drm_client(own, client)
-        return own, len(fds)
+        return own, len(fds), children, True
+
+    def _read_afresh(
+        self, pid: int, ran: str | None, gaps: dict[str, str], scan: dict[int, list[int]] | None
+    ) -> tuple[dict[str, int], list[str], list[int], list[parse.DrmClient], bool] | None:
+        """Return (tree.*, DRM fds, children, DRM clients, alive) read from every file of ``pid``."""
+        base = f"{self.proc_root}/{pid}"
+        own: dict[str, int] = {}
+        threads = None
+        try:
+            status = read_text(f"{base}/status")
+        except OSError as e:
+            if e.errno in GONE_ERRNOS:
+                return None
+            gaps[f"process.{pid}"] = f"cannot read {e.filename}: {e.strerror}"
+        else:
+            own = parse.parse_status(status, parse.TREE_STATUS_KEYS, "tree")
+            # a zombie has no memory left (no Vm lines); a process whose leader
+            # thread exited while others run shows Z too, but still has its memory
+            if parse.parse_status_state(status) in _ENDED_STATES and "tree.VmRSS" not in own:
+                return own, [], self._children(pid, None, scan), [], False
+            threads = parse.parse_status_threads(status)
+        children = self._children(pid, threads, scan)
+        try:
+            fds, clients = readers.read_drm_clients(f"{base}/fd", f"{base}/fdinfo")
+        except OSError as e:
+            got = self._unreadable(pid, e, own, children, gaps)
+            return None if got is None else (own, [], children, [], True)
+        self._seen[pid] = _Seen(ran, dict(own), threads, children, fds)
+        return own, fds, children, clients, True
+
+    def _unreadable(
+        self, pid: int, e: OSError, own: dict[str, int], children: list[int], gaps: dict[str, str]
+    ) -> tuple[dict[str, int], int, list[int], bool] | None:
+        """Note why the DRM files of ``pid`` cannot be read; None if it has ended."""
+        if e.errno in GONE_ERRNOS:
+            return None
+        self._seen.pop(pid, None)
+        path = e.filename or f"{self.proc_root}/{pid}/fd"
+        reason = (
+            access_message(path, pid, self.proc_root)
+            if e.errno in _DENIED
+            else f"cannot read {path}: {e.strerror}"
+        )
+        gaps[f"process.{pid}"] = f"{reason}; its DRM files are not counted"
+        return own, 0, children, True
 
     def _note_gaps(self, values: Mapping[str, int], gaps: dict[str, str], drm_fds: int) -> None:
         """Record why the tree and DRM signals that are absent are absent."""
