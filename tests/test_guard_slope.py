@@ -21,7 +21,7 @@ import pytest
 from l0mem.audit import AuditOptions, Guard, discover, plan_audit, run_setup
 from l0mem.audit import child as audit_child
 from l0mem.audit.guard import measured_slope
-from l0mem.probe import Snapshot, mem_available
+from l0mem.probe import Snapshot
 from tests.support import own_memory, sim
 
 MIB = 1 << 20
@@ -267,10 +267,13 @@ def test_the_floor_holds_against_a_simulated_mirror_of_any_ratio(
     from l0mem.audit import execute
 
     sim.use_in_process(monkeypatch, mirror="all", mirror_ratio=ratio, devices=1)
-    own_memory.use_in_process(monkeypatch, "quiet")
+    # The quiet host starts from a known MemAvailable, the parent's as the child's:
+    # another process moving the real one between the two first reads cannot
+    # shift the floor against the child's room.
+    start = 64 * GIB
+    own_memory.use_in_process(monkeypatch, "quiet", start=start)
     options = AuditOptions(setups=("l0",), size_bytes=STEPS * STEP, steps=STEPS, settle_s=0.0)
     inventory = discover(options)
-    start = mem_available()
     monkeypatch.setattr(execute, "mem_available", lambda: start)
     floor = start - MARGIN
     (plan,) = plan_audit(options, inventory, floor)
