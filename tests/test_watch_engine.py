@@ -63,22 +63,33 @@ def _py(code: str) -> list[str]:
 def test_the_workloads_exit_code_is_returned_and_every_sample_kept() -> None:
     watch = Watch(interval=0.02)
     rec = _Recorded(64 * GIB, 0)
-    result = run_workload(watch, _py("import time; time.sleep(0.3); raise SystemExit(7)"),
-                          source_factory=rec, prober=_Prober(64 * GIB))
+    result = run_workload(
+        watch,
+        _py("import time; time.sleep(0.3); raise SystemExit(7)"),
+        source_factory=rec,
+        prober=_Prober(64 * GIB),
+    )
     assert result.returncode == 7
     assert result.floor_stop is None and result.stop_signal is None
     assert len(result.series.samples) == rec.n >= 2
     # The baseline keeps the host's signals only, and why host signals are missing.
     assert set(result.series.baseline.values) == {"host.available", "meminfo.Shmem"}
-    assert result.series.unavailable == {"meminfo.GPUActive": "old kernel", "cgroup": "no cgroup v2"}
+    assert result.series.unavailable == {
+        "meminfo.GPUActive": "old kernel",
+        "cgroup": "no cgroup v2",
+    }
     ts = [s.t for s in result.series.samples]
     assert ts == sorted(ts) and ts[0] >= 0
 
 
 def test_a_command_that_does_not_exist_is_127_and_one_not_executable_126(tmp_path) -> None:
     with pytest.raises(CommandError) as err:
-        run_workload(Watch(), ["/nonexistent/l0mem-none"], prober=_Prober(GIB),
-                     source_factory=_Recorded(GIB, 0))
+        run_workload(
+            Watch(),
+            ["/nonexistent/l0mem-none"],
+            prober=_Prober(GIB),
+            source_factory=_Recorded(GIB, 0),
+        )
     assert err.value.code == 127 and "not found" in str(err.value)
     script = tmp_path / "script"
     script.write_text("#!/bin/sh\n")
@@ -92,8 +103,9 @@ def test_the_floor_stops_the_workload_before_it_is_crossed() -> None:
     watch = Watch(interval=0.05, floor=floor, grace=5.0)
     rec = _Recorded(64 * GIB, 256 * MIB)
     # A workload that would run far longer than the floor allows; SIGTERM ends it.
-    result = run_workload(watch, _py("import time; time.sleep(60)"),
-                          source_factory=rec, prober=_Prober(64 * GIB))
+    result = run_workload(
+        watch, _py("import time; time.sleep(60)"), source_factory=rec, prober=_Prober(64 * GIB)
+    )
     assert result.floor_stop is not None
     assert result.returncode == -signal.SIGTERM
     assert not result.floor_stop.killed
@@ -106,16 +118,21 @@ def test_the_floor_stops_the_workload_before_it_is_crossed() -> None:
 def test_a_workload_ignoring_sigterm_is_killed_after_the_grace() -> None:
     watch = Watch(interval=0.05, floor=63 * GIB, grace=0.3)
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-    result = run_workload(watch, _py(code), source_factory=_Recorded(64 * GIB, 256 * MIB),
-                          prober=_Prober(64 * GIB))
+    result = run_workload(
+        watch, _py(code), source_factory=_Recorded(64 * GIB, 256 * MIB), prober=_Prober(64 * GIB)
+    )
     assert result.returncode == -signal.SIGKILL
     assert result.floor_stop is not None and result.floor_stop.killed
 
 
 def test_the_floor_already_crossed_refuses_to_start() -> None:
     with pytest.raises(FloorError, match="already at or below the floor"):
-        run_workload(Watch(floor=2 * GIB), ["/nonexistent/never-started"],
-                     prober=_Prober(GIB), source_factory=_Recorded(GIB, 0))
+        run_workload(
+            Watch(floor=2 * GIB),
+            ["/nonexistent/never-started"],
+            prober=_Prober(GIB),
+            source_factory=_Recorded(GIB, 0),
+        )
 
 
 def test_the_interval_shortens_near_the_floor() -> None:
@@ -151,8 +168,9 @@ def test_a_stop_is_forwarded_to_the_workloads_process_group() -> None:
     )
     _stop_soon(watch, signal.SIGTERM, 0.5)
     t0 = time.monotonic()
-    result = run_workload(watch, _py(code), source_factory=_Recorded(64 * GIB, 0),
-                          prober=_Prober(64 * GIB))
+    result = run_workload(
+        watch, _py(code), source_factory=_Recorded(64 * GIB, 0), prober=_Prober(64 * GIB)
+    )
     assert time.monotonic() - t0 < 30
     assert result.stop_signal == signal.SIGTERM
     assert result.returncode == -signal.SIGTERM

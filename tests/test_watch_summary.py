@@ -114,8 +114,12 @@ def test_without_a_device_signal_the_verdict_is_inconclusive_and_says_why() -> N
 
 def test_a_missing_host_signal_is_unavailable_not_zero() -> None:
     base = WatchSample(0.0, {})
-    samples = tuple(WatchSample(1.0 + i, {f"drm.{PDEV0}.vram0.total": d}) for i, d in enumerate(RAMP))
-    series = Series(base, samples, {"meminfo": "cannot read /proc/meminfo", "cgroup": "no cgroup v2"})
+    samples = tuple(
+        WatchSample(1.0 + i, {f"drm.{PDEV0}.vram0.total": d}) for i, d in enumerate(RAMP)
+    )
+    series = Series(
+        base, samples, {"meminfo": "cannot read /proc/meminfo", "cgroup": "no cgroup v2"}
+    )
     summary = summarize(series)
     assert summary.host_cost.bytes is None
     assert "cannot read /proc/meminfo" in (summary.host_cost.unavailable or "")

@@ -217,6 +217,32 @@ json_option = click.option(
 )
 
 
+def floor_value(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> int | None:
+    """Click callback: a floor of host memory as a size or a share of MemTotal (``10%``), in bytes."""
+    if value is None:
+        return None
+    from l0mem.probe import MeminfoError, read_meminfo
+    from l0mem.units import parse_size
+
+    text = value.strip()
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1])
+        except ValueError:
+            raise click.BadParameter(f"not a percentage: {value!r}") from None
+        if not 0 <= share < 100:
+            raise click.BadParameter(f"percentage must lie in [0, 100), got {value}")
+        try:
+            total = read_meminfo()["meminfo.MemTotal"]
+        except MeminfoError as exc:
+            raise click.BadParameter(str(exc)) from None
+        return int(total * share / 100)
+    try:
+        return parse_size(value, minimum=0)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def _device_indices_in_range(
     ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]
 ) -> tuple[str, ...]:

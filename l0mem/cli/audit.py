@@ -36,6 +36,7 @@ from l0mem.cli._common import (
     exit_epilog,
     fail,
     finite,
+    floor_value,
     json_option,
     output,
     rendering,
@@ -47,7 +48,6 @@ from l0mem.cli._common import (
 from l0mem.cli._signals import handling
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
 from l0mem.files import ReportWriteError
-from l0mem.probe import MeminfoError, read_meminfo
 from l0mem.units import parse_size
 
 _EPILOG = f"""\b
@@ -63,28 +63,6 @@ def _size_option(ctx: click.Context, param: click.Parameter, value: str | None) 
         return None
     try:
         return parse_size(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-def _floor_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    if value is None:
-        return None
-    text = value.strip()
-    if text.endswith("%"):
-        try:
-            share = float(text[:-1])
-        except ValueError:
-            raise click.BadParameter(f"not a percentage: {value!r}") from None
-        if not 0 <= share < 100:
-            raise click.BadParameter(f"percentage must lie in [0, 100), got {value}")
-        try:
-            total = read_meminfo()["meminfo.MemTotal"]
-        except MeminfoError as exc:
-            raise click.BadParameter(str(exc)) from None
-        return int(total * share / 100)
-    try:
-        return parse_size(value, minimum=0)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 
@@ -259,7 +237,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
 @click.option(
     "--floor",
     "floor_bytes",
-    callback=_floor_option,
+    callback=floor_value,
     metavar="SIZE|PCT%",
     help="MemAvailable never goes below this (default: the larger of 2 GiB and 10% of MemTotal); "
     "0 only with --no-floor.",

@@ -20,7 +20,6 @@ import contextlib
 import dataclasses
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -293,9 +292,7 @@ def pidfd(pid: int) -> int | None:
         return None
 
 
-def start(
-    command: Sequence[str], env: Mapping[str, str] | None = None
-) -> subprocess.Popen[bytes]:
+def start(command: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start ``command`` in its own process group with l0mem's stdin, stdout and stderr."""
     group: dict[str, Any] = (
         {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}

@@ -119,23 +119,33 @@ def run_workload(
                 os.close(fd)
     returncode = proc.wait()
     if floor_stop is not None and killed:
-        floor_stop = FloorStop(floor_stop.t, floor_stop.available, floor_stop.floor, "SIGTERM", True)
+        floor_stop = FloorStop(
+            floor_stop.t, floor_stop.available, floor_stop.floor, "SIGTERM", True
+        )
     return WatchResult(watch.series, returncode, floor_stop, watch.stop_signal, watch.final_trace())
 
 
 def watch_pid(
-    watch: Watch, pid: int, *, source_factory: SourceFactory = TreeSource
+    watch: Watch,
+    pid: int,
+    *,
+    duration: float | None = None,
+    source_factory: SourceFactory = TreeSource,
 ) -> WatchResult:
-    """Sample the tree of the running process ``pid`` until it ends or a stop comes (read-only)."""
+    """Sample the tree of the running process ``pid`` until it ends, ``duration`` passes or a stop comes."""
     source = source_factory(pid)
     first = source.sample()
     if first is None:
         raise NoSuchProcess(f"no process {pid}")
     watch.set_baseline(first.values, first.unavailable)
+    end = None if duration is None else watch.clock() + duration
     fd = pidfd(pid)
     try:
         while watch.stop_signal is None:
-            watch.wait(watch.interval, fd)
+            if end is not None and watch.clock() >= end:
+                break
+            left = watch.interval if end is None else min(watch.interval, end - watch.clock())
+            watch.wait(left, fd)
             if watch.stop_signal is not None:
                 break
             if watch.take(source) is None or not os.path.exists(f"/proc/{pid}"):
@@ -157,4 +167,11 @@ def _ended(fd: int) -> bool:
     return bool(ready)
 
 
-__all__ = ["FloorError", "SourceFactory", "check_floor", "run_workload", "take_baseline", "watch_pid"]
+__all__ = [
+    "FloorError",
+    "SourceFactory",
+    "check_floor",
+    "run_workload",
+    "take_baseline",
+    "watch_pid",
+]

@@ -74,7 +74,9 @@ def drm_devices(samples: Iterable[WatchSample]) -> list[str]:
     return sorted(found)
 
 
-def drm_memory(values: Mapping[str, int], pdev: str, *, host: bool, key: str = "total") -> int | None:
+def drm_memory(
+    values: Mapping[str, int], pdev: str, *, host: bool, key: str = "total"
+) -> int | None:
     """Return ``key`` bytes of ``pdev``'s host-backed (GTT, system) or device (VRAM) regions, or None."""
     parts = [
         v
@@ -112,11 +114,7 @@ def trace_values(totals: Mapping[str, Any]) -> dict[str, int]:
 
 
 def _trace_sum(values: Mapping[str, int], what: str) -> int | None:
-    parts = [
-        v
-        for n, v in values.items()
-        if n.startswith(TRACE_PREFIX) and n.endswith("." + what)
-    ]
+    parts = [v for n, v in values.items() if n.startswith(TRACE_PREFIX) and n.endswith("." + what)]
     return sum(parts) if parts else None
 
 

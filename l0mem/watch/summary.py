@@ -199,7 +199,8 @@ def _no_device_reason(series: Series) -> str:
     why = series.unavailable.get("drm")
     detail = f" (drm: {why})" if why else ""
     return (
-        "no device memory signal: the workload's DRM files showed no VRAM" + detail
+        "no device memory signal: the workload's DRM files showed no VRAM"
+        + detail
         + "; --trace counts the allocations"
     )
 
@@ -231,7 +232,9 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     rss = _series_peak(series, TREE_RSS)
     return WatchSummary(
         host_signal=host_name,
-        device_source=None if all(x is None for x in xs) else ("trace" if series.tracing else "drm"),
+        device_source=None
+        if all(x is None for x in xs)
+        else ("trace" if series.tracing else "drm"),
         host_cost=host,
         device_memory=device,
         tree_rss=rss,
