@@ -214,3 +214,17 @@ def test_watching_a_pid_gone_is_no_such_process() -> None:
 
     with pytest.raises(NoSuchProcess):
         watch_pid(Watch(), os.getpid(), source_factory=lambda pid: Gone())
+
+
+def test_the_floor_is_kept_on_memavailable_when_both_are_read() -> None:
+    watch = Watch(floor=10 * GIB)
+    watch.set_baseline({}, {})
+
+    class Both:
+        def sample(self) -> TreeReading:
+            # The per-CPU lists put host.available above the floor; MemAvailable is below it.
+            values = {"meminfo.MemAvailable": 9 * GIB, "host.available": 11 * GIB}
+            return TreeReading(values, {}, 1, (1,))
+
+    watch.take(Both())
+    assert watch.floor_near()

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from l0mem.units import format_bytes
-from l0mem.watch.series import HOST_SIGNALS, Series, WatchSample, trace_values
+from l0mem.watch.series import Series, WatchSample, trace_values
 
 # System-wide sources a baseline taken before the workload exists may hold;
 # l0mem's own process and DRM files are not the workload's.
@@ -89,6 +89,11 @@ class CommandError(WatchError):
         self.code = code
 
 
+# Sysman counts device memory per process on the simulator and needs Level Zero
+# loaded into l0mem itself on hardware; run and watch read the workload's DRM files.
+_SYSMAN = "not read by run and watch (device memory comes from DRM fdinfo or --trace)"
+
+
 class TreeSource:
     """Samples the process tree of ``pid`` with the probe's :class:`~l0mem.probe.TreeProber`."""
 
@@ -109,7 +114,10 @@ class TreeSource:
             s = self._prober.sample()
         except self._gone:
             return None
-        return TreeReading(s.snapshot.values, s.snapshot.unavailable, len(s.pids), tuple(s.pids))
+        gaps = dict(s.snapshot.unavailable)
+        if "sysman" in gaps:
+            gaps["sysman"] = _SYSMAN
+        return TreeReading(s.snapshot.values, gaps, len(s.pids), tuple(s.pids))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,9 +161,14 @@ def baseline_values(values: Mapping[str, int]) -> dict[str, int]:
     return {k: v for k, v in values.items() if k.startswith(SYSTEM_SOURCES)}
 
 
+# The floor is kept on the kernel's own MemAvailable, as the audit's guard
+# keeps it: the smaller of the two, it leaves the per-CPU lists as margin.
+FLOOR_SIGNALS = ("meminfo.MemAvailable", "host.available")
+
+
 def available(values: Mapping[str, int]) -> int | None:
-    """Return the host's available memory in a sample (corrected for per-CPU lists when read)."""
-    for name in HOST_SIGNALS:
+    """Return the host's available memory in a sample as the floor reads it (MemAvailable first)."""
+    for name in FLOOR_SIGNALS:
         if name in values:
             return values[name]
     return None
@@ -319,6 +332,7 @@ def signal_tree(pgid: int, pids: Sequence[int], signum: int) -> None:
 __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_INTERVAL",
+    "FLOOR_SIGNALS",
     "MIN_INTERVAL",
     "CommandError",
     "FloorStop",
