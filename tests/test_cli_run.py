@@ -192,6 +192,23 @@ def test_watching_another_users_process_is_one_clear_line() -> None:
     assert "permission denied" in line and "/proc/1/" in line
 
 
+def test_a_process_that_cannot_be_read_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As root every process can be read: the probe's refusal is made here.
+    from click.testing import CliRunner
+
+    import l0mem.probe
+    from l0mem.cli import cli
+
+    class Refused:
+        def __init__(self, root: int, **kwargs: object) -> None:
+            raise l0mem.probe.ProbeAccessError(f"cannot read /proc/{root}/fd: permission denied (x)")
+
+    monkeypatch.setattr(l0mem.probe, "TreeProber", Refused)
+    result = CliRunner().invoke(cli, ["watch", "--pid", "1"])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.strip() == "l0mem watch: cannot read /proc/1/fd: permission denied (x)"
+
+
 def test_a_stop_signal_is_forwarded_and_the_samples_are_kept(workload: Path, tmp_path: Path) -> None:
     report = tmp_path / "stopped.json"
     env = _env(mirror="peer-resident")
