@@ -1,0 +1,76 @@
+"""Build the tracer (``tracer.c``, shipped as source) with the system C compiler, once per user."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from l0mem.trace.errors import TraceBuildError
+
+SOURCE = Path(__file__).with_name("tracer.c")
+LIBRARY_NAME = "libl0mem_trace.so"
+COMPILERS = ("cc", "gcc", "clang")
+CFLAGS = ("-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-fvisibility=hidden")
+LIBS = ("-ldl", "-lpthread")
+NO_COMPILER = (
+    "l0mem's allocation tracing needs a C compiler (cc, gcc or clang) to build its tracer; "
+    "install one, e.g. apt install gcc"
+)
+
+
+def cache_dir() -> Path:
+    """Return the per-user directory holding built tracers ($XDG_CACHE_HOME/l0mem/trace)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "l0mem" / "trace"
+
+
+def compiler() -> str:
+    """Return the path of the first C compiler found on PATH; raise TraceBuildError if none."""
+    for name in COMPILERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise TraceBuildError(NO_COMPILER)
+
+
+def _digest(source: bytes) -> str:
+    h = hashlib.sha256(source)
+    h.update(" ".join(CFLAGS + LIBS).encode())
+    return h.hexdigest()[:16]
+
+
+def library() -> Path:
+    """Return the built tracer, compiling it on first use into the per-user cache."""
+    source = SOURCE.read_bytes()
+    target = cache_dir() / _digest(source) / LIBRARY_NAME
+    if target.is_file():
+        return target
+    cc = compiler()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Each build writes a private file; the rename makes one of concurrent builds win whole.
+        fd, tmp_name = tempfile.mkstemp(prefix=".libl0mem_trace.", suffix=".so", dir=target.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise TraceBuildError(
+            f"cannot write the tracer into {target.parent}: {exc.strerror or exc}"
+        ) from exc
+    tmp = Path(tmp_name)
+    try:
+        cmd = [cc, *CFLAGS, "-o", str(tmp), str(SOURCE), *LIBS]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise TraceBuildError(f"building the tracer with {cc} failed: {exc}") from exc
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines() or ["(no output)"]
+            first = next((ln for ln in lines if "error" in ln), lines[0]).strip()
+            raise TraceBuildError(f"building the tracer with {cc} failed: {first}")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
