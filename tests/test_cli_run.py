@@ -38,7 +38,8 @@ from tests.support.sim import SimControl
 
 out, steps, step, pause, code = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 hold = float(os.environ.get("WORKLOAD_HOLD", "0"))
-ctl = SimControl.from_env()
+# Under --trace the loader loads the tracer, which forwards to the simulator.
+ctl = SimControl(os.environ.get("L0MEM_TRACE_DRIVERS") or os.environ["ZE_ENABLE_ALT_DRIVERS"].split(",")[0])
 driver = drivers()[0]
 dev0, dev1 = driver.devices()[:2]
 truth = []
@@ -233,3 +234,58 @@ def test_a_stop_signal_is_forwarded_and_the_samples_are_kept(workload: Path, tmp
     assert data["stop_signal"] == "SIGTERM"
     assert data["exit"]["killed_by"] == "SIGTERM"
     assert len(data["samples"]) >= 3
+
+
+@pytest.mark.parametrize(
+    ("mirror", "ratio"),
+    [("none", 1.0), ("peer-resident", 1.0), ("peer-resident", 0.5), ("all", 1.5)],
+)
+def test_traced_verdict_and_slope_match_the_simulators_ground_truth(
+    workload: Path, tmp_path: Path, mirror: str, ratio: float
+) -> None:
+    from l0mem.audit.analysis import DEFAULT_CONFIG, classify
+
+    truth_path, report = tmp_path / "truth.json", tmp_path / "run.json"
+    # 512 MiB of device memory (at most 768 MiB of mirror): a sample can fall
+    # inside a step (allocated, not yet resident, the mirror half made), so the
+    # span must be wide enough for the fit to be sure.
+    step, steps = 64 * MIB, 8
+    args = _workload_args(workload, truth_path, steps=steps, step=step, pause=0.1)
+    env = _env(mirror=mirror, mirror_ratio=ratio)
+    proc = _run(["--quiet", "--trace", "--interval", "0.04", "--json", str(report)], env, args)
+    assert proc.returncode == 0, proc.stderr
+    truth = json.loads(truth_path.read_text())
+    data = _report(report)
+    summary = data["summary"]
+    # The ground truth: the simulator's mirror per device byte at each step.
+    held = truth[:-1]
+    want = held[-1]["mirror"] / held[-1]["device"]
+    assert want == (0.0 if mirror == "none" else ratio)
+    assert summary["device_source"] == "trace"
+    assert summary["peaks"]["device_memory"]["bytes"] == held[-1]["device"] == steps * step
+    assert summary["verdict"] == classify(want, DEFAULT_CONFIG), summary["reason"]
+    slope, err = summary["slope_mib_per_gib"], summary["uncertainty_mib_per_gib"]
+    assert abs(slope - 1024 * want) <= max(err, 16), summary["reason"]
+    # The trace counted exactly what was allocated and made resident on device 1.
+    traced = {d["index"]: d for d in data["trace"]["devices"]}
+    assert traced[0]["allocated_peak"] == steps * step
+    assert traced[0]["resident_on_peak"] == {"1": steps * step}
+    if mirror != "none":
+        # The simulator's mirror pages are never mapped: VmRSS misses them.
+        assert summary["vmrss_would_miss"] is True
+
+
+def test_no_peer_residency_removes_the_peer_resident_mirror(workload: Path, tmp_path: Path) -> None:
+    truth_path, report = tmp_path / "truth.json", tmp_path / "run.json"
+    args = _workload_args(workload, truth_path, steps=4, step=32 * MIB, pause=0.1)
+    env = _env(mirror="peer-resident")
+    proc = _run(["--quiet", "--no-peer-residency", "--interval", "0.04", "--json", str(report)], env, args)
+    assert proc.returncode == 0, proc.stderr
+    truth = json.loads(truth_path.read_text())
+    assert max(t["mirror"] for t in truth) == 0
+    data = _report(report)
+    assert data["options"]["no_peer_residency"] is True
+    assert data["trace"]["skipped_calls"] == 4
+    assert data["trace"]["skipped_bytes"] == 4 * 32 * MIB
+    assert data["summary"]["verdict"] == "clean", data["summary"]["reason"]
+    assert "skipped 4 zeContextMakeMemoryResident" in proc.stderr

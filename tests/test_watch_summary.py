@@ -166,3 +166,25 @@ def test_summary_to_dict_is_json_data() -> None:
     assert again["verdict"] == "mirror"
     assert again["peaks"]["host_cost"]["bytes"] == 2 * GIB
     assert again["devices"][1]["pdev"] == PDEV1
+
+
+def test_samples_caught_inside_a_step_are_left_out_of_the_fit() -> None:
+    # Steps of 256 MiB, three samples each; one sample per step catches the
+    # mirror half made while the device count has not moved yet.
+    base = WatchSample(0.0, {"host.available": AVAILABLE})
+    samples, t = [], 0.0
+    for k in range(1, 9):
+        for j in range(3):
+            device = k * 256 * MIB
+            mirror = device + (128 * MIB if j == 2 and k < 8 else 0)
+            t += 0.1
+            samples.append(
+                WatchSample(t, {"host.available": AVAILABLE - mirror, f"drm.{PDEV0}.vram0.total": device})
+            )
+    series = Series(base, tuple(samples), {})
+    summary = summarize(series)
+    assert summary.verdict == "mirror"
+    assert summary.analysis.slope == pytest.approx(1024, abs=1)
+    fit = summary.analysis.fit("host.available")
+    assert fit is not None and fit.residual_mib == pytest.approx(0, abs=1e-6)
+    assert fit.points == 8  # the middle sample of each step

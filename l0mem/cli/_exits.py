@@ -182,6 +182,12 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.NO_DEVICE,
+        "`run --trace`, `--no-peer-residency`: the allocation tracer cannot be built (no C "
+        "compiler, or it failed)",
+        _only("run"),
+    ),
+    Row(
+        ExitCode.NO_DEVICE,
         "`watch`: no process has the pid, or its memory cannot be read (another user's process)",
         _only("watch"),
     ),

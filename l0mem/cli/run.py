@@ -9,6 +9,9 @@ l0mem's own lines go to stderr under ``run`` (stdout is the workload's).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
@@ -38,6 +41,7 @@ from l0mem.cli._common import (
 from l0mem.cli._signals import handling
 from l0mem.cli.run_view import Progress, summary_view
 from l0mem.files import ReportWriteError
+from l0mem.trace import TraceSession
 from l0mem.watch import (
     DEFAULT_GRACE,
     DEFAULT_INTERVAL,
@@ -206,11 +210,26 @@ def _finish(
     metavar="SECONDS",
     help="How long a stopped workload may take to end before SIGKILL.",
 )
+@click.option(
+    "--trace",
+    is_flag=True,
+    help="Trace the workload's Level Zero allocations and residency calls (a driver proxy "
+    "built on first use with the C compiler): device memory is then what it allocated.",
+)
+@click.option(
+    "--no-peer-residency",
+    is_flag=True,
+    help="Workaround (implies --trace): skip zeContextMakeMemoryResident on a device other "
+    "than the allocation's owner. Risk: a peer that really needs the memory resident pays "
+    "at first touch.",
+)
 @_shared
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
 def run(
     host_floor: int | None,
     grace: float,
+    trace: bool,
+    no_peer_residency: bool,
     interval: float,
     quiet: bool,
     json_path: Path | None,
@@ -230,21 +249,41 @@ def run(
             host_floor = default_floor(mem_total())
     console = output(highlight=False, stderr=True)
     progress = Progress(console, "run", quiet=quiet, live=console.is_terminal)
-    watch = Watch(interval=interval, floor=host_floor or None, grace=grace, on_sample=progress)
-    try:
-        with reporting("run"), _stop_on_signals(watch), progress:
-            result = run_workload(watch, command)
-    except CommandError as exc:
-        fail("run", exc.code, str(exc))
-    except FloorError as exc:
-        fail("run", ExitCode.NO_DEVICE, str(exc))
-    finally:
-        watch.close()
+    with contextlib.ExitStack() as stack:
+        session = None
+        if trace or no_peer_residency:
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="l0mem-run-"))
+            with reporting("run"):
+                session = stack.enter_context(
+                    TraceSession(Path(workdir), no_peer_residency=no_peer_residency)
+                )
+        env = None if session is None else session.environment(os.environ)
+        watch = Watch(
+            interval=interval,
+            floor=host_floor or None,
+            grace=grace,
+            on_sample=progress,
+            tracer=session,
+        )
+        stack.callback(watch.close)
+        try:
+            with reporting("run"), _stop_on_signals(watch), progress:
+                result = run_workload(watch, command, env)
+        except CommandError as exc:
+            fail("run", exc.code, str(exc))
+        except FloorError as exc:
+            fail("run", ExitCode.NO_DEVICE, str(exc))
     meta = {
         "mode": "run",
         "command": list(command),
         "pid": None,
-        "options": {"interval": interval, "host_floor": host_floor, "grace": grace},
+        "options": {
+            "interval": interval,
+            "host_floor": host_floor,
+            "grace": grace,
+            "trace": session is not None,
+            "no_peer_residency": no_peer_residency,
+        },
     }
     summary = _finish("run", result, (json_path, csv_path, plot_path), meta, _title(command), True)
     if result.floor_stop is not None:

@@ -171,11 +171,36 @@ def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[s
         lines.append(
             f"per GiB made resident on a peer: {r.slope:.0f} +/- {r.uncertainty or 0:.0f} MiB host"
         )
+    if result.trace is not None:
+        lines += trace_lines(result.trace)
     if result.floor_stop is not None:
         lines.append(f"[bold]{result.floor_stop.message}[/bold]")
     for key, why in sorted(unavailable.items()):
         lines.append(f"[dim]unavailable: {key}: {why}[/dim]")
     return Group(*lines)
+
+
+def trace_lines(trace: dict[str, Any]) -> list[str]:
+    """Return what the tracer attributes: per device, bytes allocated and made resident on peers."""
+    lines = []
+    for d in trace.get("devices", ()):
+        text = f"traced device {d['index']} ({d.get('name') or 'unnamed'}): " + format_bytes(
+            d.get("allocated_peak", 0)
+        ) + " allocated at the peak"
+        for peer, nbytes in sorted((d.get("resident_on_peak") or {}).items()):
+            text += f", {format_bytes(nbytes)} made resident on device {peer}"
+        lines.append(text)
+    failed = trace.get("failed_calls") or {}
+    if failed:
+        lines.append("failed calls: " + ", ".join(f"{k} {v}" for k, v in sorted(failed.items())))
+    if trace.get("skipped_calls"):
+        lines.append(
+            f"--no-peer-residency skipped {trace['skipped_calls']} zeContextMakeMemoryResident "
+            f"call(s) on a peer, {format_bytes(trace.get('skipped_bytes', 0))}"
+        )
+    if trace.get("lost_records"):
+        lines.append(f"[bold]{trace['lost_records']} trace record(s) were lost[/bold]")
+    return lines
 
 
 def _peak_cells(peak: Any) -> tuple[str, str]:

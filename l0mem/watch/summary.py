@@ -7,6 +7,8 @@ run whose "alloc" samples are those taken while the workload held device
 memory, the sample just before as its "idle" reference and those after it
 gave every byte back as "freed". The tree's VmRSS plays the part the audit's
 own ``proc.VmRSS`` plays: last in priority, and blind to driver-owned pages.
+Samples taken while device memory was changing are left out of the fit when
+enough settled ones remain (:func:`settled`).
 """
 
 from __future__ import annotations
@@ -157,27 +159,52 @@ def device_series(series: Series) -> list[int | None]:
     return out
 
 
-def as_setup_run(series: Series, xs: list[int | None]) -> SetupRun:
+def settled(xs: list[int | None]) -> list[bool]:
+    """Return, per sample, whether device memory held still from the sample before to the one after.
+
+    A sample taken while the workload changes its device memory can catch the
+    host side half done (allocated but not yet resident, a mirror half made
+    inside an allocation call the tracer has not recorded yet): such a point
+    lies off the line by up to a whole step.
+    """
+    return [
+        0 < i < len(xs) - 1 and x is not None and xs[i - 1] == x == xs[i + 1]
+        for i, x in enumerate(xs)
+    ]
+
+
+def as_setup_run(
+    series: Series, xs: list[int | None], config: AnalysisConfig = DEFAULT_CONFIG
+) -> SetupRun:
     """Return the series as an audit set-up run whose device bytes are ``xs``.
 
     The reference ("idle") is the last sample before device memory first grew
     (the baseline if it grew at once); "freed" are the samples after the last
-    one holding device memory. Samples whose device memory is unknown are left out.
+    one holding device memory; "alloc" those in between, only the settled ones
+    (:func:`settled`) when there are enough of them for a fit. Samples whose
+    device memory is unknown are left out.
     """
-    known = [(s, x) for s, x in zip(series.samples, xs, strict=True) if x is not None]
-    held = [i for i, (_, x) in enumerate(known) if x > 0]
+    still = settled(xs)
+    known = [
+        (s, x, ok) for s, x, ok in zip(series.samples, xs, still, strict=True) if x is not None
+    ]
+    held = [i for i, (_, x, _) in enumerate(known) if x > 0]
     samples: list[Sample] = []
     if held:
         first, last = held[0], held[-1]
         idle = known[first - 1][0] if first > 0 else series.baseline
         samples.append(Sample(idle.t, "idle", 0, dict(idle.values)))
-        for s, x in known[first : last + 1]:
+        during = known[first : last + 1]
+        calm = [(s, x, ok) for s, x, ok in during if ok and x > 0]
+        if len({x for _, x, _ in calm}) >= 2 and len(calm) >= config.min_points:
+            during = calm
+        for s, x, _ in during:
             samples.append(Sample(s.t, "alloc", x, dict(s.values)))
-        for s, x in known[last + 1 :]:
+        for s, x, _ in known[last + 1 :]:
             samples.append(Sample(s.t, "freed", x, dict(s.values)))
     else:
         samples.append(Sample(series.baseline.t, "idle", 0, dict(series.baseline.values)))
-        samples += [Sample(s.t, "idle", 0, dict(s.values)) for s, _ in known]
+        samples += [Sample(s.t, "idle", 0, dict(s.values)) for s, _, _ in known]
     return SetupRun(
         setup="watch",
         backend="l0",
@@ -214,7 +241,7 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     """Return the summary of ``series``: peaks, fit, verdict, VmRSS blindness and the charged device."""
     config = watch_config(config)
     xs = device_series(series)
-    run = as_setup_run(series, xs)
+    run = as_setup_run(series, xs, config)
     analysis = analyze_run(run, config)
     if all(x is None for x in xs) or not series.samples:
         analysis = dataclasses.replace(analysis, reason=_no_device_reason(series))
@@ -273,7 +300,7 @@ def _resident_fit(
         xs.append(None if now is None else max(0, now - base))
     if not any(xs):
         return None
-    fit = fit_signal(as_setup_run(series, xs), analysis.deciding_signal, config)
+    fit = fit_signal(as_setup_run(series, xs, config), analysis.deciding_signal, config)
     return fit if fit.slope is not None else None
 
 
@@ -313,6 +340,7 @@ __all__ = [
     "Peak",
     "WatchSummary",
     "as_setup_run",
+    "settled",
     "device_series",
     "live_ratio",
     "summarize",
