@@ -1,7 +1,9 @@
 """Host and device memory signals, sampled together as one snapshot.
 
 ``take_snapshot()`` (or a long-lived :class:`Prober`) reads every memory source
-of this process and machine in one cheap pass; signal names and meaning are in
+of this process and machine in one cheap pass; a :class:`TreeProber` does the
+same for another process and all its descendants (:mod:`l0mem.probe.tree`,
+what ``l0mem run`` and ``l0mem watch`` sample); signal names and meaning are in
 :mod:`l0mem.probe.signals`, sources in :mod:`l0mem.probe.readers`, parsers in
 :mod:`l0mem.probe.parse`. :mod:`l0mem.probe.fingerprint` describes the host; :mod:`l0mem.probe.host` is the one
 reader of MemAvailable/MemTotal.
@@ -13,14 +15,20 @@ machines without any GPU runtime.
 
 from l0mem.probe.host import MeminfoError, mem_available, mem_total, read_meminfo
 from l0mem.probe.snapshot import Prober, Snapshot, changes, take_snapshot
+from l0mem.probe.tree import ProbeAccessError, ProcessGone, TreeProber, TreeSample, process_tree
 
 __all__ = [
     "MeminfoError",
+    "ProbeAccessError",
     "Prober",
+    "ProcessGone",
     "Snapshot",
+    "TreeProber",
+    "TreeSample",
     "changes",
     "mem_available",
     "mem_total",
+    "process_tree",
     "read_meminfo",
     "take_snapshot",
 ]

@@ -5,8 +5,13 @@ Each parser takes the text of one file and returns a mapping from signal name
 never reported as 0. Lines that do not parse are skipped: these files gain new
 fields between kernel versions and an unknown line must not cost the others.
 
-- ``/proc/self/status``: ``VmRSS``, ``RssAnon``, ``RssFile``, ``RssShmem`` in kB
-  become ``proc.<Key>``.
+- ``/proc/<pid>/status``: ``VmRSS``, ``RssAnon``, ``RssFile``, ``RssShmem`` in kB
+  become ``proc.<Key>``; for a process tree (:mod:`l0mem.probe.tree`) the keys
+  are :data:`TREE_STATUS_KEYS` (those plus ``VmPin``, pages pinned by
+  ``pin_user_pages`` such as RDMA and userptr, and ``VmLck``, mlocked) under
+  the prefix ``tree``.
+- ``/proc/<pid>/stat``: :func:`parse_stat` gives the state, parent pid and start
+  time (what a process tree is walked and told apart by; not a signal).
 - ``/proc/meminfo``: every key with a ``kB`` unit becomes ``meminfo.<Key>``
   (``MemAvailable``, ``MemFree``, ``MemTotal``, ``Committed_AS``, ``Shmem`` and,
   from the kernels that have them, ``GPUActive`` and ``GPUReclaim``). Unitless
@@ -28,6 +33,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 STATUS_KEYS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
+TREE_STATUS_KEYS = (*STATUS_KEYS, "VmPin", "VmLck")
 VMSTAT_KEYS = ("nr_gpu_active", "nr_gpu_reclaim")
 MEMORY_STAT_KEYS = ("gpu_active", "gpu_reclaim")
 DRM_KEYS = ("total", "shared", "resident", "purgeable", "active")
@@ -55,9 +61,55 @@ def _kb_lines(text: str, keys: Iterable[str] | None) -> dict[str, int]:
     return out
 
 
-def parse_status(text: str) -> dict[str, int]:
-    """Return the ``proc.*`` signals (bytes) found in the text of /proc/<pid>/status."""
-    return {f"proc.{k}": v for k, v in _kb_lines(text, STATUS_KEYS).items()}
+def _status_field(text: str, key: str) -> str | None:
+    """Return the text after ``Key:`` on its line of a status text, or None if there is none."""
+    # str.find, not a line split or a regex: a process tree reads hundreds of these per sample
+    at = text.find(f"\n{key}:")
+    if at < 0:
+        if not text.startswith(f"{key}:"):
+            return None
+        at = -1
+    start = at + len(key) + 2
+    end = text.find("\n", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def parse_status(
+    text: str, keys: Iterable[str] = STATUS_KEYS, prefix: str = "proc"
+) -> dict[str, int]:
+    """Return the ``<prefix>.<Key>`` signals (bytes) of ``keys`` in the text of /proc/<pid>/status."""
+    out: dict[str, int] = {}
+    for key in keys:
+        value = _status_field(text, key)
+        if value is None:
+            continue
+        fields = value.split()
+        if len(fields) == 2 and fields[1] == "kB" and fields[0].isdigit():
+            out[f"{prefix}.{key}"] = int(fields[0]) * 1024
+    return out
+
+
+def parse_status_state(text: str) -> str | None:
+    """Return the one-letter ``State`` of a /proc/<pid>/status text (``Z``: zombie), or None."""
+    value = _status_field(text, "State")
+    fields = value.split() if value else []
+    return fields[0] if fields else None
+
+
+def parse_status_threads(text: str) -> int | None:
+    """Return the ``Threads`` count of a /proc/<pid>/status text, or None if it has none."""
+    value = _status_field(text, "Threads")
+    return int(value) if value and value.strip().isdigit() else None
+
+
+def parse_stat(text: str) -> tuple[str, int, int] | None:
+    """Return (state, ppid, start time in clock ticks) from a /proc/<pid>/stat text, or None."""
+    # the command name (field 2) is in parentheses and may itself hold spaces and ")"
+    _, sep, rest = text.rpartition(")")
+    fields = rest.split()
+    if not sep or len(fields) < 20 or not (fields[1].isdigit() and fields[19].isdigit()):
+        return None
+    return fields[0], int(fields[1]), int(fields[19])
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
@@ -119,6 +171,11 @@ class DrmClient:
         """Return the name the client's signals are keyed by: drm-pdev, else the driver name."""
         return self.pdev or self.driver
 
+    @property
+    def ident(self) -> tuple[str, int] | None:
+        """Return (device, drm-client-id), the same for every fd of one client; None without an id."""
+        return None if self.client_id is None else (self.device, self.client_id)
+
 
 def parse_drm_fdinfo(text: str) -> DrmClient | None:
     """Return the :class:`DrmClient` in one fdinfo text, or None if it is not a DRM file."""
@@ -170,15 +227,20 @@ def sum_drm_clients(clients: Iterable[DrmClient]) -> dict[str, int]:
     seen: set[tuple[str, int]] = set()
     out: dict[str, int] = {}
     for client in clients:
-        if client.client_id is not None:
-            ident = (client.device, client.client_id)
+        ident = client.ident
+        if ident is not None:
             if ident in seen:
                 continue
             seen.add(ident)
-        for (region, key), nbytes in client.memory.items():
-            name = f"drm.{client.device}.{region}.{key}"
-            out[name] = out.get(name, 0) + nbytes
+        add_drm_client(out, client)
     return out
+
+
+def add_drm_client(values: dict[str, int], client: DrmClient) -> None:
+    """Add the memory of ``client`` to the ``drm.<device>.<region>.<key>`` sums in ``values``."""
+    for (region, key), nbytes in client.memory.items():
+        name = f"drm.{client.device}.{region}.{key}"
+        values[name] = values.get(name, 0) + nbytes
 
 
 def parse_zoneinfo_pcp(text: str) -> int | None:

@@ -4,6 +4,10 @@ A snapshot is a flat mapping from signal name to a value in bytes; a signal
 the machine does not offer is absent from the mapping, never 0. Names:
 
 - ``proc.VmRSS``, ``proc.RssAnon``, ``proc.RssFile``, ``proc.RssShmem``: this process.
+- ``tree.VmRSS``, ``tree.RssAnon``, ``tree.RssFile``, ``tree.RssShmem``, ``tree.VmPin``,
+  ``tree.VmLck``: summed over a watched process and its descendants
+  (:mod:`l0mem.probe.tree`); ``VmPin`` counts pages pinned for devices
+  (``pin_user_pages``), ``VmLck`` mlocked pages.
 - ``meminfo.<Key>``: /proc/meminfo (``MemAvailable``, ``MemFree``, ``Committed_AS``,
   ``MemTotal``, ``Shmem``, ``GPUActive``, ``GPUReclaim``).
 - ``vmstat.nr_gpu_active``, ``vmstat.nr_gpu_reclaim``: /proc/vmstat, pages turned to bytes.
@@ -12,9 +16,11 @@ the machine does not offer is absent from the mapping, never 0. Names:
   lists are auto-tuned to hold hundreds of MiB, enough to hide an allocation.
 - ``host.available``: ``meminfo.MemAvailable`` plus ``zoneinfo.pcp_free``, the
   available-memory signal corrected for those lists.
-- ``cgroup.memory.current``, ``cgroup.gpu_active``, ``cgroup.gpu_reclaim``: the process's cgroup v2.
-- ``drm.<pdev>.<region>.<key>``: DRM fdinfo summed over this process's clients of
-  one PCI device; ``key`` is total, shared, resident, purgeable or active.
+- ``cgroup.memory.current``, ``cgroup.gpu_active``, ``cgroup.gpu_reclaim``: the process's
+  cgroup v2 (for a process tree: the root process's).
+- ``drm.<pdev>.<region>.<key>``: DRM fdinfo summed over this process's (or the
+  tree's) clients of one PCI device, each client once; ``key`` is total, shared,
+  resident, purgeable or active.
 - ``sysman.<index>.used``: device memory in use by Sysman's count (device side).
 """
 
@@ -39,7 +45,7 @@ class SignalInfo:
     name: str
     side: Side
     sense: int  # +1: a rise means more memory used; -1: a fall means more used
-    source: str  # proc, meminfo, vmstat, zoneinfo, host, cgroup, drm or sysman
+    source: str  # proc, tree, meminfo, vmstat, zoneinfo, host, cgroup, drm or sysman
 
 
 def describe(name: str) -> SignalInfo:
@@ -47,7 +53,7 @@ def describe(name: str) -> SignalInfo:
     source, _, rest = name.partition(".")
     if not rest:
         raise ValueError(f"not a signal name: {name!r}")
-    if source in ("proc", "meminfo", "vmstat", "cgroup", "zoneinfo", "host"):
+    if source in ("proc", "tree", "meminfo", "vmstat", "cgroup", "zoneinfo", "host"):
         return SignalInfo(name, "host", -1 if name in _FALLING else 1, source)
     if source == "sysman":
         return SignalInfo(name, "device", 1, source)

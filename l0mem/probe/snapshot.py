@@ -8,9 +8,11 @@ read here: the caller, which owns the Level Zero handles, passes it as
 ``extra``.
 
 ``Snapshot.unavailable`` maps a source name (``proc``, ``meminfo``, ``vmstat``,
-``zoneinfo``, ``cgroup``, ``drm``, ``sysman``) to why the whole source is
+``zoneinfo``, ``cgroup``, ``drm``, ``tree``, ``sysman``) to why the whole source is
 missing, or a signal name to why that one signal is missing from a source
-that exists. The audit records it per run (``SetupRun.unavailable``).
+that exists. The audit records it per run (``SetupRun.unavailable``). A
+process-tree snapshot (:mod:`l0mem.probe.tree`) adds ``process.<pid>`` keys
+for the processes of the tree whose files could not be read.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def changes(before: Snapshot, after: Snapshot) -> dict[str, int]:
     }
 
 
-def _check_extra(extra: Mapping[str, int]) -> dict[str, int]:
+def check_extra(extra: Mapping[str, int]) -> dict[str, int]:
     """Return ``extra`` as a dict after checking names and values; raise ValueError if bad."""
     out: dict[str, int] = {}
     for name, value in extra.items():
@@ -107,7 +109,7 @@ class Prober:
 
     def snapshot(self, extra: Mapping[str, int] | None = None) -> Snapshot:
         """Return a :class:`Snapshot` of every source, plus the caller's ``sysman.*`` values."""
-        added = _check_extra(extra) if extra else {}
+        added = check_extra(extra) if extra else {}
         t = time.monotonic()
         values: dict[str, int] = {}
         gaps = dict(self._absent)
@@ -115,14 +117,19 @@ class Prober:
             found, missing = reader.read()
             values.update(found)
             gaps.update(missing)
-        values.update(added)
-        available = values.get("meminfo.MemAvailable")
-        pcp = values.get("zoneinfo.pcp_free")
-        if available is not None and pcp is not None:
-            values["host.available"] = available + pcp
-        if not added:
-            gaps["sysman"] = "no device memory values were supplied"
+        finish(values, gaps, added)
         return Snapshot(t, values, gaps)
+
+
+def finish(values: dict[str, int], gaps: dict[str, str], added: Mapping[str, int]) -> None:
+    """Add the caller's sysman values and ``host.available`` (derived) to one snapshot's data."""
+    values.update(added)
+    available = values.get("meminfo.MemAvailable")
+    pcp = values.get("zoneinfo.pcp_free")
+    if available is not None and pcp is not None:
+        values["host.available"] = available + pcp
+    if not added:
+        gaps["sysman"] = "no device memory values were supplied"
 
 
 @functools.lru_cache(maxsize=8)
