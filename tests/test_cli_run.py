@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from tests.support import sim
-from tests.support.cli import REPO_ROOT, one_line, run_l0mem
 from tests.support.child_site.host_model import START_VAR
+from tests.support.cli import REPO_ROOT, one_line, run_l0mem
 from tests.support.own_memory import host_env
 
 MIB = 1 << 20

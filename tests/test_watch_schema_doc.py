@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from l0mem.audit.analysis import DEFAULT_CONFIG
 from l0mem.watch.engine import FloorStop, WatchResult
@@ -20,7 +21,7 @@ def _section(title: str) -> str:
     return DOC[start : end if end >= 0 else None]
 
 
-def _document() -> dict[str, object]:
+def _document() -> dict[str, Any]:
     base = WatchSample(0.0, {"host.available": 8 * GIB})
     samples = tuple(
         WatchSample(
@@ -58,12 +59,12 @@ def test_every_field_written_is_documented() -> None:
     top = _section("Top level")
     for key in data:
         assert f"| `{key}` |" in top, key
-    for key in data["exit"]:  # type: ignore[union-attr]
+    for key in data["exit"]:
         assert f"`{key}`" in top, f"exit.{key}"
-    for key in data["floor_stop"]:  # type: ignore[union-attr]
+    for key in data["floor_stop"]:
         assert f"`{key}`" in top, f"floor_stop.{key}"
     sample = _section("`baseline`, `samples[]`")
-    for key in data["baseline"]:  # type: ignore[union-attr]
+    for key in data["baseline"]:
         assert f"| `{key}` |" in sample, key
     summary = _section("Summary")
     fields = data["summary"]

@@ -238,7 +238,13 @@ def run(
     fail_on_mirror: bool,
     command: tuple[str, ...],
 ) -> None:
-    """Run a command and measure what it costs the host per GiB of device memory."""
+    """Run a command and measure what it costs the host per GiB of device memory.
+
+    The command inherits stdin, stdout and stderr and runs in its own process
+    group, which a stop signal is forwarded to (a command that reads the
+    terminal is stopped by it: give it input through a pipe or a file).
+    l0mem's own lines go to stderr.
+    """
     if not command:
         fail("run", ExitCode.USAGE, "no command given: l0mem run [OPTIONS] -- CMD [ARGS]...")
     _outputs("run", json_path, csv_path, plot_path)

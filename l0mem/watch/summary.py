@@ -195,7 +195,9 @@ def as_setup_run(
         idle = known[first - 1][0] if first > 0 else series.baseline
         samples.append(Sample(idle.t, "idle", 0, dict(idle.values)))
         during = known[first : last + 1]
-        calm = [(s, x, ok) for s, x, ok in during if ok and x > 0]
+        calm: list[tuple[WatchSample, int, bool]] = [
+            (s, x, ok) for s, x, ok in during if ok and x > 0
+        ]
         if len({x for _, x, _ in calm}) >= 2 and len(calm) >= config.min_points:
             during = calm
         for s, x, _ in during:
@@ -340,9 +342,9 @@ __all__ = [
     "Peak",
     "WatchSummary",
     "as_setup_run",
-    "settled",
     "device_series",
     "live_ratio",
+    "settled",
     "summarize",
     "unavailable_summary",
     "watch_config",

@@ -174,8 +174,8 @@ def install_watch() -> None:
         values = quiet_tree_values(snap.values, 0, 0, first)
         return module.Snapshot(snap.t, {**values, TRUTH_KEY: 0}, snap.unavailable)
 
-    def sample(self: Any) -> Any:
-        got = sample_of(self)
+    def sample(self: Any, extra: Mapping[str, int] | None = None) -> Any:
+        got = sample_of(self, extra)
         mirror = tree_mirror_bytes(tuple(got.pids), self.proc_root)
         own = mirror + got.snapshot.values.get("tree.RssAnon", 0)
         values = quiet_tree_values(got.snapshot.values, own, mirror, first)
