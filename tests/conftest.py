@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -15,6 +16,19 @@ if not _GPU_PRESENT:
     # driver; the SYCL runtime's Level Zero adapter would load it too and cannot
     # run on it, so SYCL tests use the OpenCL CPU device only.
     os.environ.setdefault("ONEAPI_DEVICE_SELECTOR", "opencl:*")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the stop signals the handling a job started from a terminal has."""
+    # A suite started under nohup or as a background job of a script inherits
+    # SIGHUP or SIGINT ignored, and so would every l0mem process the tests
+    # start; l0mem rightly keeps an inherited ignore, so the signal tests would
+    # test nohup instead. tests/test_cli_signals.py tests nohup on purpose.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for number in (signal.SIGHUP, signal.SIGTERM):
+        if signal.getsignal(number) is signal.SIG_IGN:
+            signal.signal(number, signal.SIG_DFL)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

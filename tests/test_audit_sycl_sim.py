@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from l0mem.audit import AuditOptions, Guard, remedy_effects, run_audit
+from l0mem.audit.loading import read_json
 from l0mem.audit.model import AuditReport, SetupRun
-from l0mem.audit.report import read_json
 from tests.support import sycl_sim
 from tests.support.cli import run_l0mem
 from tests.support.own_memory import assert_mirrored, kept_after_free, mirror_truth

@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from l0mem.audit.compare import DEFAULT_SLOPE_TOLERANCE, compare_reports, load_pair
 from l0mem.cli import cli
-from tests.test_cli_inputs import DeviceReached, _never_reach_a_device
+from tests.support.cli import DeviceReached, never_reach_a_device
 
 SEED = 9
 FILE_CASES = 150
@@ -248,7 +248,7 @@ _OPTIONS: dict[str, list[tuple[str, list[str]]]] = {
 
 
 def test_option_fuzz(monkeypatch: pytest.MonkeyPatch, per_case_limit: Callable[[], None]) -> None:
-    _never_reach_a_device(monkeypatch)
+    never_reach_a_device(monkeypatch)
     rng = random.Random(SEED)
     runner = CliRunner()
     for _ in range(OPTION_CASES):

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from l0mem.audit.loading import MAX_REPORT_BYTES, MAX_REPORT_DEPTH, load_json_data
 from l0mem.audit.model import ReportFormatError
-from l0mem.audit.report import MAX_REPORT_BYTES, MAX_REPORT_DEPTH, load_json_data
 from l0mem.cli import cli
+from tests.support.cli import never_reach_a_device
 
 DATA = Path(__file__).parent / "data" / "reports"
 BASELINE = str(DATA / "baseline.json")
@@ -209,25 +210,7 @@ def test_a_closed_stdout_keeps_the_exit_code_in_a_real_process() -> None:
 def test_absurd_option_numbers_are_usage_errors(
     args: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _never_reach_a_device(monkeypatch)
+    never_reach_a_device(monkeypatch)
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, (result.output, result.exception)
     assert "Traceback" not in result.output
-
-
-class DeviceReached(BaseException):
-    """A command got past option parsing to the device side (never allowed in these tests)."""
-
-
-def _never_reach_a_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make every way to a device raise DeviceReached (a BaseException: no command maps it)."""
-
-    def _reached(*args: object, **kwargs: object) -> None:
-        raise DeviceReached
-
-    for target in (
-        "l0mem.backends.open_backend",
-        "l0mem.backends.select_devices",
-        "l0mem.cli.audit.run_audit",
-    ):
-        monkeypatch.setattr(target, _reached)

@@ -32,8 +32,7 @@ from l0mem.cli._exits import (
     readme_rows,
 )
 from tests.support import sim
-from tests.support.cli import REPO_ROOT, run_l0mem
-from tests.test_cli_inputs import _never_reach_a_device
+from tests.support.cli import REPO_ROOT, never_reach_a_device, run_l0mem
 
 REPORTS = Path(__file__).parent / "data" / "reports"
 BASELINE = str(REPORTS / "baseline.json")
@@ -191,6 +190,7 @@ CASES: list[Case] = [
     Case("audit", "unwritable output", UNWRITABLE, in_process=True, needle="cannot write"),
     Case("run", "usage", ("--interval", "0", *WATCHED["run"]), in_process=True),
     Case("run", "usage", (), in_process=True, needle="no command given"),
+    Case("run", "usage", ("--host-floor", "0", *WATCHED["run"]), in_process=True, needle="--no-host-floor"),
     Case("run", "unwritable output", (*UNWRITABLE, *WATCHED["run"]), in_process=True, needle="cannot write"),
     Case("run", "host too small", ("--host-floor", "99%", *WATCHED["run"]), needle="at or below the floor"),
     Case("watch", "usage", ("--pid", "0"), in_process=True),
@@ -237,7 +237,7 @@ def _check_line(command: str, code: int, stderr: str, needle: str, output: str =
 def test_every_failure_class_has_its_one_code(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     args = [*BASE[case.command], *case.args]
     if case.in_process:
-        _never_reach_a_device(monkeypatch)
+        never_reach_a_device(monkeypatch)
         result = CliRunner().invoke(cli, [*case.command.split(), *args])
         assert result.exit_code == case.code, (result.output, result.exception)
         _check_line(case.command, case.code, result.stderr, case.needle, result.output)

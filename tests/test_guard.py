@@ -15,6 +15,7 @@ import pytest
 from l0mem.audit import AuditOptions, Guard, discover, plan_audit, run_audit, run_setup
 from l0mem.audit.guard import DEFAULT_FLOOR_MIN, default_floor
 from l0mem.probe import MeminfoError, mem_available, read_meminfo
+from tests.support.own_memory import LOWEST_KEY, QuietParent, use_in_process
 from tests.test_audit_runner import (  # noqa: F401  (simulator is a fixture)
     ATTEMPTS,
     GIB,
@@ -75,18 +76,21 @@ def test_meminfo_errors_are_one_line(tmp_path: Path) -> None:
     assert Guard.for_host(proc_root=str(tmp_path)).floor_bytes == DEFAULT_FLOOR_MIN
 
 
-def test_child_guard_stops_a_full_mirror_early_with_a_verdict(simulator: Any) -> None:  # noqa: F811
+def test_child_guard_stops_a_full_mirror_early_with_a_verdict(
+    simulator: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The child's guard reads a quiet host that starts from a known MemAvailable
+    # and falls by the child's own memory alone: no other process decides when
+    # it refuses a step (the guard's real reading is tests/test_probe_live.py's).
     simulator(mirror="all")
     step = 64 * MIB
+    start = 64 * GIB
+    use_in_process(monkeypatch, "quiet", start=start)
     options = AuditOptions(setups=("l0",), size_bytes=32 * step, steps=32, settle_s=0.0)
-    for attempt in range(ATTEMPTS):
-        if attempt:
-            wait_for_quiet()
-        # Room for about ten steps at 1:1 above the floor, against a target of 32.
-        floor = mem_available() - 10 * step
-        report = run_audit(options, guard=Guard(floor_bytes=floor))
-        if not disturbed(report):
-            break
+    # Room for about ten steps at 1:1 above the floor, against a target of 32.
+    QuietParent(start).install(monkeypatch)
+    report = run_audit(options, guard=Guard(floor_bytes=start - 10 * step))
     (run,) = report.runs
     assert run.status == "stopped-early"
     assert run.reason is not None
@@ -94,24 +98,34 @@ def test_child_guard_stops_a_full_mirror_early_with_a_verdict(simulator: Any) ->
     assert "would fall below the floor" in run.reason
     assert "freed" in run.reason and "killed" not in run.reason
     alloc = [s for s in run.samples if s.phase == "alloc"]
-    assert 3 <= len(alloc) < 32
+    assert 3 <= len(alloc) <= 10, [s.device_bytes for s in alloc]
     assert run.samples[-1].phase == "freed"
+    # The quiet host never went below the floor, even inside the refused step.
+    assert min(s.values[LOWEST_KEY] for s in run.samples) >= start - 10 * step
     assert run.result is not None and run.result.verdict == "mirror", run.reason
     assert not report.complete
 
 
-def test_parent_stops_a_child_that_crosses_the_floor(simulator: Any) -> None:  # noqa: F811
+def test_parent_stops_a_child_that_crosses_the_floor(
+    simulator: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The parent's watchdog reads a host where only its child moves memory:
+    # another process freeing or taking memory cannot decide when it fires.
     simulator(mirror="all")
     step = 64 * MIB
     options = AuditOptions(setups=("l0",), size_bytes=32 * step, steps=32, settle_s=0.3)
     (plan,) = plan_audit(options, discover(options), floor_bytes=0)  # the child never refuses
-    guard = Guard(floor_bytes=mem_available() - 4 * step, grace_s=20.0)
+    host = QuietParent().install(monkeypatch)
+    guard = Guard(floor_bytes=host.start - 4 * step, grace_s=20.0)
     run = run_setup(plan, guard=guard)
     assert run.status == "stopped-early"
     assert run.reason is not None and run.reason.startswith("safety guard: MemAvailable fell to")
     # SIGTERM, not SIGKILL: the child freed its allocations and reported it.
     assert "freed" in run.reason and "killed" not in run.reason
-    assert sum(s.phase == "alloc" for s in run.samples) < 32
+    allocated = [s.device_bytes for s in run.samples if s.phase == "alloc"]
+    # Four steps of 1:1 mirror reach the floor: the fifth at the latest is stopped.
+    assert 1 <= len(allocated) <= 5 and max(allocated) <= 5 * step, allocated
     assert run.samples[-1].phase == "freed"
 
 
@@ -140,7 +154,8 @@ def test_floor_above_available_stops_before_a_child_starts(
     options = AuditOptions(setups=("l0",), size_bytes=256 * MIB, steps=4, settle_s=0.0)
     (plan,) = plan_audit(options, discover(options), floor_bytes=0)
     started = _no_child(monkeypatch)
-    run = run_setup(plan, guard=Guard(floor_bytes=mem_available() + 4 * GIB))
+    host = QuietParent().install(monkeypatch)
+    run = run_setup(plan, guard=Guard(floor_bytes=host.start + 4 * GIB))
     assert started == []
     assert run.status == "stopped-early" and run.samples == []
     assert run.reason is not None
@@ -155,7 +170,8 @@ def test_audit_with_floor_above_available_is_partial_and_says_why(
 ) -> None:
     simulator(mirror="all")
     options = AuditOptions(setups=("l0", "l0-dmabuf"), size_bytes=256 * MIB, steps=4)
-    guard = Guard(floor_bytes=mem_available() + 4 * GIB)
+    host = QuietParent().install(monkeypatch)
+    guard = Guard(floor_bytes=host.start + 4 * GIB)
     started = _no_child(monkeypatch)
     report = run_audit(options, guard=guard)
     assert started == [] and not report.complete
@@ -179,7 +195,8 @@ def test_parent_waits_for_the_child_to_be_ready_before_stopping_it(
     monkeypatch.setattr(execute, "refused_run", lambda plan, guard: None)
     options = AuditOptions(setups=("l0",), size_bytes=256 * MIB, steps=4, settle_s=0.0)
     (plan,) = plan_audit(options, discover(options), floor_bytes=0)
-    run = run_setup(plan, guard=Guard(floor_bytes=mem_available() + 4 * GIB))
+    host = QuietParent().install(monkeypatch)
+    run = run_setup(plan, guard=Guard(floor_bytes=host.start + 4 * GIB))
     assert run.status == "stopped-early", run.reason
     assert run.reason is not None and run.reason.startswith("safety guard: MemAvailable fell to")
     assert "killed" not in run.reason and "freed" in run.reason

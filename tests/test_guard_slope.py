@@ -342,6 +342,17 @@ def test_no_floor_is_the_explicit_way_to_floor_zero(monkeypatch: pytest.MonkeyPa
         "l0mem audit: error: --no-floor and a --floor above 0 contradict each other: "
         "give one of them\n"
     )
-    # A floor above zero, however small, is a floor: no opt-in needed.
-    result, seen = _audit_options(monkeypatch, ["--floor", "1"])
-    assert [o.floor_bytes for o in seen] == [1]
+    result, seen = _audit_options(monkeypatch, ["--floor", "64MiB"])
+    assert [o.floor_bytes for o in seen] == [64 << 20]
+
+
+@pytest.mark.parametrize("floor", ["1", "4096", "63MiB"])
+def test_a_floor_too_small_to_protect_anything_is_a_forgotten_unit(
+    monkeypatch: pytest.MonkeyPatch, floor: str
+) -> None:
+    # "--floor 1" is one byte, practically no floor: the user meant 1G.
+    result, seen = _audit_options(monkeypatch, ["--floor", floor])
+    assert result.exit_code == 2 and seen == [], result.output
+    assert result.output.startswith("l0mem audit: error: a --floor of ")
+    assert "protects nothing" in result.output and "--no-floor" in result.output
+    assert result.output.count("\n") == 1

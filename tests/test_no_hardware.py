@@ -108,7 +108,7 @@ def test_a_report_without_the_new_keys_reads_as_before(tmp_path: Path) -> None:
     write_json(synthetic_report([synthetic_run(0.0, setup="l0")]), path)
     data = json.loads(path.read_text())
     assert "no_hardware" not in data["fingerprint"] and "environment" not in data["fingerprint"]
-    from l0mem.audit.report import read_json
+    from l0mem.audit.loading import read_json
 
     assert read_json(path).platform == "hardware"
 

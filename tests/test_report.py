@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import stat
 import sys
 import xml.etree.ElementTree as ET
@@ -11,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from l0mem.audit import report as report_mod
+from l0mem.audit.loading import read_json
 from l0mem.audit.model import AuditReport, ReportFormatError
 from l0mem.audit.report import (
     MissingDependencyError,
+    dumps_json,
     junit_xml,
-    read_json,
     summary_rows,
     write_json,
     write_junit,
@@ -127,9 +128,9 @@ def test_audit_json_refuses_what_benchmark_json_writes_as_null(report: AuditRepo
     with pytest.raises(ValueError):
         json_bytes(data, strict=True)
     with pytest.raises(ReportFormatError, match=r"x\.json: not JSON-serializable"):
-        report_mod.dumps_json(data, "x.json")
+        dumps_json(data, "x.json")
     finite = report.to_dict()
-    assert report_mod.dumps_json(finite, "x.json") == json_bytes(finite, strict=True)
+    assert dumps_json(finite, "x.json") == json_bytes(finite, strict=True)
     assert json_bytes(finite, strict=True) == json_bytes(finite)
 
 
@@ -150,7 +151,7 @@ def test_failed_write_keeps_the_old_file_and_no_temp(
     def broken_fsync(fd: int) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(report_mod.os, "fsync", broken_fsync)
+    monkeypatch.setattr(os, "fsync", broken_fsync)
     with pytest.raises(ReportWriteError) as info:
         write_json(report, path)
     assert str(info.value) == f"{path}: cannot write (Input/output error)"
@@ -164,7 +165,7 @@ def test_interrupted_write_leaves_no_temp(
     def interrupted(src: str, dst: str) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(report_mod.os, "replace", interrupted)
+    monkeypatch.setattr(os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_junit(report, tmp_path / "junit.xml")
     assert list(tmp_path.iterdir()) == []
@@ -356,3 +357,13 @@ def test_summary_rows(report: AuditReport) -> None:
     (row,) = summary_rows(dataclasses.replace(report, runs=[flagged]))
     assert row["host_memory"] is True and row["simulated"] is True
     assert row["unavailable"] == {"cgroup": "none here"}
+
+
+def test_a_run_skipped_before_it_had_a_device_measured_on_no_platform(
+    report: AuditReport,
+) -> None:
+    simulated = dataclasses.replace(report, fingerprint={**report.fingerprint, "simulated": True})
+    nowhere = dataclasses.replace(report.runs[0], status="skipped", devices=[], simulated=False)
+    skipped_on_a_device = dataclasses.replace(report.runs[0], status="skipped", simulated=True)
+    rows = summary_rows(dataclasses.replace(simulated, runs=[nowhere, skipped_on_a_device]))
+    assert [r["platform"] for r in rows] == ["none", "simulator"]

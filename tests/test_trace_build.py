@@ -19,6 +19,11 @@ REPO = Path(__file__).resolve().parents[1]
 HEADERS = Path("/usr/include/level_zero")
 
 
+@pytest.fixture(autouse=True)
+def _no_prebuilt_tracer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(build.PREBUILT_VAR, raising=False)
+
+
 def test_library_is_built_once_into_the_user_cache(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     first = library()
@@ -38,6 +43,20 @@ def test_no_compiler_is_one_clear_line(tmp_path: Path, monkeypatch) -> None:
     assert "apt install gcc" in text
     with pytest.raises(TraceBuildError):
         TraceSession(tmp_path / "work")
+
+
+def test_a_prebuilt_tracer_is_used_as_it_is_without_a_compiler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    prebuilt = tmp_path / "libmine.so"
+    shutil.copyfile(library(), prebuilt)
+    monkeypatch.setattr(build.shutil, "which", lambda name: None)
+    monkeypatch.setenv(build.PREBUILT_VAR, str(prebuilt))
+    assert library() == prebuilt
+    monkeypatch.setenv(build.PREBUILT_VAR, str(tmp_path / "missing.so"))
+    with pytest.raises(TraceBuildError, match=r"L0MEM_TRACE_LIBRARY=.*missing\.so: no such tracer"):
+        library()
 
 
 def test_no_compiler_on_path_in_a_fresh_process(tmp_path: Path) -> None:

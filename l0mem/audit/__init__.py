@@ -25,6 +25,7 @@ from l0mem.audit.analysis import (
 )
 from l0mem.audit.compare import Comparison, ReportMismatchError, RunChange, compare_reports
 from l0mem.audit.guard import Guard
+from l0mem.audit.loading import read_json
 from l0mem.audit.model import (
     SCHEMA,
     AnalysisConfig,
@@ -39,7 +40,6 @@ from l0mem.audit.model import (
 from l0mem.audit.remedies import KNOWN_REMEDIES, Remedy, custom_remedy
 from l0mem.audit.report import (
     MissingDependencyError,
-    read_json,
     summary_rows,
     write_json,
     write_junit,

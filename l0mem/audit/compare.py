@@ -20,8 +20,8 @@ import dataclasses
 from typing import Any
 
 from l0mem.audit.analysis import ensure_analysed
+from l0mem.audit.loading import PathLike, load_json_data, report_from_data, schema_of
 from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
-from l0mem.audit.report import PathLike, load_json_data, report_from_data, schema_of
 
 COMPARE_SCHEMA = "l0mem.compare/1"
 DEFAULT_SLOPE_TOLERANCE = 64.0  # MiB per GiB: well above run-to-run noise, far below a mirror

@@ -49,7 +49,8 @@ from l0mem.audit.runs import (
     Verdict,
 )
 
-Platform = Literal["hardware", "simulator", "no-hardware"]
+# "none": a run skipped before it had a device measured on nothing.
+Platform = Literal["hardware", "simulator", "no-hardware", "none"]
 
 
 def _on_gpu_driver(run: SetupRun) -> bool:
@@ -101,7 +102,9 @@ class AuditReport:
         return "no-hardware" if self.no_hardware else "hardware"
 
     def run_platform(self, run: SetupRun) -> Platform:
-        """Return what one run measured on: the simulator, a driver without hardware, or hardware."""
+        """Return what one run measured on: the simulator, a driver without hardware, hardware, or none."""
+        if run.status == "skipped" and not run.devices:
+            return "none"
         if run.simulated:
             return "simulator"
         if self.no_hardware and _on_gpu_driver(run):

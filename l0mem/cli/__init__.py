@@ -4,7 +4,8 @@ What it is for: one module per command (``info``, ``audit``, ``compare``,
 ``p2p``, ``allreduce``, ``bench``, and :mod:`.run` for ``run`` and ``watch``;
 the audit's tables in :mod:`.audit_view`, the watch's in :mod:`.run_view`)
 and :mod:`._common`, the one failure path (``l0mem COMMAND: MESSAGE`` and a
-documented exit code), the exit codes and the options the commands share;
+documented exit code) with :mod:`._exits`, the exit codes, and :mod:`._options`, the
+options the commands share;
 :mod:`._signals` makes SIGTERM and SIGHUP end a command as Ctrl-C does.
 Commands are imported lazily so that ``l0mem info`` does not pay for the SYCL
 runtime and a missing optional dependency only affects the command needing it.

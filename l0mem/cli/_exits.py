@@ -138,6 +138,12 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.USAGE,
+        "`run`: `--host-floor 0` without `--no-host-floor`, `--no-host-floor` with a floor "
+        "above 0, or a floor below 64 MiB (a size without a unit is bytes)",
+        _only("run"),
+    ),
+    Row(
+        ExitCode.USAGE,
         "an output path that is also an input or another output (after symlinks)",
         _only("audit", "compare", "run", "watch"),
     ),

@@ -41,25 +41,27 @@ from rich.markup import escape
 from rich.table import Table
 
 from l0mem.cli._common import (
-    MAX_DEVICES,
-    MAX_SEED,
     ExitCode,
-    backend_option,
     check_outputs,
-    device_option,
     exit_epilog,
     fail,
-    json_option,
     measuring,
     notice,
     open_backend,
     output,
     rendering,
-    reps_option,
     save_json,
+    to_stdout,
+)
+from l0mem.cli._options import (
+    MAX_DEVICES,
+    MAX_SEED,
+    backend_option,
+    device_option,
+    json_option,
+    reps_option,
     sizes_option,
     sub_devices_option,
-    to_stdout,
     warmup_option,
 )
 from l0mem.units import MAX_SIZE, format_bytes

@@ -31,19 +31,22 @@ from l0mem.cli._common import (
     STOP_SIGNALS,
     ExitCode,
     check_outputs,
-    device_option,
     error,
     exit_epilog,
     fail,
-    finite,
-    floor_value,
-    json_option,
     output,
     rendering,
     reporting,
     signal_exit,
     stdout_is_tty,
     to_stdout,
+)
+from l0mem.cli._options import (
+    checked_floor,
+    device_option,
+    finite,
+    json_option,
+    parse_floor,
 )
 from l0mem.cli._signals import handling
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
@@ -65,22 +68,6 @@ def _size_option(ctx: click.Context, param: click.Parameter, value: str | None) 
         return parse_size(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-
-
-def _checked_floor(floor_bytes: int | None, no_floor: bool) -> int | None:
-    """Return the floor to keep: 0 needs --no-floor, which allows nothing else (exit 2)."""
-    if no_floor:
-        if floor_bytes:
-            fail("audit", ExitCode.USAGE, "--no-floor and a --floor above 0 contradict each other: give one of them")
-        return 0
-    if floor_bytes == 0:
-        fail(
-            "audit",
-            ExitCode.USAGE,
-            "--floor 0 turns the safety guard off: add --no-floor to accept that the audit "
-            "may take this machine out of memory",
-        )
-    return floor_bytes
 
 
 def _setups_option(
@@ -237,10 +224,10 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
 @click.option(
     "--floor",
     "floor_bytes",
-    callback=floor_value,
+    callback=parse_floor,
     metavar="SIZE|PCT%",
     help="MemAvailable never goes below this (default: the larger of 2 GiB and 10% of MemTotal); "
-    "0 only with --no-floor.",
+    "0 only with --no-floor; at least 64 MiB.",
 )
 @click.option(
     "--no-floor",
@@ -307,7 +294,7 @@ def audit(
     plot_path: Path | None,
 ) -> None:
     """Measure the host memory each set-up's device allocations cost, and say which mirror."""
-    floor_bytes = _checked_floor(floor_bytes, no_floor)
+    floor_bytes = checked_floor("audit", "--floor", floor_bytes, no_floor, "--no-floor")
     # Before anything runs: a typo in a path must not cost a long measurement.
     check_outputs("audit", [("--json", json_path), ("--junit", junit_path), ("--plot", plot_path)])
     if plot_path is not None:

@@ -97,15 +97,10 @@ _MARKS: dict[Platform, tuple[str, str]] = {
 }
 
 
-def _nowhere(run: SetupRun) -> bool:
-    """Return True for a run skipped before it had a device: it measured on nothing."""
-    return run.status == "skipped" and not run.devices
-
-
 def _platform_note(report: AuditReport) -> str:
     """Return the title's note on runs that are not hardware results: all, some (marked), none."""
     notes = []
-    platforms = [report.run_platform(r) for r in report.runs if not _nowhere(r)]
+    platforms: list[Platform] = [p for p in map(report.run_platform, report.runs) if p != "none"]
     for platform, (mark, what) in _MARKS.items():
         count = platforms.count(platform)
         if count:
@@ -116,9 +111,9 @@ def _platform_note(report: AuditReport) -> str:
 
 def _source(report: AuditReport, run: SetupRun) -> str:
     """Return where a run measured: the simulator, a driver without hardware, hardware, or -."""
-    if _nowhere(run):
-        return "-"
     platform = report.run_platform(run)
+    if platform == "none":
+        return "-"
     if platform in _MARKS:
         return _MARKS[platform][0]
     return "hardware (host memory)" if run.host_memory else "hardware"

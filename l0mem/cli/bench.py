@@ -24,18 +24,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from l0mem.cli._common import (
-    backend_option,
     check_outputs,
-    device_option,
     exit_epilog,
-    json_option,
     measuring,
     open_backend,
     output,
     rendering,
-    reps_option,
     save_json,
     to_stdout,
+)
+from l0mem.cli._options import (
+    backend_option,
+    device_option,
+    json_option,
+    reps_option,
     warmup_option,
 )
 from l0mem.units import MIB

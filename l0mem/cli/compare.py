@@ -21,11 +21,13 @@ from l0mem.cli._common import (
     check_outputs,
     exit_epilog,
     fail,
-    finite,
     output,
     rendering,
     reporting,
     to_stdout,
+)
+from l0mem.cli._options import (
+    finite,
 )
 from l0mem.files import write_bytes
 

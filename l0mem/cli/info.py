@@ -48,12 +48,14 @@ from l0mem import __version__
 from l0mem.cli._common import (
     check_outputs,
     exit_epilog,
-    json_option,
     measuring,
     output,
     rendering,
     save_json,
     to_stdout,
+)
+from l0mem.cli._options import (
+    json_option,
 )
 from l0mem.units import format_bytes
 

@@ -29,15 +29,13 @@ from l0mem.cli._common import (
     error,
     exit_epilog,
     fail,
-    finite,
-    floor_value,
-    json_option,
     output,
     rendering,
     reporting,
     signal_exit,
     to_stdout,
 )
+from l0mem.cli._options import checked_floor, finite, json_option, parse_floor
 from l0mem.cli._signals import handling
 from l0mem.cli.run_view import Progress, summary_view
 from l0mem.files import ReportWriteError
@@ -195,11 +193,17 @@ def _finish(
 @click.option(
     "--host-floor",
     "host_floor",
-    callback=floor_value,
+    callback=parse_floor,
     metavar="SIZE|PCT%",
     help="Stop the workload (SIGTERM, then SIGKILL after --grace) before the host's available "
     "memory falls below this (default: the audit's floor, the larger of 2 GiB and 10% of "
-    "MemTotal); 0 turns it off.",
+    "MemTotal); at least 64 MiB, 0 only with --no-host-floor.",
+)
+@click.option(
+    "--no-host-floor",
+    is_flag=True,
+    help="Keep no floor (--host-floor 0): accept that the workload may take this machine out "
+    "of memory (the OOM killer).",
 )
 @click.option(
     "--grace",
@@ -227,6 +231,7 @@ def _finish(
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
 def run(
     host_floor: int | None,
+    no_host_floor: bool,
     grace: float,
     trace: bool,
     no_peer_residency: bool,
@@ -247,6 +252,7 @@ def run(
     """
     if not command:
         fail("run", ExitCode.USAGE, "no command given: l0mem run [OPTIONS] -- CMD [ARGS]...")
+    host_floor = checked_floor("run", "--host-floor", host_floor, no_host_floor, "--no-host-floor")
     _outputs("run", json_path, csv_path, plot_path)
     if host_floor is None:
         from l0mem.probe import mem_total

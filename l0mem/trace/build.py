@@ -1,4 +1,8 @@
-"""Build the tracer (``tracer.c``, shipped as source) with the system C compiler, once per user."""
+"""Build the tracer (``tracer.c``, shipped as source) with the system C compiler, once per user.
+
+``L0MEM_TRACE_LIBRARY`` names a tracer built elsewhere (for a machine or a
+container without a C compiler): it is used as it is, never rebuilt.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ LIBRARY_NAME = "libl0mem_trace.so"
 COMPILERS = ("cc", "gcc", "clang")
 CFLAGS = ("-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-fvisibility=hidden")
 LIBS = ("-ldl", "-lpthread")
+PREBUILT_VAR = "L0MEM_TRACE_LIBRARY"
 NO_COMPILER = (
     "l0mem's allocation tracing needs a C compiler (cc, gcc or clang) to build its tracer; "
     "install one, e.g. apt install gcc"
@@ -45,6 +50,12 @@ def _digest(source: bytes) -> str:
 
 def library() -> Path:
     """Return the built tracer, compiling it on first use into the per-user cache."""
+    prebuilt = os.environ.get(PREBUILT_VAR)
+    if prebuilt:
+        path = Path(prebuilt)
+        if not path.is_file():
+            raise TraceBuildError(f"{PREBUILT_VAR}={prebuilt}: no such tracer library")
+        return path
     source = SOURCE.read_bytes()
     target = cache_dir() / _digest(source) / LIBRARY_NAME
     if target.is_file():

@@ -66,6 +66,13 @@ DEFAULT_TESTS = (
     "tests/test_audit_signals.py",
     "tests/test_guard_slope.py::test_the_floor_holds_against_a_simulated_mirror_of_any_ratio",
     "tests/test_probe_live.py",
+    "tests/test_guard.py",
+    "tests/test_cli_audit.py::test_floor_above_available_stops_early_and_kills_nothing",
+    "tests/test_examples.py::test_one_experiment_script_measures_the_simulated_mirror",
+    "tests/test_simdriver.py::test_zero_fill_of_device_memory_costs_no_host_memory",
+    "tests/test_simdriver.py::test_mirror_costs_host_memory_outside_rss_and_is_released",
+    "tests/test_simdriver.py::test_mirror_none_costs_nothing",
+    "tests/test_simdriver.py::test_mirror_release_0_keeps_host_memory_after_free",
 )
 
 

@@ -767,6 +767,30 @@ def quiet_kib(read: Callable[[], int], rising_noise: bool, samples: int = 5) -> 
     return min(values) if rising_noise else max(values)
 
 
+def memfd_kib() -> int:
+    """Return the host pages of the memfds this process holds open, in KiB, as the kernel counts them.
+
+    Host memory outside the process's RSS can only be shared memory it holds
+    (the simulator's mirrors are unmapped memfds): each file's allocated
+    blocks, counted once per file however many fds name it. Unlike Shmem or
+    MemAvailable, no other process on the machine moves this figure.
+    """
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for fd in os.listdir("/proc/self/fd"):
+        path = f"/proc/self/fd/{fd}"
+        try:
+            if not os.readlink(path).startswith("/memfd:"):
+                continue
+            st = os.stat(path)
+        except OSError:
+            continue  # closed meanwhile (the listing's own fd among them)
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks // 2
+    return total
+
+
 def rss_kib() -> int:
     """Return this process's VmRSS in KiB."""
     with open("/proc/self/status") as f:

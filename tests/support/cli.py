@@ -95,3 +95,21 @@ def run_json_on_sycl_cpu_pair(command: str, args: Sequence[str], json_path: Path
     )
     skip_if_too_few_compute_units(proc)
     return _json_of(proc, json_path)
+
+
+class DeviceReached(BaseException):
+    """A command got past option parsing to the device side (never allowed in these tests)."""
+
+
+def never_reach_a_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every way to a device raise DeviceReached (a BaseException: no command maps it)."""
+
+    def _reached(*args: object, **kwargs: object) -> None:
+        raise DeviceReached
+
+    for target in (
+        "l0mem.backends.open_backend",
+        "l0mem.backends.select_devices",
+        "l0mem.cli.audit.run_audit",
+    ):
+        monkeypatch.setattr(target, _reached)

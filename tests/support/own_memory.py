@@ -29,7 +29,10 @@ from tests.support.child_site.host_model import (
     MIRROR_ONLY,
     MODE_VAR,
     MODES,
+    START_VAR,
     TRUTH_KEY,
+    child_pids,
+    process_own,
 )
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child_site")
@@ -41,6 +44,7 @@ __all__ = [
     "MODE_VAR",
     "SITE_DIR",
     "TRUTH_KEY",
+    "QuietParent",
     "assert_mirrored",
     "deciding_candidate",
     "disturbance",
@@ -60,20 +64,65 @@ def with_site(env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def host_env(env: Mapping[str, str], mode: str = "quiet") -> dict[str, str]:
-    """Return ``env`` set up so that audit children record the truth (``quiet``: on a quiet host)."""
+def host_env(
+    env: Mapping[str, str], mode: str = "quiet", *, start: int | None = None
+) -> dict[str, str]:
+    """Return ``env`` set up so that audit children record the truth (``quiet``: on a quiet host).
+
+    ``start`` (quiet only): the MemAvailable in bytes the quiet host starts from.
+    """
     if mode not in MODES:
         raise ValueError(f"unknown host mode {mode!r}; known: {', '.join(MODES)}")
+    if start is not None and mode != "quiet":
+        raise ValueError("only the quiet host has a start")
     out = with_site(env)
     out[MODE_VAR] = mode
+    out.pop(START_VAR, None)
+    if start is not None:
+        out[START_VAR] = str(start)
     return out
 
 
-def use_in_process(monkeypatch: Any, mode: str = "quiet") -> None:
+def use_in_process(monkeypatch: Any, mode: str = "quiet", *, start: int | None = None) -> None:
     """Make the audit children this process starts record the truth (undone by ``monkeypatch``)."""
-    env = host_env(os.environ, mode)
+    env = host_env(os.environ, mode, start=start)
     monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
     monkeypatch.setenv(MODE_VAR, mode)
+    if start is None:
+        monkeypatch.delenv(START_VAR, raising=False)
+    else:
+        monkeypatch.setenv(START_VAR, str(start))
+
+
+class QuietParent:
+    """MemAvailable as the audit's parent sees it on a host where only its children move memory.
+
+    The parent's watchdog reads ``mem_available``; replaced by :meth:`install`,
+    it reads the value it had at the start (or ``start``) minus what this process's children
+    have moved since (their mirrors' pages and their anonymous memory), so no
+    other process on the machine changes when the watchdog fires.
+    """
+
+    def __init__(self, start: int | None = None) -> None:
+        from l0mem.probe import mem_available
+
+        self.start = mem_available() if start is None else start
+        self._base: dict[int, int] = {}
+
+    def mem_available(self, proc_root: str = "/proc") -> int:
+        """Return the quiet host's MemAvailable now."""
+        moved = 0
+        for pid in child_pids(proc_root):
+            own = process_own(pid, proc_root)
+            moved += own - self._base.setdefault(pid, own)
+        return max(self.start - moved, 0)
+
+    def install(self, monkeypatch: Any) -> QuietParent:
+        """Make the audit's parent side read this quiet host (undone by ``monkeypatch``)."""
+        from l0mem.audit import execute
+
+        monkeypatch.setattr(execute, "mem_available", self.mem_available)
+        return self
 
 
 def mirror_truth(run: SetupRun) -> list[tuple[str, int, int]]:

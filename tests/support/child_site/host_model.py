@@ -48,13 +48,14 @@ from collections.abc import Mapping
 from typing import Any
 
 MODE_VAR = "L0MEM_TEST_HOST"
+# quiet and watch: the MemAvailable the quiet host starts from (bytes), instead of
+# the real one at the process's first snapshot, so that a test can set a floor
+# relative to it that no other process can move.
+START_VAR = "L0MEM_TEST_HOST_AVAILABLE"
 MODES = ("truth", "quiet", "watch")
 TRUTH_KEY = "zesim.mirror_bytes"
 LOWEST_KEY = "zesim.quiet_lowest_available"
 MEMFD_PREFIX = "/memfd:zesim-"
-# Mode ``watch``: the available memory the quiet host starts from (bytes), so
-# that a test can put a floor a known distance below it.
-START_VAR = "L0MEM_TEST_HOST_AVAILABLE"
 
 SYSTEM_SOURCES = ("meminfo.", "vmstat.", "zoneinfo.", "host.", "cgroup.")
 FALLING = frozenset({"meminfo.MemAvailable", "meminfo.MemFree", "host.available"})
@@ -78,6 +79,33 @@ def mirror_bytes(fd_dir: str = "/proc/self/fd") -> int:
             seen.add((st.st_dev, st.st_ino))
             total += st.st_blocks * 512
     return total
+
+
+def child_pids(proc_root: str = "/proc") -> list[int]:
+    """Return the pids of this process's children (every thread's children file)."""
+    pids: list[int] = []
+    task_dir = os.path.join(proc_root, "self", "task")
+    for tid in os.listdir(task_dir):
+        try:
+            with open(os.path.join(task_dir, tid, "children")) as f:
+                pids.extend(int(p) for p in f.read().split())
+        except OSError:
+            continue  # thread ended meanwhile
+    return pids
+
+
+def process_own(pid: int, proc_root: str = "/proc") -> int:
+    """Return the host memory process ``pid`` moves itself: its mirror's pages plus its RssAnon."""
+    try:
+        mirror = mirror_bytes(os.path.join(proc_root, str(pid), "fd"))
+        with open(os.path.join(proc_root, str(pid), "status")) as f:
+            status = f.read()
+    except OSError:
+        return 0  # it ended: what it held is back
+    for line in status.splitlines():
+        if line.startswith("RssAnon:"):
+            return mirror + int(line.split()[1]) * 1024
+    return mirror
 
 
 def tree_mirror_bytes(pids: tuple[int, ...], proc_root: str = "/proc") -> int:
@@ -104,15 +132,23 @@ def tree_mirror_bytes(pids: tuple[int, ...], proc_root: str = "/proc") -> int:
     return total
 
 
-def quiet_values(values: Mapping[str, int], first: dict[str, int]) -> dict[str, int]:
+def quiet_values(
+    values: Mapping[str, int], first: dict[str, int], start: int | None = None
+) -> dict[str, int]:
     """Return ``values`` with the system-wide signals as a host moved by this process alone.
 
-    ``first`` holds the process's first snapshot (filled on the first call).
+    ``first`` holds the process's first snapshot (filled on the first call);
+    ``start``, if given, is the MemAvailable the quiet host starts from.
     """
     own = values[TRUTH_KEY] + values.get("proc.RssAnon", 0)
     if not first:
         first.update(values)
         first["own"] = own
+        if start is not None:
+            shift = start - first["meminfo.MemAvailable"]
+            for name in ("meminfo.MemAvailable", "host.available"):
+                if name in first:
+                    first[name] += shift
     moved = own - first["own"]
     mirror = values[TRUTH_KEY] - first[TRUTH_KEY]
     out = dict(values)
@@ -139,9 +175,12 @@ def quiet_tree_values(
         first.update(values)
         first["own"], first["mirror"] = own, mirror
         start = os.environ.get(START_VAR)
-        if start:
-            for name in FALLING & set(values):
-                first[name] = int(start)
+        if start and "meminfo.MemAvailable" in first:
+            # As quiet_values: both available signals shift, their difference stays.
+            shift = int(start) - first["meminfo.MemAvailable"]
+            for name in ("meminfo.MemAvailable", "host.available"):
+                if name in first:
+                    first[name] += shift
     moved, grown = own - first["own"], mirror - first["mirror"]
     out = dict(values)
     for name in values:
@@ -197,13 +236,14 @@ def install(mode: str) -> None:
 
     original = module.Prober.snapshot
     first: dict[str, int] = {}
+    start = int(os.environ[START_VAR]) if os.environ.get(START_VAR) else None
     lowest: list[int] = []  # the quiet host's lowest MemAvailable so far
 
     def snapshot(self: Any, extra: Mapping[str, int] | None = None) -> Any:
         snap = original(self, extra)
         values = {**snap.values, TRUTH_KEY: mirror_bytes()}
         if mode == "quiet":
-            values = quiet_values(values, first)
+            values = quiet_values(values, first, start)
             now = values["meminfo.MemAvailable"]
             lowest[:] = [min([now, *lowest])]
             values[LOWEST_KEY] = lowest[0]

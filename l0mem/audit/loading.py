@@ -1,0 +1,168 @@
+"""Reading audit reports back: bounded in size, depth and numbers, one-line errors.
+
+A report may come from anywhere (an artifact of another machine, a CI cache,
+a hostile user): a FIFO or device, a file of gigabytes, brackets nested a
+million deep or numbers of a thousand digits all end in one
+:class:`~l0mem.audit.model.ReportFormatError` line, in bounded time and memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from l0mem.audit.model import AuditReport, ReportFormatError, parse_schema
+
+PathLike = str | os.PathLike[str]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# The largest report l0mem reads: real reports are a few hundred KiB, so this
+# only bounds the memory and time a hostile or wrong file can cost.
+MAX_REPORT_BYTES = 64 << 20
+# The deepest nesting of arrays and objects read: real reports nest 6 deep;
+# refusing deeper before parsing keeps every reader clear of RecursionError.
+MAX_REPORT_DEPTH = 64
+# Integers in a report are byte counts, nanoseconds and counters: all fit in
+# 64 bits; a longer one would overflow the float arithmetic of the analysis.
+# Floats (slopes, ratios, seconds) are held to the same magnitude.
+_MAX_INT = 1 << 64
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_AS_PARENS = bytes.maketrans(b"[]{}", b"()()")
+
+
+def _read_capped(p: Path) -> bytes:
+    """Return the bytes of the regular file ``p``; raise ReportFormatError for anything else."""
+    try:
+        # stat first: opening a FIFO would block until a writer comes, and a
+        # device could stream forever.
+        st = p.stat()
+    except FileNotFoundError:
+        raise ReportFormatError(f"{p}: no such file") from None
+    except OSError as exc:
+        raise ReportFormatError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ReportFormatError(f"{p}: is a directory, not a report file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ReportFormatError(f"{p}: not a regular file (a FIFO, socket or device)")
+    if st.st_size > MAX_REPORT_BYTES:
+        raise ReportFormatError(
+            f"{p}: too large for a report ({st.st_size} bytes, the limit is {MAX_REPORT_BYTES})"
+        )
+    try:
+        # O_NONBLOCK: the path may have been swapped for a FIFO since the stat.
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ReportFormatError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ReportFormatError(f"{p}: not a regular file (a FIFO, socket or device)")
+            raw = f.read(MAX_REPORT_BYTES + 1)
+        except OSError as exc:
+            raise ReportFormatError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_REPORT_BYTES:
+        raise ReportFormatError(f"{p}: too large for a report (over {MAX_REPORT_BYTES} bytes)")
+    return raw
+
+
+def _too_deep(raw: bytes) -> bool:
+    """Return whether arrays and objects in ``raw`` nest over MAX_REPORT_DEPTH deep.
+
+    Each pass deletes the innermost pairs, so a group nested d deep is gone
+    after d passes: bounded work at C speed, where a loop over 64 MiB of
+    brackets in Python would take seconds.
+    """
+    brackets = _STRINGS.sub(b"", raw).translate(_AS_PARENS, _NOT_BRACKETS)
+    for _ in range(MAX_REPORT_DEPTH):
+        shorter = brackets.replace(b"()", b"")
+        if len(shorter) == len(brackets):
+            break
+        brackets = shorter
+    # Left over: deeper groups, or brackets never closed (which json would
+    # still recurse into before it fails).
+    return b"()" in brackets or brackets.count(b"(") > MAX_REPORT_DEPTH
+
+
+def _parse_int(text: str) -> int:
+    # Checked on the digits, before int() (whose own limit, 4300 digits, is far too lax).
+    if len(text.lstrip("-")) > 20 or abs(int(text)) >= _MAX_INT:
+        raise ValueError(f"integer {text[:24]}{'...' if len(text) > 24 else ''} out of range")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    # The integers' bound too: a finite 1e308 still overflows a difference or round().
+    if not math.isfinite(value) or abs(value) >= _MAX_INT:
+        raise ValueError(f"number {text[:24]}{'...' if len(text) > 24 else ''} out of range")
+    return value
+
+
+def load_json_data(path: PathLike) -> dict[str, Any]:
+    """Return the JSON object in ``path``; raise ReportFormatError (one line) when unreadable.
+
+    Only a regular file of at most MAX_REPORT_BYTES, nested at most
+    MAX_REPORT_DEPTH deep, with numbers of magnitude below 2**64, is read.
+    """
+    p = Path(path)
+    raw = _read_capped(p)
+    if _too_deep(raw):
+        raise ReportFormatError(f"{p}: not an l0mem report (nested over {MAX_REPORT_DEPTH} deep)")
+    try:
+        data = json.loads(
+            raw.decode("utf-8"),
+            parse_constant=_reject_constant,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+        )
+    except UnicodeDecodeError:
+        raise ReportFormatError(f"{p}: not JSON (not UTF-8 text)") from None
+    except json.JSONDecodeError as exc:
+        raise ReportFormatError(
+            f"{p}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise ReportFormatError(f"{p}: not JSON ({_one_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise ReportFormatError(f"{p}: not an l0mem report (top level is not a JSON object)")
+    return data
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:200]
+
+
+def schema_of(data: dict[str, Any], source: PathLike) -> tuple[int, int]:
+    """Return (major, minor) of the report schema in ``data``; raise ReportFormatError."""
+    schema = data.get("schema")
+    if not isinstance(schema, str):
+        raise ReportFormatError(f"{source}: schema: missing field (not an l0mem audit report)")
+    try:
+        return parse_schema(schema)
+    except ReportFormatError as exc:
+        raise ReportFormatError(f"{source}: {exc}") from None
+
+
+def report_from_data(data: dict[str, Any], source: PathLike) -> AuditReport:
+    """Return the report in ``data``; errors name ``source`` and the bad field."""
+    schema_of(data, source)
+    try:
+        return AuditReport.from_dict(data)
+    except ReportFormatError as exc:
+        raise ReportFormatError(f"{source}: {exc}") from None
+
+
+def read_json(path: PathLike) -> AuditReport:
+    """Return the report stored in ``path``; raise ReportFormatError with a one-line message."""
+    return report_from_data(load_json_data(path), path)
