@@ -9,10 +9,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
 from l0mem.watch.engine import (
+    MIN_INTERVAL,
     CommandError,
     NoSuchProcess,
     TreeReading,
@@ -43,15 +45,19 @@ class _Prober:
 class _Recorded:
     """A source replaying host readings: each sample loses ``step`` bytes more, from ``start``."""
 
-    def __init__(self, start: int, step: int, pids: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, start: int, step: int, pids: tuple[int, ...] = (), ready: Path | None = None
+    ) -> None:
         self.start, self.step, self.n, self.pids = start, step, 0, pids
+        self.ready = ready  # no loss before this file exists
 
     def __call__(self, pid: int) -> _Recorded:
         self.pids = self.pids or (pid,)
         return self
 
     def sample(self) -> TreeReading | None:
-        self.n += 1
+        if self.ready is None or self.ready.exists():
+            self.n += 1
         values = {"host.available": self.start - self.n * self.step, "tree.VmRSS": 10 * MIB}
         return TreeReading(values, {"cgroup": "no cgroup v2"}, len(self.pids), self.pids)
 
@@ -82,7 +88,7 @@ def test_the_workloads_exit_code_is_returned_and_every_sample_kept() -> None:
     assert ts == sorted(ts) and ts[0] >= 0
 
 
-def test_a_command_that_does_not_exist_is_127_and_one_not_executable_126(tmp_path) -> None:
+def test_a_command_that_does_not_exist_is_127_and_one_not_executable_126(tmp_path: Path) -> None:
     with pytest.raises(CommandError) as err:
         run_workload(
             Watch(),
@@ -115,12 +121,16 @@ def test_the_floor_stops_the_workload_before_it_is_crossed() -> None:
     assert "below the floor" in result.floor_stop.message
 
 
-def test_a_workload_ignoring_sigterm_is_killed_after_the_grace() -> None:
+def test_a_workload_ignoring_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
     watch = Watch(interval=0.05, floor=63 * GIB, grace=0.3)
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-    result = run_workload(
-        watch, _py(code), source_factory=_Recorded(64 * GIB, 256 * MIB), prober=_Prober(64 * GIB)
+    ready = tmp_path / "ready"
+    code = (
+        "import pathlib, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"pathlib.Path({str(ready)!r}).touch(); time.sleep(60)"
     )
+    # The host loses memory once the workload ignores SIGTERM.
+    rec = _Recorded(64 * GIB, 256 * MIB, ready=ready)
+    result = run_workload(watch, _py(code), source_factory=rec, prober=_Prober(64 * GIB))
     assert result.returncode == -signal.SIGKILL
     assert result.floor_stop is not None and result.floor_stop.killed
 
@@ -157,6 +167,25 @@ def _stop_soon(watch: Watch, signum: int, after: float) -> threading.Timer:
     timer = threading.Timer(after, watch.request_stop, (signum,))
     timer.start()
     return timer
+
+
+def test_the_interval_shortens_when_little_room_is_left() -> None:
+    watch = Watch(interval=0.5, floor=10 * GIB)
+    watch.set_baseline({}, {})
+
+    class Flat:
+        def __init__(self, available: int) -> None:
+            self.available = available
+
+        def sample(self) -> TreeReading:
+            return TreeReading({"meminfo.MemAvailable": self.available}, {}, 1, (1,))
+
+    watch.take(Flat(20 * GIB))
+    assert watch.next_interval() == 0.5
+    watch.take(Flat(11 * GIB))  # 1 GiB of room: half the interval, however slow the loss
+    assert watch.next_interval() < 0.5
+    watch.take(Flat(10 * GIB + (1 << 20)))
+    assert watch.next_interval() == MIN_INTERVAL
 
 
 def test_a_stop_is_forwarded_to_the_workloads_process_group() -> None:

@@ -33,6 +33,7 @@ from l0mem.watch.series import Series, WatchSample, trace_values
 # l0mem's own process and DRM files are not the workload's.
 SYSTEM_SOURCES = ("meminfo.", "vmstat.", "zoneinfo.", "host.", "cgroup.")
 MIN_INTERVAL = 0.02  # the shortest interval near the floor: a sample costs about a millisecond
+NEAR_FLOOR = 2 << 30  # within this much of the floor, samples come faster
 DEFAULT_INTERVAL = 0.5
 DEFAULT_GRACE = 5.0
 
@@ -251,16 +252,27 @@ class Watch:
         return reading
 
     def next_interval(self) -> float:
-        """Return how long to wait for the next sample: shorter as the room above the floor shrinks."""
-        if not self.floor or len(self._samples) < 2:
+        """Return how long to wait for the next sample: shorter as the room above the floor shrinks.
+
+        Within :data:`NEAR_FLOOR` of the floor the interval shrinks in
+        proportion to the room left; when the host is losing memory, it is
+        also at most a quarter of the time the floor is away at that rate.
+        """
+        if not self.floor or not self._samples:
             return self.interval
-        a, b = self._samples[-2], self._samples[-1]
-        before, now = available(a.values), available(b.values)
-        if before is None or now is None or b.t <= a.t or now >= before:
+        b = self._samples[-1]
+        now = available(b.values)
+        if now is None:
             return self.interval
-        rate = (before - now) / (b.t - a.t)  # bytes per second the host is losing
-        room = now - self.floor
-        return max(MIN_INTERVAL, min(self.interval, room / rate / 4))
+        room = max(now - self.floor, 0)
+        wait = min(self.interval, self.interval * room / NEAR_FLOOR)
+        if len(self._samples) >= 2:
+            a = self._samples[-2]
+            before = available(a.values)
+            if before is not None and b.t > a.t and now < before:
+                rate = (before - now) / (b.t - a.t)  # bytes per second the host is losing
+                wait = min(wait, room / rate / 4)
+        return max(MIN_INTERVAL, wait)
 
     def floor_near(self) -> bool:
         """Return whether the host's available memory is at the floor or would cross it before the next look."""
@@ -334,6 +346,7 @@ __all__ = [
     "DEFAULT_INTERVAL",
     "FLOOR_SIGNALS",
     "MIN_INTERVAL",
+    "NEAR_FLOOR",
     "CommandError",
     "FloorStop",
     "NoSuchProcess",

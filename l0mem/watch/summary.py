@@ -14,7 +14,6 @@ enough settled ones remain (:func:`settled`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
 from l0mem.audit.analysis import DEFAULT_CONFIG, analyze_run, fit_signal
@@ -331,11 +330,6 @@ def live_ratio(series: Series, sample: WatchSample) -> float | None:
     return cost / (now - base)
 
 
-def unavailable_summary(series: Series) -> Mapping[str, str]:
-    """Return signal or source -> why it was not read, as the series recorded it."""
-    return dict(series.unavailable)
-
-
 __all__ = [
     "TREE_RSS",
     "DevicePeaks",
@@ -346,6 +340,5 @@ __all__ = [
     "live_ratio",
     "settled",
     "summarize",
-    "unavailable_summary",
     "watch_config",
 ]
