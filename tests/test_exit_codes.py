@@ -97,6 +97,13 @@ BASE: dict[str, tuple[str, ...]] = {
     "p2p": ("--sizes", "4K", "--reps", "1", "--warmup", "0"),
     "allreduce": ("--sizes", "16K", "--reps", "1", "--warmup", "0"),
     "bench kernels": ("--elements", "1024", "--reps", "1", "--warmup", "0"),
+    "run": ("--quiet",),
+    "watch": ("--quiet",),
+}
+# What run and watch watch when they succeed: a command that ends at once, and this process.
+WATCHED = {
+    "run": ("--", sys.executable, "-c", "pass"),
+    "watch": ("--pid", str(os.getpid()), "--duration", "0.3"),
 }
 BACKEND_COMMANDS = ("p2p", "allreduce", "bench kernels")
 # A size no simulated device (8 GiB) holds, and one a 64 TiB device holds but no host.
@@ -181,6 +188,14 @@ CASES: list[Case] = [
     ),
     Case("audit", "usage", ("--json", "/tmp/x.json", "--junit", "/tmp/x.json"), in_process=True),
     Case("audit", "unwritable output", UNWRITABLE, in_process=True, needle="cannot write"),
+    Case("run", "usage", ("--interval", "0", *WATCHED["run"]), in_process=True),
+    Case("run", "usage", (), in_process=True, needle="no command given"),
+    Case("run", "usage", ("--host-floor", "0", *WATCHED["run"]), in_process=True, needle="--no-host-floor"),
+    Case("run", "unwritable output", (*UNWRITABLE, *WATCHED["run"]), in_process=True, needle="cannot write"),
+    Case("run", "host too small", ("--host-floor", "99%", *WATCHED["run"]), needle="at or below the floor"),
+    Case("watch", "usage", ("--pid", "0"), in_process=True),
+    Case("watch", "no device", ("--pid", str(1 << 22)), needle="no process"),
+    Case("watch", "unwritable output", ("--pid", "1", *UNWRITABLE), in_process=True, needle="cannot write"),
     Case("compare", "finding", (BASELINE, str(REPORTS / "current-regressed.json")), in_process=True),
     Case("compare", "bad input", (BASELINE, str(REPORTS / "missing.json")), in_process=True),
     Case("compare", "bad input", (BASELINE, str(REPORTS / "malformed.json")), in_process=True),
@@ -243,6 +258,8 @@ INTERRUPTED_IN = {
     "p2p": ("l0mem.bench.copies", "run_p2p"),
     "allreduce": ("l0mem.bench.allreduce", "measure"),
     "bench kernels": ("l0mem.bench.kernels", "run_kernel_bench"),
+    "run": ("l0mem.cli.run", "run_workload"),
+    "watch": ("l0mem.cli.run", "watch_pid"),
 }
 
 _INTERRUPT = """
@@ -264,6 +281,8 @@ main()
 def _success_args(command: str) -> list[str]:
     if command == "compare":
         return [BASELINE, str(REPORTS / "current-same.json")]
+    if command in WATCHED:
+        return [*BASE[command], *WATCHED[command]]
     return [*BASE[command], *(("--backend", "l0") if command in BACKEND_COMMANDS else ())]
 
 
@@ -316,7 +335,7 @@ def test_a_closed_stdout_keeps_the_success_code(command: str) -> None:
 def test_one_means_a_finding_only() -> None:
     assert [c for c, code in CLASSES.items() if code == ExitCode.REGRESSION] == ["finding"]
     findings = [row.text for row in EXIT_TABLE if row.code == ExitCode.REGRESSION]
-    assert len(findings) == 3 and all(": a " in text for text in findings)
+    assert len(findings) == 4 and all(": a " in text for text in findings)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -1,7 +1,8 @@
 """The ``l0mem`` command line (click + rich): parses options, renders results, maps errors.
 
 What it is for: one module per command (``info``, ``audit``, ``compare``,
-``p2p``, ``allreduce``, ``bench``; the audit's tables in :mod:`.audit_view`)
+``p2p``, ``allreduce``, ``bench``, and :mod:`.run` for ``run`` and ``watch``;
+the audit's tables in :mod:`.audit_view`, the watch's in :mod:`.run_view`)
 and :mod:`._common`, the one failure path (``l0mem COMMAND: MESSAGE`` and a
 documented exit code) with :mod:`._exits`, the exit codes, and :mod:`._options`, the
 options the commands share;
@@ -38,6 +39,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "p2p": ("l0mem.cli.p2p", "p2p"),
     "allreduce": ("l0mem.cli.allreduce", "allreduce"),
     "bench": ("l0mem.cli.bench", "bench"),
+    "run": ("l0mem.cli.run", "run"),
+    "watch": ("l0mem.cli.run", "watch"),
 }
 
 

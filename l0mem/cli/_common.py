@@ -57,6 +57,8 @@ LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
     ("l0mem._ze.errors", "OutOfDeviceMemoryError", ExitCode.NO_DEVICE),
     ("l0mem._ze.errors", "OutOfHostMemoryError", ExitCode.NO_DEVICE),
     ("l0mem.probe.host", "MeminfoError", ExitCode.DRIVER_ERROR),
+    # No C compiler for the allocation tracer: this machine cannot serve --trace.
+    ("l0mem.trace.errors", "TraceBuildError", ExitCode.NO_DEVICE),
     ("l0mem.audit.runner", "DiscoveryError", ExitCode.DRIVER_ERROR),
 )
 

@@ -30,6 +30,8 @@ class ExitCode(enum.IntEnum):
     MISMATCH = 5  # inputs are well-formed but cannot be compared
     DRIVER_ERROR = 6  # the driver or runtime failed while working (a lost device)
     INTERNAL = 70  # a bug in l0mem (EX_SOFTWARE): the traceback is printed
+    CANNOT_EXECUTE = 126  # run: the command exists but cannot be executed (as a shell says)
+    NOT_FOUND = 127  # run: no such command (as a shell says)
     INTERRUPTED = 130  # Ctrl-C (SIGINT); any stop signal N ends a command with 128 + N
 
 
@@ -66,8 +68,9 @@ class Row(NamedTuple):
     commands: frozenset[str]
 
 
-COMMANDS = ("info", "audit", "compare", "p2p", "allreduce", "bench kernels")
+COMMANDS = ("info", "audit", "compare", "p2p", "allreduce", "bench kernels", "run", "watch")
 _ALL = frozenset(COMMANDS)
+_WATCHING = frozenset({"run", "watch"})
 _BACKEND = frozenset({"p2p", "allreduce", "bench kernels"})
 _DEVICE = _BACKEND | {"audit"}
 _SUB_DEVICES = frozenset({"p2p", "allreduce"})
@@ -78,8 +81,14 @@ def _only(*names: str) -> frozenset[str]:
 
 
 EXIT_TABLE: tuple[Row, ...] = (
-    Row(ExitCode.OK, "success", _ALL - {"compare"}),
+    Row(ExitCode.OK, "success", _ALL - {"compare", "run"}),
     Row(ExitCode.OK, "`compare`: no regression", _only("compare")),
+    Row(
+        ExitCode.OK,
+        "`run`: the workload succeeded; any other exit code of the workload is passed "
+        "through as it is (a workload killed by signal N: 128+N, as a shell says)",
+        _only("run"),
+    ),
     Row(
         ExitCode.REGRESSION,
         "`compare`: a regression (a verdict got worse, a slope rose beyond "
@@ -97,6 +106,13 @@ EXIT_TABLE: tuple[Row, ...] = (
         ExitCode.REGRESSION,
         "`allreduce`: a sum outside its error bound or devices that disagree",
         _only("allreduce"),
+    ),
+    Row(
+        ExitCode.REGRESSION,
+        "`run --fail-on-mirror`, `watch --fail-on-mirror`: a mirror: the host paid at least "
+        "the audit's mirror threshold per GiB of the workload's device memory (`run`: when "
+        "the workload itself succeeded)",
+        _WATCHING,
     ),
     Row(
         ExitCode.USAGE,
@@ -122,8 +138,14 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.USAGE,
+        "`run`: `--host-floor 0` without `--no-host-floor`, `--no-host-floor` with a floor "
+        "above 0, or a floor below 64 MiB (a size without a unit is bytes)",
+        _only("run"),
+    ),
+    Row(
+        ExitCode.USAGE,
         "an output path that is also an input or another output (after symlinks)",
-        _only("audit", "compare"),
+        _only("audit", "compare", "run", "watch"),
     ),
     Row(
         ExitCode.USAGE,
@@ -158,6 +180,24 @@ EXIT_TABLE: tuple[Row, ...] = (
         _only("audit"),
     ),
     Row(
+        ExitCode.NO_DEVICE,
+        "`run`: the host's available memory was about to fall below `--host-floor`: the "
+        "workload was stopped (SIGTERM, SIGKILL after `--grace`; the report is written), or "
+        "it was at the floor already and nothing was started",
+        _only("run"),
+    ),
+    Row(
+        ExitCode.NO_DEVICE,
+        "`run --trace`, `--no-peer-residency`: the allocation tracer cannot be built (no C "
+        "compiler, or it failed)",
+        _only("run"),
+    ),
+    Row(
+        ExitCode.NO_DEVICE,
+        "`watch`: no process has the pid, or its memory cannot be read (another user's process)",
+        _only("watch"),
+    ),
+    Row(
         ExitCode.BAD_INPUT,
         "`compare`: a report is missing, unreadable or malformed",
         _only("compare"),
@@ -179,7 +219,7 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.DRIVER_ERROR,
         "the driver or runtime failed (a lost device, at any point)",
-        _ALL - {"compare"},
+        _ALL - {"compare"} - _WATCHING,
     ),
     Row(
         ExitCode.DRIVER_ERROR,
@@ -197,9 +237,17 @@ EXIT_TABLE: tuple[Row, ...] = (
         "interrupted by signal N, every command alike: SIGHUP 129, SIGINT (Ctrl-C) 130, "
         "SIGTERM 143. Device memory was freed and the line names the signal; `audit` writes "
         "its partial report, `p2p`, `allreduce` and `bench kernels` write and show what they "
-        'finished (`"complete": false`)',
+        'finished (`"complete": false`); `run` forwards the signal to the workload\'s process '
+        "group and waits for it (SIGKILL after `--grace`), `run` and `watch` write and show "
+        "what they sampled",
         _ALL,
     ),
+    Row(
+        ExitCode.CANNOT_EXECUTE,
+        "`run`: the command was found but cannot be executed (as a shell says)",
+        _only("run"),
+    ),
+    Row(ExitCode.NOT_FOUND, "`run`: the command was not found (as a shell says)", _only("run")),
 )
 
 

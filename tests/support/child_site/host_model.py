@@ -26,6 +26,14 @@ takes every sample:
   and the guard's own reads: the child reads after every allocation, so this
   sees a step the guard broke off, which has no sample).
 
+- ``watch``: for ``l0mem run`` and ``l0mem watch`` (the process that samples is
+  not the one that holds the mirror): the quiet host of the watched tree.
+  ``TreeProber.sample`` gains :data:`TRUTH_KEY`, the mirror pages held by every
+  process of the tree (each memfd once), and its system-wide signals move by
+  the tree's own memory (that mirror plus ``tree.RssAnon``) from the first
+  reading in the process, ``run``'s baseline (``Prober.snapshot``, before any
+  tree exists) or ``watch``'s first sample.
+
 The analysis ignores :data:`TRUTH_KEY` (no signal has that source). Where a
 test's question is the audit's logic (set-ups, analysis, verdicts, reports),
 the quiet host means no other process can change the answer; the kernel's part
@@ -40,11 +48,11 @@ from collections.abc import Mapping
 from typing import Any
 
 MODE_VAR = "L0MEM_TEST_HOST"
-# quiet only: the MemAvailable the quiet host starts from (bytes), instead of
+# quiet and watch: the MemAvailable the quiet host starts from (bytes), instead of
 # the real one at the process's first snapshot, so that a test can set a floor
 # relative to it that no other process can move.
 START_VAR = "L0MEM_TEST_HOST_AVAILABLE"
-MODES = ("truth", "quiet")
+MODES = ("truth", "quiet", "watch")
 TRUTH_KEY = "zesim.mirror_bytes"
 LOWEST_KEY = "zesim.quiet_lowest_available"
 MEMFD_PREFIX = "/memfd:zesim-"
@@ -100,6 +108,30 @@ def process_own(pid: int, proc_root: str = "/proc") -> int:
     return mirror
 
 
+def tree_mirror_bytes(pids: tuple[int, ...], proc_root: str = "/proc") -> int:
+    """Return the bytes of host pages the simulator's memfds hold in the processes ``pids``, each memfd once."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for pid in pids:
+        fd_dir = os.path.join(proc_root, str(pid), "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue  # ended meanwhile
+        for fd in fds:
+            path = os.path.join(fd_dir, fd)
+            try:
+                if not os.readlink(path).startswith(MEMFD_PREFIX):
+                    continue
+                st = os.stat(path)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
 def quiet_values(
     values: Mapping[str, int], first: dict[str, int], start: int | None = None
 ) -> dict[str, int]:
@@ -135,10 +167,71 @@ def quiet_values(
     return out
 
 
+def quiet_tree_values(
+    values: Mapping[str, int], own: int, mirror: int, first: dict[str, int]
+) -> dict[str, int]:
+    """Return ``values`` with the system-wide signals moved by the watched tree's ``own`` memory alone."""
+    if not first:
+        first.update(values)
+        first["own"], first["mirror"] = own, mirror
+        start = os.environ.get(START_VAR)
+        if start and "meminfo.MemAvailable" in first:
+            # As quiet_values: both available signals shift, their difference stays.
+            shift = int(start) - first["meminfo.MemAvailable"]
+            for name in ("meminfo.MemAvailable", "host.available"):
+                if name in first:
+                    first[name] += shift
+    moved, grown = own - first["own"], mirror - first["mirror"]
+    out = dict(values)
+    for name in values:
+        if not name.startswith(SYSTEM_SOURCES) or name not in first:
+            continue
+        base = first[name]
+        if name in FALLING:
+            out[name] = max(base - moved, 0)
+        elif name in RISING:
+            out[name] = base + moved
+        elif name in MIRROR_ONLY:
+            out[name] = base + grown
+        else:
+            out[name] = base
+    return out
+
+
+def install_watch() -> None:
+    """Model a quiet host around the tree an ``l0mem run``/``watch`` process samples."""
+    import dataclasses
+
+    from l0mem.probe import snapshot as module
+    from l0mem.probe import tree
+
+    first: dict[str, int] = {}
+    snapshot_of, sample_of = module.Prober.snapshot, tree.TreeProber.sample
+
+    def snapshot(self: Any, extra: Mapping[str, int] | None = None) -> Any:
+        snap = snapshot_of(self, extra)
+        values = quiet_tree_values(snap.values, 0, 0, first)
+        return module.Snapshot(snap.t, {**values, TRUTH_KEY: 0}, snap.unavailable)
+
+    def sample(self: Any, extra: Mapping[str, int] | None = None) -> Any:
+        got = sample_of(self, extra)
+        mirror = tree_mirror_bytes(tuple(got.pids), self.proc_root)
+        own = mirror + got.snapshot.values.get("tree.RssAnon", 0)
+        values = quiet_tree_values(got.snapshot.values, own, mirror, first)
+        snap = module.Snapshot(got.snapshot.t, {**values, TRUTH_KEY: mirror}, got.snapshot.unavailable)
+        return dataclasses.replace(got, snapshot=snap)
+
+    module.Prober.snapshot = snapshot  # type: ignore[method-assign]
+    tree.TreeProber.sample = sample  # type: ignore[method-assign]
+
+
 def install(mode: str) -> None:
     """Add the mirror's truth to every snapshot of this process (``quiet``: model the host too)."""
     if mode not in MODES:
         raise ValueError(f"{MODE_VAR}={mode!r}: expected one of {', '.join(MODES)}")
+    if mode == "watch":
+        install_watch()
+        return
     from l0mem.probe import snapshot as module
 
     original = module.Prober.snapshot

@@ -1,0 +1,374 @@
+"""``l0mem run -- CMD`` and ``l0mem watch --pid PID``: what a real workload costs the host.
+
+``run`` starts the command (in its own process group; stdin, stdout and
+stderr are l0mem's) and passes its exit code on; ``watch`` attaches read-only
+to a running process. Both sample the process tree every interval, show it
+live, and end with the summary (:mod:`.run_view`) and the files asked for.
+l0mem's own lines go to stderr under ``run`` (stdout is the workload's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any, TypeVar
+
+import click
+
+from l0mem.audit.analysis import DEFAULT_CONFIG
+from l0mem.audit.guard import default_floor
+from l0mem.audit.report import MissingDependencyError
+from l0mem.cli._common import (
+    STOP_SIGNALS,
+    ExitCode,
+    check_outputs,
+    error,
+    exit_epilog,
+    fail,
+    output,
+    rendering,
+    reporting,
+    signal_exit,
+    to_stdout,
+)
+from l0mem.cli._options import checked_floor, finite, json_option, parse_floor
+from l0mem.cli._signals import handling
+from l0mem.cli.run_view import Progress, summary_view
+from l0mem.files import ReportWriteError
+from l0mem.trace import TraceSession
+from l0mem.watch import (
+    DEFAULT_GRACE,
+    DEFAULT_INTERVAL,
+    CommandError,
+    FloorError,
+    NoSuchProcess,
+    NotPermitted,
+    Watch,
+    WatchResult,
+    WatchSummary,
+    run_workload,
+    summarize,
+    watch_pid,
+)
+from l0mem.watch.export import document, write_csv, write_json, write_plot
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+MAX_INTERVAL = 3600.0
+MIN_INTERVAL = 0.02
+PID_MAX = 1 << 22  # the kernel's largest pid_max
+
+
+def _plot_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None and value.suffix.lower() not in (".png", ".svg"):
+        raise click.BadParameter("the plot file must end in .png or .svg")
+    return value
+
+
+def _shared(func: _F) -> _F:
+    """Add the options ``run`` and ``watch`` share."""
+    for option in reversed(
+        (
+            click.option(
+                "--interval",
+                type=click.FloatRange(MIN_INTERVAL, MAX_INTERVAL),
+                callback=finite,
+                default=DEFAULT_INTERVAL,
+                show_default=True,
+                metavar="SECONDS",
+                help="Time between samples (shorter near --host-floor).",
+            ),
+            click.option(
+                "--quiet", is_flag=True, help="No live view or line per sample; only the summary."
+            ),
+            json_option,
+            click.option(
+                "--csv",
+                "csv_path",
+                type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+                metavar="PATH",
+                help="Also write the time series as CSV (one row per sample, one column per signal).",
+            ),
+            click.option(
+                "--plot",
+                "plot_path",
+                type=click.Path(dir_okay=False, path_type=Path),
+                metavar="PATH",
+                callback=_plot_path,
+                help="Also plot host and device memory over time and host against device "
+                "with the fit (.png or .svg).",
+            ),
+            click.option(
+                "--fail-on-mirror",
+                is_flag=True,
+                help="Exit 1 when the verdict is mirror (run: if the workload itself succeeded).",
+            ),
+        )
+    ):
+        func = option(func)
+    return func
+
+
+def _outputs(
+    command: str, json_path: Path | None, csv_path: Path | None, plot_path: Path | None
+) -> None:
+    """Check every output before anything starts (exit 2 or 4)."""
+    check_outputs(command, [("--json", json_path), ("--csv", csv_path), ("--plot", plot_path)])
+    if plot_path is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            fail(command, ExitCode.USAGE, "--plot needs matplotlib: pip install 'l0mem[plot]'")
+
+
+def _stop_on_signals(watch: Watch) -> Any:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        watch.request_stop(signum)
+
+    return handling(STOP_SIGNALS, handler)
+
+
+def _write(
+    result: WatchResult,
+    summary: WatchSummary,
+    paths: tuple[Path | None, Path | None, Path | None],
+    meta: dict[str, Any],
+    title: str,
+) -> list[str]:
+    json_path, csv_path, plot_path = paths
+    errors = []
+    writers: list[tuple[Path | None, Callable[[Path], None]]] = [
+        (
+            json_path,
+            lambda p: write_json(document(result, summary, config=DEFAULT_CONFIG, **meta), p),
+        ),
+        (csv_path, lambda p: write_csv(result.series, p)),
+        (plot_path, lambda p: write_plot(result.series, summary, p, title=title)),
+    ]
+    for path, writer in writers:
+        if path is None:
+            continue
+        try:
+            writer(path)
+        except (ReportWriteError, MissingDependencyError, ValueError) as exc:
+            errors.append(str(exc))
+    return errors
+
+
+def _finish(
+    command: str,
+    result: WatchResult,
+    paths: tuple[Path | None, Path | None, Path | None],
+    meta: dict[str, Any],
+    title: str,
+    console_stderr: bool,
+) -> WatchSummary:
+    """Summarize, write the files and show the summary; exit 4 when a file could not be written."""
+    summary = summarize(result.series)
+    errors = _write(result, summary, paths, meta, title)
+    out = output(highlight=False, stderr=console_stderr or to_stdout(*paths))
+    with rendering():
+        out.print(summary_view(result, summary, dict(result.series.unavailable)))
+    if result.stop_signal is not None:
+        name = signal_exit(result.stop_signal)[1]
+        how = "the workload was stopped; " if command == "run" else ""
+        error(command, f"interrupted by {name}; {how}every sample was kept")
+    for message in errors:
+        error(command, message)
+    if result.stop_signal is not None:
+        raise SystemExit(signal_exit(result.stop_signal)[0])
+    if errors:
+        raise SystemExit(int(ExitCode.BAD_INPUT))
+    return summary
+
+
+@click.command(
+    "run",
+    epilog=exit_epilog("run"),
+    context_settings={"allow_interspersed_args": False},
+)
+@click.option(
+    "--host-floor",
+    "host_floor",
+    callback=parse_floor,
+    metavar="SIZE|PCT%",
+    help="Stop the workload (SIGTERM, then SIGKILL after --grace) before the host's available "
+    "memory falls below this (default: the audit's floor, the larger of 2 GiB and 10% of "
+    "MemTotal); at least 64 MiB, 0 only with --no-host-floor.",
+)
+@click.option(
+    "--no-host-floor",
+    is_flag=True,
+    help="Keep no floor (--host-floor 0): accept that the workload may take this machine out "
+    "of memory (the OOM killer).",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(0.1, MAX_INTERVAL),
+    callback=finite,
+    default=DEFAULT_GRACE,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long a stopped workload may take to end before SIGKILL.",
+)
+@click.option(
+    "--trace",
+    is_flag=True,
+    help="Trace the workload's Level Zero allocations and residency calls (a driver proxy "
+    "built on first use with the C compiler): device memory is then what it allocated.",
+)
+@click.option(
+    "--no-peer-residency",
+    is_flag=True,
+    help="Workaround (implies --trace): skip zeContextMakeMemoryResident on a device other "
+    "than the allocation's owner. Risk: a peer that really needs the memory resident pays "
+    "at first touch.",
+)
+@_shared
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
+def run(
+    host_floor: int | None,
+    no_host_floor: bool,
+    grace: float,
+    trace: bool,
+    no_peer_residency: bool,
+    interval: float,
+    quiet: bool,
+    json_path: Path | None,
+    csv_path: Path | None,
+    plot_path: Path | None,
+    fail_on_mirror: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run a command and measure what it costs the host per GiB of device memory.
+
+    The command inherits stdin, stdout and stderr and runs in its own process
+    group, which a stop signal is forwarded to (a command that reads the
+    terminal is stopped by it: give it input through a pipe or a file).
+    l0mem's own lines go to stderr.
+    """
+    if not command:
+        fail("run", ExitCode.USAGE, "no command given: l0mem run [OPTIONS] -- CMD [ARGS]...")
+    host_floor = checked_floor("run", "--host-floor", host_floor, no_host_floor, "--no-host-floor")
+    _outputs("run", json_path, csv_path, plot_path)
+    if host_floor is None:
+        from l0mem.probe import mem_total
+
+        with reporting("run"):
+            host_floor = default_floor(mem_total())
+    console = output(highlight=False, stderr=True)
+    progress = Progress(console, "run", quiet=quiet, live=console.is_terminal)
+    with contextlib.ExitStack() as stack:
+        session = None
+        if trace or no_peer_residency:
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="l0mem-run-"))
+            with reporting("run"):
+                session = stack.enter_context(
+                    TraceSession(Path(workdir), no_peer_residency=no_peer_residency)
+                )
+        env = None if session is None else session.environment(os.environ)
+        watch = Watch(
+            interval=interval,
+            floor=host_floor or None,
+            grace=grace,
+            on_sample=progress,
+            tracer=session,
+        )
+        stack.callback(watch.close)
+        try:
+            with reporting("run"), _stop_on_signals(watch), progress:
+                result = run_workload(watch, command, env)
+        except CommandError as exc:
+            fail("run", exc.code, str(exc))
+        except FloorError as exc:
+            fail("run", ExitCode.NO_DEVICE, str(exc))
+    meta = {
+        "mode": "run",
+        "command": list(command),
+        "pid": None,
+        "options": {
+            "interval": interval,
+            "host_floor": host_floor,
+            "grace": grace,
+            "trace": session is not None,
+            "no_peer_residency": no_peer_residency,
+        },
+    }
+    summary = _finish("run", result, (json_path, csv_path, plot_path), meta, _title(command), True)
+    if result.floor_stop is not None:
+        fail("run", ExitCode.NO_DEVICE, result.floor_stop.message)
+    raise SystemExit(run_exit_code(result, summary, fail_on_mirror))
+
+
+def _title(command: Sequence[str]) -> str:
+    text = " ".join(command)
+    return "l0mem run " + (text if len(text) <= 60 else text[:57] + "...")
+
+
+def run_exit_code(result: WatchResult, summary: WatchSummary, fail_on_mirror: bool) -> int:
+    """Return ``run``'s exit code: the workload's (128+N for a signal), else 1 for a mirror asked about."""
+    code = result.returncode
+    if code is None:
+        return int(ExitCode.OK)
+    if code < 0:
+        return signal_exit(-code)[0]
+    if code == 0 and fail_on_mirror and summary.verdict == "mirror":
+        return int(ExitCode.REGRESSION)
+    return code
+
+
+@click.command("watch", epilog=exit_epilog("watch"))
+@click.option(
+    "--pid",
+    type=click.IntRange(1, PID_MAX),
+    required=True,
+    help="The process to watch, with every process it starts (read-only).",
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(MIN_INTERVAL, 10 * 365 * 86400.0),
+    callback=finite,
+    metavar="SECONDS",
+    help="Stop watching after this long (default: until the process ends or Ctrl-C).",
+)
+@_shared
+def watch(
+    pid: int,
+    duration: float | None,
+    interval: float,
+    quiet: bool,
+    json_path: Path | None,
+    csv_path: Path | None,
+    plot_path: Path | None,
+    fail_on_mirror: bool,
+) -> None:
+    """Watch a running process: what it costs the host per GiB of device memory."""
+    _outputs("watch", json_path, csv_path, plot_path)
+    console = output(highlight=False, stderr=True)
+    progress = Progress(console, "watch", quiet=quiet, live=console.is_terminal)
+    watcher = Watch(interval=interval, on_sample=progress)
+    try:
+        with reporting("watch"), _stop_on_signals(watcher), progress:
+            result = watch_pid(watcher, pid, duration=duration)
+    except (NoSuchProcess, NotPermitted) as exc:
+        fail("watch", ExitCode.NO_DEVICE, str(exc))
+    finally:
+        watcher.close()
+    meta = {
+        "mode": "watch",
+        "command": None,
+        "pid": pid,
+        "options": {"interval": interval, "duration": duration},
+    }
+    summary = _finish(
+        "watch", result, (json_path, csv_path, plot_path), meta, f"l0mem watch --pid {pid}", False
+    )
+    if fail_on_mirror and summary.verdict == "mirror":
+        raise SystemExit(int(ExitCode.REGRESSION))
+    raise SystemExit(int(ExitCode.OK))
+
+
+__all__ = ["run", "run_exit_code", "watch"]

@@ -1,0 +1,212 @@
+"""What ``l0mem run`` and ``l0mem watch`` show: a live view, a line per sample, the summary.
+
+On a terminal a rich live table is redrawn at every sample (per device VRAM
+and GTT, the host cost beyond the baseline, the current ratio, peaks); off a
+terminal (CI logs) each sample is one plain line; ``--quiet`` shows neither.
+The summary at the end says the verdict, the fit, the peaks, on which device
+the host pages were charged and what was unavailable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+from l0mem.units import format_bytes
+from l0mem.watch import (
+    Series,
+    WatchResult,
+    WatchSample,
+    WatchSummary,
+    device_bytes,
+    drm_devices,
+    drm_memory,
+    host_cost,
+    live_ratio,
+)
+
+
+def _size(value: int | None) -> str:
+    return "n/a" if value is None else format_bytes(value)
+
+
+def _signed(value: int | None) -> str:
+    if value is None:
+        return "n/a"
+    return ("+" if value >= 0 else "-") + format_bytes(abs(value))
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def sample_line(series: Series, sample: WatchSample) -> str:
+    """Return one plain line describing ``sample`` (for logs that are not a terminal)."""
+    parts = [
+        f"t={sample.t:.1f}s",
+        f"pids={sample.pids}",
+        f"host {_signed(host_cost(series, sample))}",
+        f"device {_size(device_bytes(sample.values, tracing=series.tracing))}",
+        f"ratio {_ratio(live_ratio(series, sample))}",
+    ]
+    for pdev in drm_devices((sample,)):
+        vram = drm_memory(sample.values, pdev, host=False)
+        gtt = drm_memory(sample.values, pdev, host=True)
+        parts.append(f"{pdev} vram {_size(vram)} gtt {_size(gtt)}")
+    return " ".join(parts)
+
+
+class _Peaks:
+    """The largest values seen so far, for the live view."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {}
+
+    def see(self, key: str, value: int | None) -> int | None:
+        if value is not None:
+            self.values[key] = max(value, self.values.get(key, value))
+        return self.values.get(key)
+
+
+def live_table(series: Series, sample: WatchSample, peaks: _Peaks) -> Table:
+    """Return the live view's table for the newest ``sample``."""
+    table = Table(title=f"t={sample.t:.1f} s, {sample.pids} process(es)", title_justify="left")
+    table.add_column("what")
+    table.add_column("now", justify="right")
+    table.add_column("peak", justify="right")
+    cost = host_cost(series, sample)
+    table.add_row("host cost beyond baseline", _signed(cost), _signed(peaks.see("host", cost)))
+    device = device_bytes(sample.values, tracing=series.tracing)
+    what = "device memory (traced)" if series.tracing else "device memory (DRM VRAM)"
+    table.add_row(what, _size(device), _size(peaks.see("device", device)))
+    table.add_row("host per device byte", _ratio(live_ratio(series, sample)), "")
+    for pdev in drm_devices((sample,)):
+        for host, name in ((False, "VRAM"), (True, "GTT")):
+            v = drm_memory(sample.values, pdev, host=host)
+            table.add_row(f"{pdev} {name}", _size(v), _size(peaks.see(f"{pdev}{name}", v)))
+    rss = sample.values.get("tree.VmRSS")
+    table.add_row("tree VmRSS", _size(rss), _size(peaks.see("rss", rss)))
+    return table
+
+
+class Progress:
+    """Shows each sample as it comes: a live table on a terminal, else a line; nothing when quiet."""
+
+    def __init__(self, console: Console, command: str, *, quiet: bool, live: bool) -> None:
+        self.console = console
+        self.command = command
+        self.quiet = quiet
+        self.live: Live | None = None
+        self.peaks = _Peaks()
+        if not quiet and live:
+            self.live = Live(console=console, auto_refresh=False, transient=True)
+
+    def __enter__(self) -> Progress:
+        if self.live is not None:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+    def __call__(self, series: Series, sample: WatchSample) -> None:
+        """Show ``sample``."""
+        if self.quiet:
+            return
+        if self.live is not None:
+            self.live.update(live_table(series, sample, self.peaks), refresh=True)
+        else:
+            self.console.print(
+                f"l0mem {self.command}: {sample_line(series, sample)}", soft_wrap=True
+            )
+
+
+def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[str, str]) -> Group:
+    """Return the summary shown at the end: verdict, fit, peaks, charged device, gaps."""
+    analysis = summary.analysis
+    lines: list[Any] = []
+    slope = analysis.slope
+    fit = analysis.fit(analysis.deciding_signal) if analysis.deciding_signal else None
+    head = f"verdict: [bold]{analysis.verdict}[/bold]"
+    if slope is not None and fit is not None:
+        head += (
+            f", {slope:.0f} +/- {fit.uncertainty or 0:.0f} MiB host per GiB device "
+            f"(ratio {_ratio(analysis.ratio)}, by {analysis.deciding_signal})"
+        )
+    lines.append(head)
+    lines.append(f"  {analysis.reason}")
+    table = Table(title="peaks", title_justify="left")
+    table.add_column("what")
+    table.add_column("peak", justify="right")
+    table.add_column("at", justify="right")
+    for name, peak in (
+        ("host cost beyond baseline", summary.host_cost),
+        (
+            "device memory" + (" (traced)" if summary.device_source == "trace" else ""),
+            summary.device_memory,
+        ),
+        ("tree VmRSS growth", summary.tree_rss),
+        ("Shmem growth", summary.shmem),
+        ("cgroup growth", summary.cgroup),
+    ):
+        table.add_row(name, *_peak_cells(peak))
+    for d in summary.devices:
+        table.add_row(f"{d.pdev} VRAM", *_peak_cells(d.vram))
+        table.add_row(f"{d.pdev} GTT", *_peak_cells(d.gtt))
+    lines.append(table)
+    if summary.charged_to is not None:
+        lines.append(
+            f"host pages charged to DRM device {summary.charged_to} (its GTT/system regions grew most)"
+        )
+    if summary.vmrss_would_miss:
+        lines.append(
+            "VmRSS alone would have missed it: the tree's VmRSS grew far less than the host cost"
+        )
+    if summary.per_resident_gib is not None and summary.per_resident_gib.slope is not None:
+        r = summary.per_resident_gib
+        lines.append(
+            f"per GiB made resident on a peer: {r.slope:.0f} +/- {r.uncertainty or 0:.0f} MiB host"
+        )
+    if result.trace is not None:
+        lines += trace_lines(result.trace)
+    if result.floor_stop is not None:
+        lines.append(f"[bold]{result.floor_stop.message}[/bold]")
+    for key, why in sorted(unavailable.items()):
+        lines.append(f"[dim]unavailable: {key}: {why}[/dim]")
+    return Group(*lines)
+
+
+def trace_lines(trace: dict[str, Any]) -> list[str]:
+    """Return what the tracer attributes: per device, bytes allocated and made resident on peers."""
+    lines = []
+    for d in trace.get("devices", ()):
+        text = f"traced device {d['index']} ({d.get('name') or 'unnamed'}): " + format_bytes(
+            d.get("allocated_peak", 0)
+        ) + " allocated at the peak"
+        for peer, nbytes in sorted((d.get("resident_on_peak") or {}).items()):
+            text += f", {format_bytes(nbytes)} made resident on device {peer}"
+        lines.append(text)
+    failed = trace.get("failed_calls") or {}
+    if failed:
+        lines.append("failed calls: " + ", ".join(f"{k} {v}" for k, v in sorted(failed.items())))
+    if trace.get("skipped_calls"):
+        lines.append(
+            f"--no-peer-residency skipped {trace['skipped_calls']} zeContextMakeMemoryResident "
+            f"call(s) on a peer, {format_bytes(trace.get('skipped_bytes', 0))}"
+        )
+    if trace.get("lost_records"):
+        lines.append(f"[bold]{trace['lost_records']} trace record(s) were lost[/bold]")
+    return lines
+
+
+def _peak_cells(peak: Any) -> tuple[str, str]:
+    if peak.bytes is None:
+        return f"unavailable ({peak.unavailable})", ""
+    return format_bytes(peak.bytes), f"{peak.t:.1f} s"
+
+
+__all__ = ["Progress", "live_table", "sample_line", "summary_view"]

@@ -1,0 +1,367 @@
+"""The watch loop: start or attach, sample the process tree every interval, keep the host floor.
+
+:func:`run_workload` starts a command in its own process group (so that a
+stop reaches every process it started and none of l0mem's), takes the
+baseline before it starts and samples until it ends. :func:`watch_pid`
+attaches read-only to a running process and samples until it is gone. Both
+stop early on :meth:`Watch.request_stop` (the CLI calls it from its signal
+handlers): ``run`` forwards the signal to the workload's process group and
+keeps sampling until the workload has ended, ``watch`` just stops watching.
+
+The floor: before the host's available memory would fall below it, ``run``
+sends SIGTERM to the workload's process group and to every process of its
+tree, then SIGKILL after the grace. The interval shortens as the room left
+above the floor shrinks, so that a fast-growing workload is seen in time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from l0mem.units import format_bytes
+from l0mem.watch.series import Series, WatchSample, trace_values
+
+# System-wide sources a baseline taken before the workload exists may hold;
+# l0mem's own process and DRM files are not the workload's.
+SYSTEM_SOURCES = ("meminfo.", "vmstat.", "zoneinfo.", "host.", "cgroup.")
+MIN_INTERVAL = 0.02  # the shortest interval near the floor: a sample costs about a millisecond
+NEAR_FLOOR = 2 << 30  # within this much of the floor, samples come faster
+DEFAULT_INTERVAL = 0.5
+DEFAULT_GRACE = 5.0
+
+
+class Reading(Protocol):
+    """What one sample of the tree gives: values, why signals are absent, the pids."""
+
+    values: Mapping[str, int]
+    unavailable: Mapping[str, str]
+    pids: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeReading:
+    """One reading of a process tree (see :class:`Reading`)."""
+
+    values: Mapping[str, int]
+    unavailable: Mapping[str, str]
+    pids: int
+    pid_list: tuple[int, ...] = ()
+
+
+class Source(Protocol):
+    """Something that samples the watched tree: None once the whole tree is gone."""
+
+    def sample(self) -> TreeReading | None:
+        """Return the tree's signals now, or None when it is gone."""
+
+
+class Tracer(Protocol):
+    """The allocation tracer's session as the loop uses it."""
+
+    def poll(self) -> Any:
+        """Return the totals so far (with ``to_dict()``)."""
+
+
+class WatchError(Exception):
+    """The watch cannot start: one line naming what is wrong."""
+
+
+class NoSuchProcess(WatchError):
+    """The pid to watch does not exist (or ended before the first sample)."""
+
+
+class NotPermitted(WatchError):
+    """The pid exists but its memory cannot be read (another user's process)."""
+
+
+class CommandError(WatchError):
+    """The command to run cannot be started; ``code`` is what a shell answers (126 or 127)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# Sysman counts device memory per process on the simulator and needs Level Zero
+# loaded into l0mem itself on hardware; run and watch read the workload's DRM files.
+_SYSMAN = "not read by run and watch (device memory comes from DRM fdinfo or --trace)"
+
+
+class TreeSource:
+    """Samples the process tree of ``pid`` with the probe's :class:`~l0mem.probe.TreeProber`."""
+
+    def __init__(self, pid: int, *, proc_root: str = "/proc", sys_root: str = "/sys") -> None:
+        from l0mem.probe import ProbeAccessError, ProcessGone, TreeProber
+
+        self._gone = ProcessGone
+        try:
+            self._prober = TreeProber(pid, proc_root=proc_root, sys_root=sys_root)
+        except ProcessGone:
+            raise NoSuchProcess(f"no process {pid}") from None
+        except ProbeAccessError as exc:
+            raise NotPermitted(str(exc)) from None
+
+    def sample(self) -> TreeReading | None:
+        """Return the tree's signals now, or None when the whole tree is gone."""
+        try:
+            s = self._prober.sample()
+        except self._gone:
+            return None
+        gaps = dict(s.snapshot.unavailable)
+        if "sysman" in gaps:
+            gaps["sysman"] = _SYSMAN
+        return TreeReading(s.snapshot.values, gaps, len(s.pids), tuple(s.pids))
+
+
+@dataclasses.dataclass(frozen=True)
+class FloorStop:
+    """The workload was stopped to keep the host's available memory above the floor."""
+
+    t: float
+    available: int
+    floor: int
+    signal: str
+    killed: bool  # SIGKILL was needed after the grace
+
+    @property
+    def message(self) -> str:
+        """Return the one line that says what happened."""
+        how = "; it did not end within the grace and was killed (SIGKILL)" if self.killed else ""
+        return (
+            f"stopped the workload ({self.signal}) at {self.t:.1f} s: available host memory "
+            f"{format_bytes(self.available)} was about to fall below the floor "
+            f"{format_bytes(self.floor)}{how}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the stop as plain JSON data."""
+        return {**dataclasses.asdict(self), "message": self.message}
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchResult:
+    """A finished watch: the series, how the workload ended and why the watch stopped."""
+
+    series: Series
+    returncode: int | None  # run: the workload's exit status (-N: killed by signal N)
+    floor_stop: FloorStop | None
+    stop_signal: int | None  # the stop signal that ended the watch early
+    trace: dict[str, Any] | None  # the tracer's last totals
+
+
+def baseline_values(values: Mapping[str, int]) -> dict[str, int]:
+    """Return the system-wide signals of a snapshot (the baseline before a workload starts)."""
+    return {k: v for k, v in values.items() if k.startswith(SYSTEM_SOURCES)}
+
+
+# The floor is kept on the kernel's own MemAvailable, as the audit's guard
+# keeps it: the smaller of the two, it leaves the per-CPU lists as margin.
+FLOOR_SIGNALS = ("meminfo.MemAvailable", "host.available")
+
+
+def available(values: Mapping[str, int]) -> int | None:
+    """Return the host's available memory in a sample as the floor reads it (MemAvailable first)."""
+    for name in FLOOR_SIGNALS:
+        if name in values:
+            return values[name]
+    return None
+
+
+class Watch:
+    """One watch: samples ``source`` until the tree ends or a stop is requested."""
+
+    def __init__(
+        self,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        floor: int | None = None,
+        grace: float = DEFAULT_GRACE,
+        on_sample: Callable[[Series, WatchSample], None] | None = None,
+        tracer: Tracer | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not interval > 0 or not grace > 0:
+            raise ValueError("interval and grace must be > 0")
+        self.interval = interval
+        self.floor = floor
+        self.grace = grace
+        self.on_sample = on_sample
+        self.tracer = tracer
+        self.clock = clock
+        self.stop_signal: int | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._samples: list[WatchSample] = []
+        self._unavailable: dict[str, str] = {}
+        self._trace: dict[str, Any] | None = None
+        self._start = clock()
+        self._baseline = WatchSample(0.0, {})
+
+    def close(self) -> None:
+        """Release the wake-up pipe."""
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def request_stop(self, signum: int) -> None:
+        """Stop watching (``run``: forward ``signum`` to the workload); safe in a signal handler."""
+        if self.stop_signal is None:
+            self.stop_signal = signum
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"s")
+
+    @property
+    def series(self) -> Series:
+        """Return what was recorded so far."""
+        return Series(
+            self._baseline, tuple(self._samples), dict(self._unavailable), self.tracer is not None
+        )
+
+    def set_baseline(self, values: Mapping[str, int], unavailable: Mapping[str, str]) -> None:
+        """Record the baseline (taken before the workload started, or at attach)."""
+        self._start = self.clock()
+        self._baseline = WatchSample(0.0, dict(values))
+        self._note(unavailable)
+
+    def _note(self, unavailable: Mapping[str, str]) -> None:
+        for key, why in unavailable.items():
+            self._unavailable.setdefault(key, why)
+
+    def take(self, source: Source) -> TreeReading | None:
+        """Take one sample of ``source`` (with the tracer's totals); None when the tree is gone."""
+        reading = source.sample()
+        if reading is None:
+            return None
+        values = dict(reading.values)
+        if self.tracer is not None:
+            self._trace = self.tracer.poll().to_dict()
+            values.update(trace_values(self._trace or {}))
+        self._note(reading.unavailable)
+        sample = WatchSample(round(self.clock() - self._start, 4), values, reading.pids)
+        self._samples.append(sample)
+        if self.on_sample is not None:
+            self.on_sample(self.series, sample)
+        return reading
+
+    def next_interval(self) -> float:
+        """Return how long to wait for the next sample: shorter as the room above the floor shrinks.
+
+        Within :data:`NEAR_FLOOR` of the floor the interval shrinks in
+        proportion to the room left; when the host is losing memory, it is
+        also at most a quarter of the time the floor is away at that rate.
+        """
+        if not self.floor or not self._samples:
+            return self.interval
+        b = self._samples[-1]
+        now = available(b.values)
+        if now is None:
+            return self.interval
+        room = max(now - self.floor, 0)
+        wait = min(self.interval, self.interval * room / NEAR_FLOOR)
+        if len(self._samples) >= 2:
+            a = self._samples[-2]
+            before = available(a.values)
+            if before is not None and b.t > a.t and now < before:
+                rate = (before - now) / (b.t - a.t)  # bytes per second the host is losing
+                wait = min(wait, room / rate / 4)
+        return max(MIN_INTERVAL, wait)
+
+    def floor_near(self) -> bool:
+        """Return whether the host's available memory is at the floor or would cross it before the next look."""
+        if not self.floor or not self._samples:
+            return False
+        now = available(self._samples[-1].values)
+        if now is None:
+            return False
+        if now <= self.floor:
+            return True
+        if len(self._samples) >= 2:
+            a, b = self._samples[-2], self._samples[-1]
+            before = available(a.values)
+            if before is not None and b.t > a.t and before > now:
+                rate = (before - now) / (b.t - a.t)
+                return now - rate * MIN_INTERVAL * 2 <= self.floor
+        return False
+
+    def wait(self, timeout: float, pidfd: int | None) -> None:
+        """Sleep up to ``timeout`` s; wake early when the process behind ``pidfd`` ends or a stop comes."""
+        fds = [self._wake_r] + ([pidfd] if pidfd is not None else [])
+        ready, _, _ = select.select(fds, [], [], max(timeout, 0.0))
+        if self._wake_r in ready:
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.read(self._wake_r, 64)
+
+    def final_trace(self) -> dict[str, Any] | None:
+        """Return the tracer's last totals (polled once more after the workload ended)."""
+        if self.tracer is not None:
+            self._trace = self.tracer.poll().to_dict()
+        return self._trace
+
+
+def pidfd(pid: int) -> int | None:
+    """Return a descriptor that becomes readable when ``pid`` ends (Linux 5.3+), or None."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError:
+        return None
+
+
+def start(command: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``command`` in its own process group with l0mem's stdin, stdout and stderr."""
+    group: dict[str, Any] = (
+        {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    )
+    try:
+        return subprocess.Popen(list(command), env=None if env is None else dict(env), **group)
+    except FileNotFoundError:
+        raise CommandError(f"{command[0]}: command not found", 127) from None
+    except PermissionError:
+        raise CommandError(f"{command[0]}: permission denied (not executable)", 126) from None
+    except OSError as exc:
+        raise CommandError(f"{command[0]}: cannot execute ({exc.strerror or exc})", 126) from None
+
+
+def signal_tree(pgid: int, pids: Sequence[int], signum: int) -> None:
+    """Send ``signum`` to the workload's process group and to every process of its tree."""
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, signum)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signum)
+
+
+__all__ = [
+    "DEFAULT_GRACE",
+    "DEFAULT_INTERVAL",
+    "FLOOR_SIGNALS",
+    "MIN_INTERVAL",
+    "NEAR_FLOOR",
+    "CommandError",
+    "FloorStop",
+    "NoSuchProcess",
+    "NotPermitted",
+    "Reading",
+    "Source",
+    "Tracer",
+    "TreeReading",
+    "TreeSource",
+    "Watch",
+    "WatchError",
+    "WatchResult",
+    "available",
+    "baseline_values",
+    "pidfd",
+    "signal_tree",
+    "start",
+]

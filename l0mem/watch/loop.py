@@ -1,0 +1,177 @@
+"""``run`` and ``watch`` as loops over a :class:`~l0mem.watch.engine.Watch`.
+
+:func:`run_workload` takes the baseline, starts the command and samples its
+tree until the command ends, keeping the floor and forwarding a stop;
+:func:`watch_pid` attaches to a running process and samples until it ends or
+a stop comes. Both return a :class:`~l0mem.watch.engine.WatchResult`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from l0mem.units import format_bytes
+from l0mem.watch.engine import (
+    FloorStop,
+    NoSuchProcess,
+    Source,
+    TreeSource,
+    Watch,
+    WatchError,
+    WatchResult,
+    available,
+    baseline_values,
+    pidfd,
+    signal_tree,
+    start,
+)
+
+SourceFactory = Callable[[int], Source]
+
+
+class FloorError(WatchError):
+    """The host's available memory is already at or below the floor: nothing may start."""
+
+
+def _system_unavailable(unavailable: Mapping[str, str]) -> dict[str, str]:
+    """Return the reasons of a baseline snapshot that concern the host, not l0mem's own process."""
+    own = ("proc", "drm", "sysman")
+    return {k: v for k, v in unavailable.items() if k.partition(".")[0] not in own}
+
+
+def take_baseline(watch: Watch, prober: Any = None) -> None:
+    """Record the host's state before the workload starts as ``watch``'s baseline."""
+    if prober is None:
+        from l0mem.probe import Prober
+
+        prober = Prober()
+    snap = prober.snapshot()
+    watch.set_baseline(baseline_values(snap.values), _system_unavailable(snap.unavailable))
+
+
+def check_floor(watch: Watch) -> None:
+    """Raise FloorError when the baseline is already at or below the floor."""
+    now = available(watch.series.baseline.values)
+    if watch.floor and now is not None and now <= watch.floor:
+        raise FloorError(
+            f"available host memory {format_bytes(now)} is already at or below the floor "
+            f"{format_bytes(watch.floor)}: give a lower --host-floor (0 turns it off)"
+        )
+
+
+def run_workload(
+    watch: Watch,
+    command: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    source_factory: SourceFactory = TreeSource,
+    prober: Any = None,
+) -> WatchResult:
+    """Start ``command`` and sample its tree until it ends; keep the floor, forward a stop."""
+    take_baseline(watch, prober)
+    check_floor(watch)
+    proc = start(command, env)
+    fd = pidfd(proc.pid)
+    floor_stop: FloorStop | None = None
+    stopped_at: float | None = None  # when SIGTERM (or the user's signal) was sent
+    killed = forwarded = False
+    pids: tuple[int, ...] = (proc.pid,)
+    try:
+        try:
+            source: Source | None = source_factory(proc.pid)
+        except WatchError:
+            source = None  # it ended before the first look
+        while proc.poll() is None:
+            if source is not None:
+                reading = watch.take(source)
+                if reading is not None and reading.pid_list:
+                    pids = reading.pid_list
+            if watch.stop_signal is not None and not forwarded:
+                signal_tree(proc.pid, pids, watch.stop_signal)
+                forwarded = True
+                stopped_at = stopped_at if stopped_at is not None else watch.clock()
+            if floor_stop is None and watch.floor_near():
+                signal_tree(proc.pid, pids, signal.SIGTERM)
+                stopped_at = watch.clock()
+                last = watch.series.samples[-1]
+                floor_stop = FloorStop(
+                    last.t, available(last.values) or 0, watch.floor or 0, "SIGTERM", False
+                )
+            timeout = watch.next_interval()
+            if stopped_at is not None:
+                left = stopped_at + watch.grace - watch.clock()
+                if left <= 0 and not killed:
+                    signal_tree(proc.pid, pids, signal.SIGKILL)
+                    killed = True
+                timeout = min(timeout, max(left, 0.0)) if not killed else timeout
+            watch.wait(timeout, fd)
+    except BaseException:
+        # l0mem itself failed: the workload must not run on unwatched.
+        signal_tree(proc.pid, pids, signal.SIGTERM)
+        raise
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    returncode = proc.wait()
+    if floor_stop is not None and killed:
+        floor_stop = FloorStop(
+            floor_stop.t, floor_stop.available, floor_stop.floor, "SIGTERM", True
+        )
+    return WatchResult(watch.series, returncode, floor_stop, watch.stop_signal, watch.final_trace())
+
+
+def watch_pid(
+    watch: Watch,
+    pid: int,
+    *,
+    duration: float | None = None,
+    source_factory: SourceFactory = TreeSource,
+) -> WatchResult:
+    """Sample the tree of the running process ``pid`` until it ends, ``duration`` passes or a stop comes."""
+    source = source_factory(pid)
+    first = source.sample()
+    if first is None:
+        raise NoSuchProcess(f"no process {pid}")
+    watch.set_baseline(first.values, first.unavailable)
+    end = None if duration is None else watch.clock() + duration
+    fd = pidfd(pid)
+    try:
+        while watch.stop_signal is None:
+            if end is not None and watch.clock() >= end:
+                break
+            left = watch.interval if end is None else min(watch.interval, end - watch.clock())
+            watch.wait(left, fd)
+            if watch.stop_signal is not None:
+                break
+            if watch.take(source) is None or not os.path.exists(f"/proc/{pid}"):
+                break
+            if fd is not None and _ended(fd):
+                break
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    return WatchResult(watch.series, None, None, watch.stop_signal, watch.final_trace())
+
+
+def _ended(fd: int) -> bool:
+    """Return whether the process behind pidfd ``fd`` has ended."""
+    import select
+
+    ready, _, _ = select.select([fd], [], [], 0)
+    return bool(ready)
+
+
+__all__ = [
+    "FloorError",
+    "SourceFactory",
+    "check_floor",
+    "run_workload",
+    "take_baseline",
+    "watch_pid",
+]

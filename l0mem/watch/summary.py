@@ -1,0 +1,344 @@
+"""What a watched workload cost: peaks, the fitted host cost per device GiB, and a verdict.
+
+Pure functions over a :class:`~l0mem.watch.series.Series`. The fit and the
+verdict are the audit's own (:func:`l0mem.audit.analysis.analyze_run`, its
+thresholds and signal priority): the series is handed to it as one set-up
+run whose "alloc" samples are those taken while the workload held device
+memory, the sample just before as its "idle" reference and those after it
+gave every byte back as "freed". The tree's VmRSS plays the part the audit's
+own ``proc.VmRSS`` plays: last in priority, and blind to driver-owned pages.
+Samples taken while device memory was changing are left out of the fit when
+enough settled ones remain (:func:`settled`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from l0mem.audit.analysis import DEFAULT_CONFIG, analyze_run, fit_signal
+from l0mem.audit.model import AnalysisConfig, Sample, SetupAnalysis, SetupRun, SignalFit
+from l0mem.watch.series import (
+    Series,
+    WatchSample,
+    device_bytes,
+    drm_devices,
+    drm_memory,
+    growth,
+    host_cost,
+    host_signal,
+    resident_bytes,
+)
+
+# The audit reads this process's RSS; a watch reads the whole tree's.
+_RSS = "proc.VmRSS"
+TREE_RSS = "tree.VmRSS"
+
+
+def watch_config(config: AnalysisConfig = DEFAULT_CONFIG) -> AnalysisConfig:
+    """Return the audit's analysis settings with the process tree's VmRSS in place of the audit's own."""
+
+    def swap(names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(TREE_RSS if n == _RSS else n for n in names)
+
+    return dataclasses.replace(config, priority=swap(config.priority), blind=swap(config.blind))
+
+
+@dataclasses.dataclass(frozen=True)
+class Peak:
+    """The largest value of one quantity over the series, or why it is unavailable."""
+
+    bytes: int | None
+    t: float | None = None
+    unavailable: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the peak as plain JSON data."""
+        return {"bytes": self.bytes, "t": self.t, "unavailable": self.unavailable}
+
+
+@dataclasses.dataclass(frozen=True)
+class DevicePeaks:
+    """One DRM device's peak VRAM and GTT (host-backed regions) and how much its GTT grew."""
+
+    pdev: str
+    vram: Peak
+    gtt: Peak
+    gtt_growth: int | None  # peak host-backed bytes more than at the baseline
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the device's peaks as plain JSON data."""
+        return {
+            "pdev": self.pdev,
+            "vram": self.vram.to_dict(),
+            "gtt": self.gtt.to_dict(),
+            "gtt_growth": self.gtt_growth,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchSummary:
+    """Peaks, the host cost per device GiB with its verdict, and where the host pages were charged."""
+
+    host_signal: str | None
+    device_source: str | None  # "trace", "drm" or None when no device memory signal exists
+    host_cost: Peak
+    device_memory: Peak
+    tree_rss: Peak  # growth of the tree's VmRSS beyond the baseline
+    shmem: Peak
+    cgroup: Peak
+    devices: tuple[DevicePeaks, ...]
+    analysis: SetupAnalysis
+    per_resident_gib: SignalFit | None  # host cost against bytes made resident on a peer
+    vmrss_would_miss: bool | None  # None when the tree's VmRSS was not read
+    charged_to: str | None  # the DRM device whose host-backed regions grew most
+
+    @property
+    def verdict(self) -> str:
+        """Return the verdict in the audit's terms."""
+        return self.analysis.verdict
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the summary as plain JSON data."""
+        return {
+            "verdict": self.analysis.verdict,
+            "deciding_signal": self.analysis.deciding_signal,
+            "ratio": self.analysis.ratio,
+            "slope_mib_per_gib": self.analysis.slope,
+            "uncertainty_mib_per_gib": _uncertainty(self.analysis),
+            "reason": self.analysis.reason,
+            "host_signal": self.host_signal,
+            "device_source": self.device_source,
+            "peaks": {
+                "host_cost": self.host_cost.to_dict(),
+                "device_memory": self.device_memory.to_dict(),
+                "tree_vmrss_growth": self.tree_rss.to_dict(),
+                "shmem_growth": self.shmem.to_dict(),
+                "cgroup_growth": self.cgroup.to_dict(),
+            },
+            "devices": [d.to_dict() for d in self.devices],
+            "charged_to": self.charged_to,
+            "vmrss_would_miss": self.vmrss_would_miss,
+            "per_resident_gib": None
+            if self.per_resident_gib is None
+            else self.per_resident_gib.to_dict(),
+            "analysis": self.analysis.to_dict(),
+        }
+
+
+def _uncertainty(analysis: SetupAnalysis) -> float | None:
+    fit = analysis.fit(analysis.deciding_signal) if analysis.deciding_signal else None
+    return None if fit is None else fit.uncertainty
+
+
+def _peak(points: list[tuple[float, int | None]], missing: str) -> Peak:
+    known = [(v, t) for t, v in points if v is not None]
+    if not known:
+        return Peak(None, None, missing)
+    value, t = max(known, key=lambda p: p[0])
+    return Peak(value, t)
+
+
+def _why(series: Series, *names: str) -> str:
+    """Return why the first of ``names`` (or its source) is unavailable, from the series' record."""
+    for name in names:
+        for key in (name, name.partition(".")[0]):
+            if key in series.unavailable:
+                return f"{name}: {series.unavailable[key]}"
+    return f"{' / '.join(names)}: not read on this machine"
+
+
+def device_series(series: Series) -> list[int | None]:
+    """Return the workload's device memory beyond the baseline at each sample (None: unknown)."""
+    base = device_bytes(series.baseline.values, tracing=series.tracing) or 0
+    out: list[int | None] = []
+    for s in series.samples:
+        now = device_bytes(s.values, tracing=series.tracing)
+        out.append(None if now is None else max(0, now - base))
+    return out
+
+
+def settled(xs: list[int | None]) -> list[bool]:
+    """Return, per sample, whether device memory held still from the sample before to the one after.
+
+    A sample taken while the workload changes its device memory can catch the
+    host side half done (allocated but not yet resident, a mirror half made
+    inside an allocation call the tracer has not recorded yet): such a point
+    lies off the line by up to a whole step.
+    """
+    return [
+        0 < i < len(xs) - 1 and x is not None and xs[i - 1] == x == xs[i + 1]
+        for i, x in enumerate(xs)
+    ]
+
+
+def as_setup_run(
+    series: Series, xs: list[int | None], config: AnalysisConfig = DEFAULT_CONFIG
+) -> SetupRun:
+    """Return the series as an audit set-up run whose device bytes are ``xs``.
+
+    The reference ("idle") is the last sample before device memory first grew
+    (the baseline if it grew at once); "freed" are the samples after the last
+    one holding device memory; "alloc" those in between, only the settled ones
+    (:func:`settled`) when there are enough of them for a fit. Samples whose
+    device memory is unknown are left out.
+    """
+    still = settled(xs)
+    known = [
+        (s, x, ok) for s, x, ok in zip(series.samples, xs, still, strict=True) if x is not None
+    ]
+    held = [i for i, (_, x, _) in enumerate(known) if x > 0]
+    samples: list[Sample] = []
+    if held:
+        first, last = held[0], held[-1]
+        idle = known[first - 1][0] if first > 0 else series.baseline
+        samples.append(Sample(idle.t, "idle", 0, dict(idle.values)))
+        during = known[first : last + 1]
+        calm: list[tuple[WatchSample, int, bool]] = [
+            (s, x, ok) for s, x, ok in during if ok and x > 0
+        ]
+        if len({x for _, x, _ in calm}) >= 2 and len(calm) >= config.min_points:
+            during = calm
+        for s, x, _ in during:
+            samples.append(Sample(s.t, "alloc", x, dict(s.values)))
+        for s, x, _ in known[last + 1 :]:
+            samples.append(Sample(s.t, "freed", x, dict(s.values)))
+    else:
+        samples.append(Sample(series.baseline.t, "idle", 0, dict(series.baseline.values)))
+        samples += [Sample(s.t, "idle", 0, dict(s.values)) for s, _, _ in known]
+    return SetupRun(
+        setup="watch",
+        backend="l0",
+        status="ok",
+        reason=None,
+        env={},
+        remedy=None,
+        devices=[],
+        step_bytes=0,
+        target_bytes=0,
+        samples=samples,
+        unavailable=dict(series.unavailable),
+    )
+
+
+def _no_device_reason(series: Series) -> str:
+    if series.tracing:
+        return "no device memory signal: the tracer saw no device allocation"
+    why = series.unavailable.get("drm")
+    detail = f" (drm: {why})" if why else ""
+    return (
+        "no device memory signal: the workload's DRM files showed no VRAM"
+        + detail
+        + "; --trace counts the allocations"
+    )
+
+
+def _series_peak(series: Series, name: str, *, falling: bool = False) -> Peak:
+    points = [(s.t, growth(series, s, name, falling=falling)) for s in series.samples]
+    return _peak(points, _why(series, name))
+
+
+def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchSummary:
+    """Return the summary of ``series``: peaks, fit, verdict, VmRSS blindness and the charged device."""
+    config = watch_config(config)
+    xs = device_series(series)
+    run = as_setup_run(series, xs, config)
+    analysis = analyze_run(run, config)
+    if all(x is None for x in xs) or not series.samples:
+        analysis = dataclasses.replace(analysis, reason=_no_device_reason(series))
+    host_name = host_signal(series)
+    host = _peak(
+        [(s.t, host_cost(series, s)) for s in series.samples],
+        _why(series, "host.available", "meminfo.MemAvailable"),
+    )
+    device = _peak(
+        list(zip([s.t for s in series.samples], xs, strict=True)), _no_device_reason(series)
+    )
+    devices = tuple(_device_peaks(series, pdev) for pdev in drm_devices(series.all))
+    grown = [(d.gtt_growth, d.pdev) for d in devices if d.gtt_growth]
+    charged = max(grown)[1] if grown else None
+    rss = _series_peak(series, TREE_RSS)
+    return WatchSummary(
+        host_signal=host_name,
+        device_source=None
+        if all(x is None for x in xs)
+        else ("trace" if series.tracing else "drm"),
+        host_cost=host,
+        device_memory=device,
+        tree_rss=rss,
+        shmem=_series_peak(series, "meminfo.Shmem"),
+        cgroup=_series_peak(series, "cgroup.memory.current"),
+        devices=devices,
+        analysis=analysis,
+        per_resident_gib=_resident_fit(series, analysis, config),
+        vmrss_would_miss=_vmrss_would_miss(analysis, config),
+        charged_to=charged,
+    )
+
+
+def _vmrss_would_miss(analysis: SetupAnalysis, config: AnalysisConfig) -> bool | None:
+    """Return whether the tree's VmRSS alone would have called a mirror or partial clean."""
+    rss = analysis.fit(TREE_RSS)
+    if rss is None or rss.ratio is None:
+        return None
+    return (
+        analysis.verdict in ("mirror", "partial")
+        and analysis.deciding_signal != TREE_RSS
+        and rss.ratio < config.clean_threshold
+    )
+
+
+def _resident_fit(
+    series: Series, analysis: SetupAnalysis, config: AnalysisConfig
+) -> SignalFit | None:
+    """Return the deciding signal fitted against the traced bytes made resident on a peer."""
+    if not series.tracing or analysis.deciding_signal is None:
+        return None
+    base = resident_bytes(series.baseline.values) or 0
+    xs: list[int | None] = []
+    for s in series.samples:
+        now = resident_bytes(s.values)
+        xs.append(None if now is None else max(0, now - base))
+    if not any(xs):
+        return None
+    fit = fit_signal(as_setup_run(series, xs, config), analysis.deciding_signal, config)
+    return fit if fit.slope is not None else None
+
+
+def _device_peaks(series: Series, pdev: str) -> DevicePeaks:
+    def peak(host: bool) -> Peak:
+        points = [(s.t, drm_memory(s.values, pdev, host=host)) for s in series.samples]
+        return _peak(points, f"no {'GTT or system' if host else 'VRAM'} region in {pdev}'s fdinfo")
+
+    gtt = peak(True)
+    base = drm_memory(series.baseline.values, pdev, host=True) or 0
+    return DevicePeaks(
+        pdev=pdev,
+        vram=peak(False),
+        gtt=gtt,
+        gtt_growth=None if gtt.bytes is None else gtt.bytes - base,
+    )
+
+
+def live_ratio(series: Series, sample: WatchSample) -> float | None:
+    """Return host cost over device memory beyond the baseline at ``sample``, or None."""
+    cost = host_cost(series, sample)
+    base = device_bytes(series.baseline.values, tracing=series.tracing) or 0
+    now = device_bytes(sample.values, tracing=series.tracing)
+    if cost is None or now is None or now - base <= 0:
+        return None
+    return cost / (now - base)
+
+
+__all__ = [
+    "TREE_RSS",
+    "DevicePeaks",
+    "Peak",
+    "WatchSummary",
+    "as_setup_run",
+    "device_series",
+    "live_ratio",
+    "settled",
+    "summarize",
+    "watch_config",
+]

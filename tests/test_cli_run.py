@@ -1,0 +1,301 @@
+"""``l0mem run`` and ``l0mem watch`` end to end, with workloads on the simulated driver.
+
+The workload (:data:`WORKLOAD`) allocates through ``l0mem.core`` on device 0
+and makes each allocation resident on device 1, the step that mirrors under
+``mirror=peer-resident``; it writes the simulator's ground truth (mirror
+bytes, device bytes) to a file the test compares with. Host signals are
+system-wide: the tests whose question is l0mem's sampling and analysis run
+on the quiet host of the watched tree (tests/support/child_site/host_model.py,
+mode ``watch``), where only the workload moves memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import sim
+from tests.support.child_site.host_model import START_VAR
+from tests.support.cli import REPO_ROOT, one_line, run_l0mem
+from tests.support.own_memory import host_env
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+WORKLOAD = r"""
+import json, os, sys, time
+from l0mem.core import drivers
+from tests.support.sim import SimControl
+
+out, steps, step, pause, code = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+hold = float(os.environ.get("WORKLOAD_HOLD", "0"))
+# Under --trace the loader loads the tracer, which forwards to the simulator.
+ctl = SimControl(os.environ.get("L0MEM_TRACE_DRIVERS") or os.environ["ZE_ENABLE_ALT_DRIVERS"].split(",")[0])
+driver = drivers()[0]
+dev0, dev1 = driver.devices()[:2]
+truth = []
+with driver.create_context([dev0, dev1]) as ctx:
+    time.sleep(2 * pause)  # samples before any device memory
+    bufs = []
+    for i in range(steps):
+        buf = ctx.allocate_device(dev0, step)
+        ctx.make_resident(dev1, buf)
+        bufs.append(buf)
+        truth.append({"mirror": ctl.mirror_bytes(), "device": ctl.device_used(0)})
+        with open(out, "w") as f:
+            json.dump(truth, f)
+        time.sleep(pause)
+    time.sleep(hold)
+    for buf in bufs:
+        buf.close()
+    time.sleep(2 * pause)
+    truth.append({"mirror": ctl.mirror_bytes(), "device": ctl.device_used(0)})
+with open(out, "w") as f:
+    json.dump(truth, f)
+sys.exit(code)
+"""
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("workload") / "workload.py"
+    path.write_text(WORKLOAD)
+    return path
+
+
+def _env(host: str | None = "watch", **config: object) -> dict[str, str]:
+    env = sim.sim_env(devices=2, **config)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return host_env(env, host) if host else env
+
+
+def _workload_args(
+    workload: Path, truth: Path, steps: int = 6, step: int = 32 * MIB, pause: float = 0.15, code: int = 0
+) -> list[str]:
+    return [sys.executable, str(workload), str(truth), str(steps), str(step), str(pause), str(code)]
+
+
+def _run(
+    args: Sequence[str], env: Mapping[str, str], workload_args: Sequence[str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return run_l0mem("run", [*args, "--", *workload_args], env, timeout=timeout)
+
+
+def test_the_workloads_exit_code_passes_through(workload: Path, tmp_path: Path) -> None:
+    truth = tmp_path / "truth.json"
+    args = _workload_args(workload, truth, steps=1, pause=0.05, code=5)
+    proc = _run(["--quiet", "--interval", "0.05"], _env(), args)
+    assert proc.returncode == 5, proc.stderr
+    assert json.loads(truth.read_text())[-1]["device"] == 0
+
+
+def test_a_command_not_found_is_127_in_one_line() -> None:
+    proc = run_l0mem("run", ["--", "/nonexistent/l0mem-no-such-command"], dict(os.environ))
+    assert proc.returncode == 127
+    assert "not found" in one_line(proc, "run")
+
+
+def _report(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    assert data["schema"].startswith("l0mem.watch/1.")
+    return data
+
+
+def test_the_host_cost_is_the_mirror_the_simulator_held(workload: Path, tmp_path: Path) -> None:
+    truth_path, report = tmp_path / "truth.json", tmp_path / "run.json"
+    args = _workload_args(workload, truth_path)
+    env = _env(mirror="peer-resident")
+    plot = tmp_path / "run.png"
+    proc = _run(
+        ["--quiet", "--interval", "0.05", "--json", str(report), "--csv", str(tmp_path / "run.csv"), "--plot", str(plot)],
+        env,
+        args,
+    )
+    assert proc.returncode == 0, proc.stderr
+    truth = json.loads(truth_path.read_text())
+    data = _report(report)
+    peak_mirror = max(t["mirror"] for t in truth)
+    assert peak_mirror == 6 * 32 * MIB
+    # On the quiet host Shmem moves by the mirror alone: its peak is the simulator's.
+    summary = data["summary"]
+    assert summary["peaks"]["shmem_growth"]["bytes"] == peak_mirror
+    # The host cost is the mirror plus the tree's own anonymous memory.
+    rss = max(s["values"].get("tree.RssAnon", 0) for s in data["samples"])
+    cost = summary["peaks"]["host_cost"]["bytes"]
+    assert peak_mirror <= cost <= peak_mirror + rss
+    # VmRSS never saw the mirror: the simulator's mirror pages are never mapped.
+    assert summary["peaks"]["tree_vmrss_growth"]["bytes"] < peak_mirror
+    assert data["exit"] == {"returncode": 0, "killed_by": None}
+    csv_lines = (tmp_path / "run.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("t,pids,host_cost,device_memory,")
+    assert len(csv_lines) == 2 + len(data["samples"])
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    # No DRM file on the simulator: no device memory signal, said so, never 0.
+    if not data["tracing"]:
+        assert summary["verdict"] == "inconclusive"
+        assert summary["peaks"]["device_memory"]["bytes"] is None
+        assert "drm" in data["unavailable"]
+
+
+def test_the_host_floor_stops_a_workload_that_grows_past_it(workload: Path, tmp_path: Path) -> None:
+    report = tmp_path / "floor.json"
+    # The quiet host starts at 64 GiB available and only the workload moves it:
+    # its mirror, 32 MiB a step, 20 steps (640 MiB), crosses a floor 160 MiB below.
+    env = {**_env(mirror="peer-resident"), START_VAR: str(64 * GIB)}
+    floor = 64 * GIB - 160 * MIB
+    args = _workload_args(workload, tmp_path / "truth.json", steps=20, pause=0.1)
+    proc = _run(
+        ["--quiet", "--interval", "0.05", "--grace", "3", "--host-floor", str(floor), "--json", str(report)],
+        env,
+        args,
+    )
+    assert proc.returncode == 3, proc.stderr
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("l0mem run: ")]
+    assert len(line) == 1 and "below the floor" in line[0], proc.stderr
+    data = _report(report)
+    assert data["floor_stop"]["signal"] == "SIGTERM"
+    assert data["exit"]["killed_by"] == "SIGTERM"
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    assert len(truth) < 20, "the workload ran to its end"
+    # Stopped before the floor was crossed: the quiet host is the workload's own memory.
+    lowest = min(s["values"]["meminfo.MemAvailable"] for s in data["samples"])
+    assert lowest >= floor
+    assert truth[-1]["mirror"] >= 64 * MIB  # it had grown toward the floor
+
+
+def test_watch_follows_a_running_workload(workload: Path, tmp_path: Path) -> None:
+    truth_path = tmp_path / "truth.json"
+    env = _env(mirror="peer-resident")
+    child = subprocess.Popen(
+        _workload_args(workload, truth_path, steps=4, pause=0.2), env=env, cwd=REPO_ROOT
+    )
+    try:
+        proc = run_l0mem("watch", ["--pid", str(child.pid), "--interval", "0.05", "--json", "-"], env)
+    finally:
+        child.wait(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert child.returncode == 0
+    # The report on stdout: the summary goes to stderr.
+    data = json.loads(proc.stdout)
+    assert data["schema"].startswith("l0mem.watch/1.")
+    assert data["mode"] == "watch" and data["pid"] == child.pid
+    assert len(data["samples"]) >= 5
+    # Not a terminal: one line per sample on stderr.
+    assert sum(ln.startswith("l0mem watch: t=") for ln in proc.stderr.splitlines()) >= 5
+    assert "verdict: " in proc.stderr
+
+
+def test_watching_another_users_process_is_one_clear_line() -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root may read every process")
+    proc = run_l0mem("watch", ["--pid", "1"], dict(os.environ))
+    assert proc.returncode == 3, proc.stderr
+    line = one_line(proc, "watch")
+    assert "permission denied" in line and "/proc/1/" in line
+
+
+def test_a_process_that_cannot_be_read_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As root every process can be read: the probe's refusal is made here.
+    from click.testing import CliRunner
+
+    import l0mem.probe
+    from l0mem.cli import cli
+
+    class Refused:
+        def __init__(self, root: int, **kwargs: object) -> None:
+            raise l0mem.probe.ProbeAccessError(f"cannot read /proc/{root}/fd: permission denied (x)")
+
+    monkeypatch.setattr(l0mem.probe, "TreeProber", Refused)
+    result = CliRunner().invoke(cli, ["watch", "--pid", "1"])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.strip() == "l0mem watch: cannot read /proc/1/fd: permission denied (x)"
+
+
+def test_a_stop_signal_is_forwarded_and_the_samples_are_kept(workload: Path, tmp_path: Path) -> None:
+    report = tmp_path / "stopped.json"
+    env = _env(mirror="peer-resident")
+    env["WORKLOAD_HOLD"] = "60"
+    args = _workload_args(workload, tmp_path / "truth.json", steps=2, pause=0.05)
+    l0mem = subprocess.Popen(
+        [sys.executable, "-m", "l0mem", "run", "--quiet", "--interval", "0.05", "--json", str(report), "--", *args],
+        env=env,
+        cwd=REPO_ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "truth.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    l0mem.send_signal(signal.SIGTERM)
+    _, stderr = l0mem.communicate(timeout=60)
+    assert l0mem.returncode == 128 + signal.SIGTERM, stderr
+    assert "interrupted by SIGTERM" in stderr
+    data = _report(report)
+    assert data["stop_signal"] == "SIGTERM"
+    assert data["exit"]["killed_by"] == "SIGTERM"
+    assert len(data["samples"]) >= 3
+
+
+@pytest.mark.parametrize(
+    ("mirror", "ratio"),
+    [("none", 1.0), ("peer-resident", 1.0), ("peer-resident", 0.5), ("all", 1.5)],
+)
+def test_traced_verdict_and_slope_match_the_simulators_ground_truth(
+    workload: Path, tmp_path: Path, mirror: str, ratio: float
+) -> None:
+    from l0mem.audit.analysis import DEFAULT_CONFIG, classify
+
+    truth_path, report = tmp_path / "truth.json", tmp_path / "run.json"
+    # 512 MiB of device memory (at most 768 MiB of mirror): a sample can fall
+    # inside a step (allocated, not yet resident, the mirror half made), so the
+    # span must be wide enough for the fit to be sure.
+    step, steps = 64 * MIB, 8
+    args = _workload_args(workload, truth_path, steps=steps, step=step, pause=0.1)
+    env = _env(mirror=mirror, mirror_ratio=ratio)
+    proc = _run(["--quiet", "--trace", "--interval", "0.04", "--json", str(report)], env, args)
+    assert proc.returncode == 0, proc.stderr
+    truth = json.loads(truth_path.read_text())
+    data = _report(report)
+    summary = data["summary"]
+    # The ground truth: the simulator's mirror per device byte at each step.
+    held = truth[:-1]
+    want = held[-1]["mirror"] / held[-1]["device"]
+    assert want == (0.0 if mirror == "none" else ratio)
+    assert summary["device_source"] == "trace"
+    assert summary["peaks"]["device_memory"]["bytes"] == held[-1]["device"] == steps * step
+    assert summary["verdict"] == classify(want, DEFAULT_CONFIG), summary["reason"]
+    slope, err = summary["slope_mib_per_gib"], summary["uncertainty_mib_per_gib"]
+    assert abs(slope - 1024 * want) <= max(err, 16), summary["reason"]
+    # The trace counted exactly what was allocated and made resident on device 1.
+    traced = {d["index"]: d for d in data["trace"]["devices"]}
+    assert traced[0]["allocated_peak"] == steps * step
+    assert traced[0]["resident_on_peak"] == {"1": steps * step}
+    if mirror != "none":
+        # The simulator's mirror pages are never mapped: VmRSS misses them.
+        assert summary["vmrss_would_miss"] is True
+
+
+def test_no_peer_residency_removes_the_peer_resident_mirror(workload: Path, tmp_path: Path) -> None:
+    truth_path, report = tmp_path / "truth.json", tmp_path / "run.json"
+    args = _workload_args(workload, truth_path, steps=4, step=32 * MIB, pause=0.1)
+    env = _env(mirror="peer-resident")
+    proc = _run(["--quiet", "--no-peer-residency", "--interval", "0.04", "--json", str(report)], env, args)
+    assert proc.returncode == 0, proc.stderr
+    truth = json.loads(truth_path.read_text())
+    assert max(t["mirror"] for t in truth) == 0
+    data = _report(report)
+    assert data["options"]["no_peer_residency"] is True
+    assert data["trace"]["skipped_calls"] == 4
+    assert data["trace"]["skipped_bytes"] == 4 * 32 * MIB
+    assert data["summary"]["verdict"] == "clean", data["summary"]["reason"]
+    assert "skipped 4 zeContextMakeMemoryResident" in proc.stderr

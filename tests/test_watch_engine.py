@@ -1,0 +1,259 @@
+"""The watch loop with recorded series: exit codes, the floor, stop signals, attach (no real memory read)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from l0mem.watch.engine import (
+    MIN_INTERVAL,
+    CommandError,
+    NoSuchProcess,
+    TreeReading,
+    Watch,
+)
+from l0mem.watch.loop import FloorError, run_workload, watch_pid
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+class _Snap:
+    def __init__(self, values: Mapping[str, int]) -> None:
+        self.values = dict(values)
+        self.unavailable = {"drm": "l0mem's own", "meminfo.GPUActive": "old kernel"}
+
+
+class _Prober:
+    """The baseline a recorded host shows."""
+
+    def __init__(self, available: int) -> None:
+        self.available = available
+
+    def snapshot(self) -> _Snap:
+        return _Snap({"host.available": self.available, "proc.VmRSS": 1, "meminfo.Shmem": GIB})
+
+
+class _Recorded:
+    """A source replaying host readings: each sample loses ``step`` bytes more, from ``start``."""
+
+    def __init__(
+        self, start: int, step: int, pids: tuple[int, ...] = (), ready: Path | None = None
+    ) -> None:
+        self.start, self.step, self.n, self.pids = start, step, 0, pids
+        self.ready = ready  # no loss before this file exists
+
+    def __call__(self, pid: int) -> _Recorded:
+        self.pids = self.pids or (pid,)
+        return self
+
+    def sample(self) -> TreeReading | None:
+        if self.ready is None or self.ready.exists():
+            self.n += 1
+        values = {"host.available": self.start - self.n * self.step, "tree.VmRSS": 10 * MIB}
+        return TreeReading(values, {"cgroup": "no cgroup v2"}, len(self.pids), self.pids)
+
+
+def _py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_the_workloads_exit_code_is_returned_and_every_sample_kept() -> None:
+    watch = Watch(interval=0.02)
+    rec = _Recorded(64 * GIB, 0)
+    result = run_workload(
+        watch,
+        _py("import time; time.sleep(0.3); raise SystemExit(7)"),
+        source_factory=rec,
+        prober=_Prober(64 * GIB),
+    )
+    assert result.returncode == 7
+    assert result.floor_stop is None and result.stop_signal is None
+    assert len(result.series.samples) == rec.n >= 2
+    # The baseline keeps the host's signals only, and why host signals are missing.
+    assert set(result.series.baseline.values) == {"host.available", "meminfo.Shmem"}
+    assert result.series.unavailable == {
+        "meminfo.GPUActive": "old kernel",
+        "cgroup": "no cgroup v2",
+    }
+    ts = [s.t for s in result.series.samples]
+    assert ts == sorted(ts) and ts[0] >= 0
+
+
+def test_a_command_that_does_not_exist_is_127_and_one_not_executable_126(tmp_path: Path) -> None:
+    with pytest.raises(CommandError) as err:
+        run_workload(
+            Watch(),
+            ["/nonexistent/l0mem-none"],
+            prober=_Prober(GIB),
+            source_factory=_Recorded(GIB, 0),
+        )
+    assert err.value.code == 127 and "not found" in str(err.value)
+    script = tmp_path / "script"
+    script.write_text("#!/bin/sh\n")
+    with pytest.raises(CommandError) as err:
+        run_workload(Watch(), [str(script)], prober=_Prober(GIB), source_factory=_Recorded(GIB, 0))
+    assert err.value.code == 126
+
+
+def test_the_floor_stops_the_workload_before_it_is_crossed() -> None:
+    floor = 60 * GIB
+    watch = Watch(interval=0.05, floor=floor, grace=5.0)
+    rec = _Recorded(64 * GIB, 256 * MIB)
+    # A workload that would run far longer than the floor allows; SIGTERM ends it.
+    result = run_workload(
+        watch, _py("import time; time.sleep(60)"), source_factory=rec, prober=_Prober(64 * GIB)
+    )
+    assert result.floor_stop is not None
+    assert result.returncode == -signal.SIGTERM
+    assert not result.floor_stop.killed
+    lowest = min(s.values["host.available"] for s in result.series.samples)
+    assert lowest >= floor, "the floor was crossed"
+    assert result.floor_stop.available - floor <= 2 * 256 * MIB
+    assert "below the floor" in result.floor_stop.message
+
+
+def test_a_workload_ignoring_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    watch = Watch(interval=0.05, floor=63 * GIB, grace=0.3)
+    ready = tmp_path / "ready"
+    code = (
+        "import pathlib, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"pathlib.Path({str(ready)!r}).touch(); time.sleep(60)"
+    )
+    # The host loses memory once the workload ignores SIGTERM.
+    rec = _Recorded(64 * GIB, 256 * MIB, ready=ready)
+    result = run_workload(watch, _py(code), source_factory=rec, prober=_Prober(64 * GIB))
+    assert result.returncode == -signal.SIGKILL
+    assert result.floor_stop is not None and result.floor_stop.killed
+
+
+def test_the_floor_already_crossed_refuses_to_start() -> None:
+    with pytest.raises(FloorError, match="already at or below the floor"):
+        run_workload(
+            Watch(floor=2 * GIB),
+            ["/nonexistent/never-started"],
+            prober=_Prober(GIB),
+            source_factory=_Recorded(GIB, 0),
+        )
+
+
+def test_the_interval_shortens_near_the_floor() -> None:
+    now = [0.0]
+    watch = Watch(interval=0.5, floor=60 * GIB, clock=lambda: now[0])
+    rec = _Recorded(64 * GIB, 0)
+    watch.set_baseline({"host.available": 64 * GIB}, {})
+    for _ in range(2):
+        now[0] += 0.5
+        watch.take(rec)
+    assert watch.next_interval() == 0.5  # nothing lost yet
+    # 1 GiB lost in 0.5 s with 3 GiB left: the floor is 1.5 s away; look 4 times before.
+    rec.start, rec.step = 66 * GIB, 1 * GIB
+    now[0] += 0.5
+    watch.take(rec)
+    assert watch.series.samples[-1].values["host.available"] == 63 * GIB
+    assert watch.next_interval() == pytest.approx(1.5 / 4)
+    assert not watch.floor_near()
+
+
+def _stop_soon(watch: Watch, signum: int, after: float) -> threading.Timer:
+    timer = threading.Timer(after, watch.request_stop, (signum,))
+    timer.start()
+    return timer
+
+
+def test_the_interval_shortens_when_little_room_is_left() -> None:
+    watch = Watch(interval=0.5, floor=10 * GIB)
+    watch.set_baseline({}, {})
+
+    class Flat:
+        def __init__(self, available: int) -> None:
+            self.available = available
+
+        def sample(self) -> TreeReading:
+            return TreeReading({"meminfo.MemAvailable": self.available}, {}, 1, (1,))
+
+    watch.take(Flat(20 * GIB))
+    assert watch.next_interval() == 0.5
+    watch.take(Flat(11 * GIB))  # 1 GiB of room: half the interval, however slow the loss
+    assert watch.next_interval() < 0.5
+    watch.take(Flat(10 * GIB + (1 << 20)))
+    assert watch.next_interval() == MIN_INTERVAL
+
+
+def test_a_stop_is_forwarded_to_the_workloads_process_group() -> None:
+    watch = Watch(interval=0.05)
+    # The workload's child too must get it: both are in the workload's group.
+    code = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    )
+    _stop_soon(watch, signal.SIGTERM, 0.5)
+    t0 = time.monotonic()
+    result = run_workload(
+        watch, _py(code), source_factory=_Recorded(64 * GIB, 0), prober=_Prober(64 * GIB)
+    )
+    assert time.monotonic() - t0 < 30
+    assert result.stop_signal == signal.SIGTERM
+    assert result.returncode == -signal.SIGTERM
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(_py("import time; time.sleep(0.6)"))
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_watch_follows_a_pid_until_it_ends(sleeper: subprocess.Popen[bytes]) -> None:
+    watch = Watch(interval=0.05)
+    rec = _Recorded(64 * GIB, MIB)
+    result = watch_pid(watch, sleeper.pid, source_factory=rec)
+    assert result.returncode is None and result.stop_signal is None
+    assert len(result.series.samples) >= 3
+    # The baseline is the first reading at attach.
+    assert result.series.baseline.values["host.available"] == 64 * GIB - MIB
+
+
+def test_a_stop_ends_a_watch_and_leaves_the_process_alone() -> None:
+    proc = subprocess.Popen(_py("import time; time.sleep(60)"))
+    try:
+        watch = Watch(interval=0.05)
+        _stop_soon(watch, signal.SIGINT, 0.3)
+        result = watch_pid(watch, proc.pid, source_factory=_Recorded(GIB, 0))
+        assert result.stop_signal == signal.SIGINT
+        assert proc.poll() is None, "watch must not touch the process it watches"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_watching_a_pid_gone_is_no_such_process() -> None:
+    class Gone:
+        def sample(self) -> None:
+            return None
+
+    with pytest.raises(NoSuchProcess):
+        watch_pid(Watch(), os.getpid(), source_factory=lambda pid: Gone())
+
+
+def test_the_floor_is_kept_on_memavailable_when_both_are_read() -> None:
+    watch = Watch(floor=10 * GIB)
+    watch.set_baseline({}, {})
+
+    class Both:
+        def sample(self) -> TreeReading:
+            # The per-CPU lists put host.available above the floor; MemAvailable is below it.
+            values = {"meminfo.MemAvailable": 9 * GIB, "host.available": 11 * GIB}
+            return TreeReading(values, {}, 1, (1,))
+
+    watch.take(Both())
+    assert watch.floor_near()

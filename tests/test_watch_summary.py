@@ -1,0 +1,190 @@
+"""The watch summary on synthetic series: peaks, fit, verdict, VmRSS blindness, charged device."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from l0mem.audit.analysis import DEFAULT_CONFIG, classify
+from l0mem.watch.series import Series, WatchSample, host_cost, trace_values
+from l0mem.watch.summary import live_ratio, summarize
+
+GIB = 1 << 30
+MIB = 1 << 20
+AVAILABLE = 64 * GIB
+PDEV0, PDEV1 = "0000:10:00.0", "0000:11:00.0"
+
+
+def _series(
+    device: list[int],
+    ratio: float,
+    *,
+    noise: int = 0,
+    rss: int = 0,
+    drm: bool = True,
+    gtt: bool = True,
+    tracing: bool = False,
+    seed: int = 1,
+) -> Series:
+    """Return a series where the host pays ``ratio`` per device byte, charged as GTT on device 1."""
+    rng = random.Random(seed)
+    base = WatchSample(0.0, {"host.available": AVAILABLE, "meminfo.Shmem": GIB})
+    samples = []
+    for i, d in enumerate(device):
+        mirror = int(ratio * d)
+        values = {
+            "host.available": AVAILABLE - mirror - rss - rng.randint(-noise, noise),
+            "meminfo.Shmem": GIB + mirror,
+            "tree.VmRSS": 50 * MIB + rss,
+        }
+        if drm:
+            values[f"drm.{PDEV0}.vram0.total"] = d
+            if gtt:
+                values[f"drm.{PDEV0}.gtt.total"] = 4 * MIB
+                values[f"drm.{PDEV1}.gtt.total"] = mirror
+        if tracing:
+            values.update(
+                trace_values(
+                    {"devices": [{"index": 0, "allocated": d, "resident_on": {"0": d, "1": d}}]}
+                )
+            )
+        samples.append(WatchSample(0.5 * (i + 1), values, pids=1))
+    return Series(base, tuple(samples), {}, tracing=tracing)
+
+
+RAMP = [0, 0, *(k * 256 * MIB for k in range(1, 9)), 2 * GIB, 0, 0]
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.5, 1.0, 2.0])
+def test_slope_and_verdict_follow_the_host_cost_per_device_byte(ratio: float) -> None:
+    summary = summarize(_series(RAMP, ratio, noise=MIB))
+    assert summary.analysis.deciding_signal == "host.available"
+    assert summary.analysis.slope == pytest.approx(1024 * ratio, abs=8)
+    assert summary.verdict == classify(ratio, DEFAULT_CONFIG)
+    assert summary.device_source == "drm"
+    assert summary.host_cost.bytes is not None
+    assert summary.host_cost.bytes == pytest.approx(ratio * 2 * GIB, abs=2 * MIB)
+    assert summary.device_memory.bytes == 2 * GIB
+    # The host came back when the device memory did.
+    assert summary.analysis.released in ((None,) if ratio == 0 else (True,))
+
+
+def test_a_mirror_charged_to_the_peer_is_named_and_vmrss_would_miss_it() -> None:
+    summary = summarize(_series(RAMP, 1.0))
+    assert summary.verdict == "mirror"
+    assert summary.charged_to == PDEV1
+    assert summary.vmrss_would_miss is True
+    assert summary.tree_rss.bytes == 50 * MIB  # the tree did not exist before the baseline
+    peaks = {d.pdev: d for d in summary.devices}
+    assert peaks[PDEV0].vram.bytes == 2 * GIB
+    assert peaks[PDEV1].gtt_growth == 2 * GIB
+    assert peaks[PDEV1].vram.unavailable is not None and peaks[PDEV1].vram.bytes is None
+    assert summary.shmem.bytes == 2 * GIB
+
+
+def test_a_mirror_in_rss_is_not_missed_by_vmrss() -> None:
+    # Host cost that is the tree's own memory: VmRSS sees it.
+    base = WatchSample(0.0, {"host.available": AVAILABLE, "tree.VmRSS": 0})
+    samples = tuple(
+        WatchSample(
+            i * 0.5,
+            {"host.available": AVAILABLE - d, "tree.VmRSS": d, f"drm.{PDEV0}.vram0.total": d},
+        )
+        for i, d in enumerate(RAMP)
+    )
+    summary = summarize(Series(base, samples, {}))
+    assert summary.verdict == "mirror"
+    assert summary.vmrss_would_miss is False
+
+
+def test_without_a_device_signal_the_verdict_is_inconclusive_and_says_why() -> None:
+    series = _series(RAMP, 1.0, drm=False)
+    series = Series(series.baseline, series.samples, {"drm": "no DRM file open"})
+    summary = summarize(series)
+    assert summary.verdict == "inconclusive"
+    assert summary.device_source is None
+    assert "no device memory signal" in summary.analysis.reason
+    assert "no DRM file open" in summary.analysis.reason
+    assert summary.device_memory.bytes is None
+    assert summary.device_memory.unavailable
+    # The host cost is still known.
+    assert summary.host_cost.bytes == 2 * GIB
+
+
+def test_a_missing_host_signal_is_unavailable_not_zero() -> None:
+    base = WatchSample(0.0, {})
+    samples = tuple(
+        WatchSample(1.0 + i, {f"drm.{PDEV0}.vram0.total": d}) for i, d in enumerate(RAMP)
+    )
+    series = Series(
+        base, samples, {"meminfo": "cannot read /proc/meminfo", "cgroup": "no cgroup v2"}
+    )
+    summary = summarize(series)
+    assert summary.host_cost.bytes is None
+    assert "cannot read /proc/meminfo" in (summary.host_cost.unavailable or "")
+    assert summary.cgroup.bytes is None and "no cgroup v2" in (summary.cgroup.unavailable or "")
+    assert summary.verdict == "inconclusive"
+    assert host_cost(series, samples[-1]) is None
+
+
+SMALL = [0, 0, *(k * 4 * MIB for k in range(1, 9))]
+
+
+def test_a_noisy_host_signal_is_passed_over_for_the_drm_gtt() -> None:
+    summary = summarize(_series(SMALL, 1.0, noise=64 * MIB, seed=3))
+    assert "too noisy" in summary.analysis.passed_over["host.available"]
+    assert summary.analysis.deciding_signal == "drm.all.host.total"
+    assert summary.verdict == "mirror"
+
+
+def test_noise_makes_a_small_span_inconclusive_not_a_verdict() -> None:
+    summary = summarize(_series(SMALL, 1.0, noise=64 * MIB, gtt=False, seed=3))
+    assert summary.verdict == "inconclusive"
+    assert "too noisy" in summary.analysis.reason
+
+
+def test_the_traced_allocations_are_the_device_series_and_residency_is_fitted() -> None:
+    summary = summarize(_series(RAMP, 1.0, drm=False, tracing=True))
+    assert summary.device_source == "trace"
+    assert summary.verdict == "mirror"
+    assert summary.per_resident_gib is not None
+    assert summary.per_resident_gib.slope == pytest.approx(1024, abs=1)
+
+
+def test_live_ratio_is_host_cost_over_device_memory() -> None:
+    series = _series(RAMP, 0.5)
+    assert live_ratio(series, series.samples[5]) == pytest.approx(0.5)
+    assert live_ratio(series, series.samples[0]) is None  # no device memory yet
+
+
+def test_summary_to_dict_is_json_data() -> None:
+    import json
+
+    data = summarize(_series(RAMP, 1.0)).to_dict()
+    again = json.loads(json.dumps(data))
+    assert again["verdict"] == "mirror"
+    assert again["peaks"]["host_cost"]["bytes"] == 2 * GIB
+    assert again["devices"][1]["pdev"] == PDEV1
+
+
+def test_samples_caught_inside_a_step_are_left_out_of_the_fit() -> None:
+    # Steps of 256 MiB, three samples each; one sample per step catches the
+    # mirror half made while the device count has not moved yet.
+    base = WatchSample(0.0, {"host.available": AVAILABLE})
+    samples, t = [], 0.0
+    for k in range(1, 9):
+        for j in range(3):
+            device = k * 256 * MIB
+            mirror = device + (128 * MIB if j == 2 and k < 8 else 0)
+            t += 0.1
+            samples.append(
+                WatchSample(t, {"host.available": AVAILABLE - mirror, f"drm.{PDEV0}.vram0.total": device})
+            )
+    series = Series(base, tuple(samples), {})
+    summary = summarize(series)
+    assert summary.verdict == "mirror"
+    assert summary.analysis.slope == pytest.approx(1024, abs=1)
+    fit = summary.analysis.fit("host.available")
+    assert fit is not None and fit.residual_mib == pytest.approx(0, abs=1e-6)
+    assert fit.points == 8  # the middle sample of each step
