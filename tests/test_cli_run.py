@@ -43,6 +43,13 @@ ctl = SimControl(os.environ.get("L0MEM_TRACE_DRIVERS") or os.environ["ZE_ENABLE_
 driver = drivers()[0]
 dev0, dev1 = driver.devices()[:2]
 truth = []
+
+def save(truth):
+    # Whole or not at all: the floor's SIGTERM may come in the middle.
+    with open(out + ".tmp", "w") as f:
+        json.dump(truth, f)
+    os.replace(out + ".tmp", out)
+
 with driver.create_context([dev0, dev1]) as ctx:
     time.sleep(2 * pause)  # samples before any device memory
     bufs = []
@@ -51,16 +58,14 @@ with driver.create_context([dev0, dev1]) as ctx:
         ctx.make_resident(dev1, buf)
         bufs.append(buf)
         truth.append({"mirror": ctl.mirror_bytes(), "device": ctl.device_used(0)})
-        with open(out, "w") as f:
-            json.dump(truth, f)
+        save(truth)
         time.sleep(pause)
     time.sleep(hold)
     for buf in bufs:
         buf.close()
     time.sleep(2 * pause)
     truth.append({"mirror": ctl.mirror_bytes(), "device": ctl.device_used(0)})
-with open(out, "w") as f:
-    json.dump(truth, f)
+save(truth)
 sys.exit(code)
 """
 

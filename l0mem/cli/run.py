@@ -1,7 +1,8 @@
 """``l0mem run -- CMD`` and ``l0mem watch --pid PID``: what a real workload costs the host.
 
-``run`` starts the command (in its own process group; stdin, stdout and
-stderr are l0mem's) and passes its exit code on; ``watch`` attaches read-only
+``run`` starts the command (in its own process group, in the terminal's
+foreground when l0mem has it; stdin, stdout and stderr are l0mem's) and
+passes its exit code on; ``watch`` attaches read-only
 to a running process. Both sample the process tree every interval, show it
 live, and end with the summary (:mod:`.run_view`) and the files asked for.
 l0mem's own lines go to stderr under ``run`` (stdout is the workload's).
@@ -246,9 +247,9 @@ def run(
     """Run a command and measure what it costs the host per GiB of device memory.
 
     The command inherits stdin, stdout and stderr and runs in its own process
-    group, which a stop signal is forwarded to (a command that reads the
-    terminal is stopped by it: give it input through a pipe or a file).
-    l0mem's own lines go to stderr.
+    group, which a stop signal is forwarded to; in a terminal that group is in
+    the foreground, as a shell's job (it reads the terminal, Ctrl-C reaches it
+    and l0mem reports what it sampled). l0mem's own lines go to stderr.
     """
     if not command:
         fail("run", ExitCode.USAGE, "no command given: l0mem run [OPTIONS] -- CMD [ARGS]...")

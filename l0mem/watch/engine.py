@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -317,11 +318,54 @@ def pidfd(pid: int) -> int | None:
         return None
 
 
-def start(command: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start ``command`` in its own process group with l0mem's stdin, stdout and stderr."""
-    group: dict[str, Any] = (
-        {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
-    )
+def foreground_terminal() -> int | None:
+    """Return standard input's descriptor when it is a terminal l0mem has in the foreground, else None."""
+    try:
+        if os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp():
+            return 0
+    except OSError:
+        pass
+    return None
+
+
+def _set_foreground(fd: int, pgid: int) -> None:
+    """Make ``pgid`` the terminal's foreground group, from any group (SIGTTOU held off)."""
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(fd, pgid)
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
+def reclaim_terminal(fd: int | None) -> None:
+    """Take the terminal back for l0mem's own process group after the workload ended."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            _set_foreground(fd, os.getpgrp())
+
+
+def start(
+    command: Sequence[str], env: Mapping[str, str] | None = None, *, terminal: int | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` in its own process group with l0mem's stdin, stdout and stderr.
+
+    With ``terminal`` (see :func:`foreground_terminal`) the workload's group gets
+    the terminal's foreground, as a shell gives it to a job: it can read the
+    terminal (a background group reading it is stopped by SIGTTIN) and Ctrl-C
+    reaches it; l0mem keeps watching from the background.
+    """
+    group: dict[str, Any]
+    if terminal is not None:
+
+        def foreground() -> None:
+            os.setpgrp()
+            _set_foreground(terminal, os.getpgrp())
+
+        group = {"preexec_fn": foreground}
+    elif sys.version_info >= (3, 11):
+        group = {"process_group": 0}
+    else:
+        group = {"preexec_fn": os.setpgrp}
     try:
         return subprocess.Popen(list(command), env=None if env is None else dict(env), **group)
     except FileNotFoundError:
@@ -361,7 +405,9 @@ __all__ = [
     "WatchResult",
     "available",
     "baseline_values",
+    "foreground_terminal",
     "pidfd",
+    "reclaim_terminal",
     "signal_tree",
     "start",
 ]

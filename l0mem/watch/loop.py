@@ -25,7 +25,9 @@ from l0mem.watch.engine import (
     WatchResult,
     available,
     baseline_values,
+    foreground_terminal,
     pidfd,
+    reclaim_terminal,
     signal_tree,
     start,
 )
@@ -74,7 +76,8 @@ def run_workload(
     """Start ``command`` and sample its tree until it ends; keep the floor, forward a stop."""
     take_baseline(watch, prober)
     check_floor(watch)
-    proc = start(command, env)
+    terminal = foreground_terminal()
+    proc = start(command, env, terminal=terminal)
     fd = pidfd(proc.pid)
     floor_stop: FloorStop | None = None
     stopped_at: float | None = None  # when SIGTERM (or the user's signal) was sent
@@ -112,12 +115,14 @@ def run_workload(
     except BaseException:
         # l0mem itself failed: the workload must not run on unwatched.
         signal_tree(proc.pid, pids, signal.SIGTERM)
+        reclaim_terminal(terminal)
         raise
     finally:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
     returncode = proc.wait()
+    reclaim_terminal(terminal)
     if floor_stop is not None and killed:
         floor_stop = FloorStop(
             floor_stop.t, floor_stop.available, floor_stop.floor, "SIGTERM", True

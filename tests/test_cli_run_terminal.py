@@ -1,0 +1,82 @@
+"""``l0mem run`` in a terminal: the workload gets the terminal's foreground, as a shell job does.
+
+The workload runs in a process group of its own (so that a stop reaches all
+of it); a background group that reads its terminal is stopped by SIGTTIN. In
+a terminal l0mem hands the foreground to the workload's group and takes it
+back after, so an interactive program (a chat front end, a REPL) reads its
+input and Ctrl-C reaches it. The terminal here is a pseudo-terminal l0mem
+runs in as a session leader, as in a login shell's window.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import sys
+import time
+
+from tests.support.cli import REPO_ROOT
+
+HANG_S = 60.0
+
+
+def _in_a_terminal(argv: list[str], typed: bytes) -> tuple[int, bytes]:
+    """Run ``argv`` on a new pseudo-terminal, type ``typed``; return its wait status and output."""
+    pid, master = pty.fork()
+    if pid == 0:  # the child: session leader with the terminal, in the foreground
+        try:
+            os.chdir(REPO_ROOT)
+            env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "120"}
+            os.execve(sys.executable, [sys.executable, *argv], env)
+        finally:
+            os._exit(127)
+    output = b""
+    deadline = time.monotonic() + HANG_S
+    try:
+        time.sleep(0.5)
+        os.write(master, typed)
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if not ready:
+                if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                    break
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: every process of the terminal closed it
+                break
+            if not chunk:
+                break
+            output += chunk
+        else:
+            raise AssertionError(f"hung (stopped reading its terminal?): {output!r}")
+        _, status = os.waitpid(pid, 0)
+        return status, output
+    finally:
+        os.close(master)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def test_an_interactive_workload_reads_the_terminal_and_ends() -> None:
+    status, output = _in_a_terminal(
+        ["-m", "l0mem", "run", "--quiet", "--", "sh", "-c", 'read line; echo "got:$line"'],
+        b"hello\n",
+    )
+    assert b"got:hello" in output, output
+    assert os.waitstatus_to_exitcode(status) == 0, output
+
+
+def test_ctrl_c_in_the_terminal_reaches_the_workload_and_l0mem_reports() -> None:
+    # Ctrl-C goes to the terminal's foreground group, the workload's: it ends by
+    # SIGINT and l0mem, which kept watching, ends as the shell would say (130).
+    status, output = _in_a_terminal(
+        ["-m", "l0mem", "run", "--", "sh", "-c", "echo ready; sleep 30"], b"\x03"
+    )
+    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGINT, output
+    assert b"verdict" in output, output  # the summary was shown: what was sampled is kept
