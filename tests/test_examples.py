@@ -111,3 +111,37 @@ def test_ci_workflow_audit_and_compare_commands_are_valid(
             assert ctx.params["remedies"] is True
         else:
             assert ctx.params["current"] == Path("audit.json")
+
+
+def _job(devices: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run examples/peer_resident_job.py under ``l0mem run ARGS`` on the simulator."""
+    env = own_memory.host_env(sim.sim_env(devices=devices, mirror="peer-resident"), "watch")
+    env["PYTHONPATH"] = str(ROOT)
+    job = [sys.executable, str(EXAMPLES / "peer_resident_job.py"), "--gib", "0.25"]
+    job += ["--steps", "4", "--pause", "0.05", "--hold", "0.1"]
+    return subprocess.run(
+        [sys.executable, "-m", "l0mem", "run", *args, "--", *job],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_peer_resident_job_is_what_the_run_section_traces() -> None:
+    import json
+
+    result = _job(2, "--quiet", "--trace", "--interval", "0.03", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    trace = json.loads(result.stdout)["trace"]
+    (owner,) = [d for d in trace["devices"] if d["index"] == 0]
+    assert owner["allocated_peak"] == 256 << 20 and owner["allocated"] == 0
+    assert owner["resident_on_peak"] == {"1": 256 << 20}
+
+
+def test_the_peer_resident_job_says_when_there_is_no_peer() -> None:
+    result = _job(1, "--quiet")
+    assert result.returncode == 3, result.stderr
+    assert "peer_resident_job: needs two devices" in result.stderr
