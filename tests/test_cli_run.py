@@ -27,6 +27,7 @@ from tests.support import sim
 from tests.support.child_site.host_model import START_VAR
 from tests.support.cli import REPO_ROOT, one_line, run_l0mem
 from tests.support.own_memory import host_env
+from tests.support.users import as_other_user
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -200,12 +201,43 @@ def test_watch_follows_a_running_workload(workload: Path, tmp_path: Path) -> Non
 
 
 def test_watching_another_users_process_is_one_clear_line() -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root may read every process")
+    # A process of root watched by nobody (as root: from a fork that became nobody).
+    target = subprocess.Popen(["sleep", "60"])
+
+    def watch() -> str:
+        from click.testing import CliRunner
+
+        from l0mem.cli import cli
+
+        result = CliRunner().invoke(cli, ["watch", "--pid", str(target.pid)])
+        return json.dumps({"code": result.exit_code, "stderr": result.stderr})
+
+    try:
+        if os.geteuid() != 0:
+            got = json.loads(_watch_pid_1())  # the sleep is ours: pid 1 is root's
+        else:
+            # nobody may not read the interpreter's own files: every module the
+            # command needs is imported here first, by watching as root.
+            from click.testing import CliRunner
+
+            from l0mem.cli import cli
+
+            warm = ["watch", "--pid", str(target.pid), "--duration", "0.2", "--quiet"]
+            assert CliRunner().invoke(cli, warm).exit_code == 0
+            got = json.loads(as_other_user(watch))
+    finally:
+        target.kill()
+        target.wait()
+    assert got["code"] == 3, got
+    lines = got["stderr"].strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("l0mem watch: "), got
+    assert "permission denied" in lines[0] and "/proc/" in lines[0], got
+
+
+def _watch_pid_1() -> str:
+    """Return what ``l0mem watch --pid 1`` says to a user who is not root."""
     proc = run_l0mem("watch", ["--pid", "1"], dict(os.environ))
-    assert proc.returncode == 3, proc.stderr
-    line = one_line(proc, "watch")
-    assert "permission denied" in line and "/proc/1/" in line
+    return json.dumps({"code": proc.returncode, "stderr": proc.stderr})
 
 
 def test_a_process_that_cannot_be_read_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,13 +18,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from l0mem.probe import ProbeAccessError, ProcessGone, TreeProber, process_tree
 from l0mem.probe.signals import describe
+from tests.support.users import as_other_user
 
 DATA = Path(__file__).parent / "data" / "fdinfo"
 KiB = 1024
@@ -32,7 +33,6 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 XE, XE2, I915 = "drm.0000:03:00.0", "drm.0000:83:00.0", "drm.0000:4d:00.0"
 CGROUP = "user.slice/job.scope"
-NOBODY = 65534
 
 
 class FakeProc:
@@ -233,32 +233,6 @@ def test_tree_signals_are_host_side_and_rising():
 
 
 # --- permission ---------------------------------------------------------------------
-
-
-def as_other_user(fn: Callable[[], str]) -> str:
-    """Return ``fn()`` run as this user, or (when root) in a fork that became nobody."""
-    if os.geteuid() != 0:
-        return fn()
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 0
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            out = fn()
-        except BaseException as e:  # any failure is the parent's to report
-            out, code = f"child failed: {type(e).__name__}: {e}", 1
-        os.write(write, out.encode())
-        os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as f:
-        text = f.read().decode()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, text
-    return text
 
 
 def access_error(root: int, proc_root: str = "/proc") -> str:
