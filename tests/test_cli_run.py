@@ -141,6 +141,9 @@ def test_the_host_cost_is_the_mirror_the_simulator_held(workload: Path, tmp_path
     # VmRSS never saw the mirror: the simulator's mirror pages are never mapped.
     assert summary["peaks"]["tree_vmrss_growth"]["bytes"] < peak_mirror
     assert data["exit"] == {"returncode": 0, "killed_by": None}
+    # Untraced, l0mem cannot tell whose devices these are: no simulator claim.
+    assert data["simulated"] is False and "SIMULATOR" not in proc.stderr
+    assert data["environment"]["ZESIM_MIRROR"] == "peer-resident"
     csv_lines = (tmp_path / "run.csv").read_text().splitlines()
     assert csv_lines[0].startswith("t,pids,host_cost,device_memory,")
     assert len(csv_lines) == 2 + len(data["samples"])
@@ -182,7 +185,9 @@ def test_watch_follows_a_running_workload(workload: Path, tmp_path: Path) -> Non
     truth_path = tmp_path / "truth.json"
     env = _env(mirror="peer-resident")
     child = subprocess.Popen(
-        _workload_args(workload, truth_path, steps=4, pause=0.2), env=env, cwd=REPO_ROOT
+        _workload_args(workload, truth_path, steps=4, pause=0.2),
+        env={**env, "ZESIM_MIRROR_RATIO": "0.5"},
+        cwd=REPO_ROOT,
     )
     try:
         proc = run_l0mem("watch", ["--pid", str(child.pid), "--interval", "0.05", "--json", "-"], env)
@@ -194,6 +199,8 @@ def test_watch_follows_a_running_workload(workload: Path, tmp_path: Path) -> Non
     data = json.loads(proc.stdout)
     assert data["schema"].startswith("l0mem.watch/1.")
     assert data["mode"] == "watch" and data["pid"] == child.pid
+    # The watched process's own environment, not l0mem's.
+    assert data["environment"]["ZESIM_MIRROR_RATIO"] == "0.5"
     assert len(data["samples"]) >= 5
     # Not a terminal: one line per sample on stderr.
     assert sum(ln.startswith("l0mem watch: t=") for ln in proc.stderr.splitlines()) >= 5
@@ -336,3 +343,7 @@ def test_no_peer_residency_removes_the_peer_resident_mirror(workload: Path, tmp_
     assert data["trace"]["skipped_bytes"] == 4 * 32 * MIB
     assert data["summary"]["verdict"] == "clean", data["summary"]["reason"]
     assert "skipped 4 zeContextMakeMemoryResident" in proc.stderr
+    # The tracer saw the simulator's devices: labelled, never a hardware result.
+    assert data["simulated"] is True and "SIMULATOR" in proc.stderr
+    assert data["environment"]["ZESIM_MIRROR"] == "peer-resident"
+    assert data["environment"]["ZE_ENABLE_ALT_DRIVERS"].endswith("libl0mem_trace.so")

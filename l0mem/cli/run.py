@@ -40,6 +40,7 @@ from l0mem.cli._options import checked_floor, finite, json_option, parse_floor
 from l0mem.cli._signals import handling
 from l0mem.cli.run_view import Progress, summary_view
 from l0mem.files import ReportWriteError
+from l0mem.probe import read_environ
 from l0mem.trace import TraceSession
 from l0mem.watch import (
     DEFAULT_GRACE,
@@ -290,6 +291,7 @@ def run(
         "mode": "run",
         "command": list(command),
         "pid": None,
+        "environment": os.environ if env is None else env,
         "options": {
             "interval": interval,
             "host_floor": host_floor,
@@ -351,6 +353,7 @@ def watch(
     console = output(highlight=False, stderr=True)
     progress = Progress(console, "watch", quiet=quiet, live=console.is_terminal)
     watcher = Watch(interval=interval, on_sample=progress)
+    environment = read_environ(pid)  # at attach: gone once the process ended
     try:
         with reporting("watch"), _stop_on_signals(watcher), progress:
             result = watch_pid(watcher, pid, duration=duration)
@@ -362,6 +365,7 @@ def watch(
         "mode": "watch",
         "command": None,
         "pid": pid,
+        "environment": environment,
         "options": {"interval": interval, "duration": duration},
     }
     summary = _finish(

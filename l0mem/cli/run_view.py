@@ -27,6 +27,7 @@ from l0mem.watch import (
     host_cost,
     live_ratio,
 )
+from l0mem.watch.export import simulated
 
 
 def _size(value: int | None) -> str:
@@ -132,6 +133,8 @@ def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[s
     slope = analysis.slope
     fit = analysis.fit(analysis.deciding_signal) if analysis.deciding_signal else None
     head = f"verdict: [bold]{analysis.verdict}[/bold]"
+    if simulated(result.trace):
+        head = f"[bold]SIMULATOR[/bold] (l0mem's simulated driver: not a hardware result) {head}"
     if slope is not None and fit is not None:
         head += (
             f", {slope:.0f} +/- {fit.uncertainty or 0:.0f} MiB host per GiB device "

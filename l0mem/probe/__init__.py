@@ -14,6 +14,7 @@ machines without any GPU runtime.
 """
 
 from l0mem.probe.host import MeminfoError, mem_available, mem_total, read_meminfo
+from l0mem.probe.readers import read_environ
 from l0mem.probe.snapshot import Prober, Snapshot, changes, take_snapshot
 from l0mem.probe.tree import ProbeAccessError, ProcessGone, TreeProber, TreeSample, process_tree
 
@@ -29,6 +30,7 @@ __all__ = [
     "mem_available",
     "mem_total",
     "process_tree",
+    "read_environ",
     "read_meminfo",
     "take_snapshot",
 ]

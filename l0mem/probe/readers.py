@@ -296,3 +296,18 @@ def locate_all(
             ("drm", locate_drm(proc_root)),
         ]
     )
+
+
+def read_environ(pid: int, proc_root: str = "/proc") -> dict[str, str] | None:
+    """Return the environment process ``pid`` started with, or None where it cannot be read."""
+    try:
+        with open(os.path.join(proc_root, str(pid), "environ"), "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    out: dict[str, str] = {}
+    for entry in raw.split(b"\0"):
+        name, sep, value = entry.decode("utf-8", "replace").partition("=")
+        if sep and name:
+            out[name] = value
+    return out

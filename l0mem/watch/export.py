@@ -17,6 +17,8 @@ from l0mem import __version__
 from l0mem.audit.analysis import cost_series
 from l0mem.audit.model import AnalysisConfig, utc_now
 from l0mem.audit.report import MissingDependencyError
+from l0mem.backends.base import is_simulator_name
+from l0mem.driverenv import recorded_environment
 from l0mem.files import PathLike, json_bytes, write_bytes
 from l0mem.watch.engine import WatchResult
 from l0mem.watch.series import (
@@ -54,6 +56,12 @@ def ending(result: WatchResult) -> dict[str, Any]:
     }
 
 
+def simulated(trace: Mapping[str, Any] | None) -> bool:
+    """Return True when the tracer saw a device of l0mem's simulated driver."""
+    devices = [] if trace is None else trace.get("devices", [])
+    return any(is_simulator_name(str(d.get("name", ""))) for d in devices)
+
+
 def document(
     result: WatchResult,
     summary: WatchSummary,
@@ -63,6 +71,7 @@ def document(
     pid: int | None,
     options: Mapping[str, Any],
     config: AnalysisConfig,
+    environment: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Return the JSON document of one watch (schema :data:`SCHEMA`)."""
     series = result.series
@@ -77,6 +86,8 @@ def document(
         "exit": ending(result),
         "stop_signal": _signal_name(result.stop_signal),
         "floor_stop": None if result.floor_stop is None else result.floor_stop.to_dict(),
+        "environment": None if environment is None else recorded_environment(environment),
+        "simulated": simulated(result.trace),
         "tracing": series.tracing,
         "trace": result.trace,
         "unavailable": dict(series.unavailable),
