@@ -158,27 +158,44 @@ def plot_signal(report: AuditReport, run: SetupRun) -> str | None:
     return next((s for s in priority if s in recorded), None)
 
 
-def write_plot(report: AuditReport, path: PathLike) -> None:
-    """Plot host memory cost (MiB) against device GiB per set-up to a PNG or SVG, atomically."""
+def new_figure(path: PathLike, width: float, height: float) -> tuple[Any, str]:
+    """Return an empty matplotlib Figure and the format ``path`` asks for (.png or .svg).
+
+    Raise ValueError for another suffix and MissingDependencyError without matplotlib.
+    """
     fmt = _PLOT_FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
         raise ValueError(f"{path}: plot file must end in .png or .svg")
     try:
         # Figure without pyplot: no global backend state, no display needed (Agg canvas).
-        import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
         raise MissingDependencyError(
             "plotting needs matplotlib: install the plot extra (pip install 'l0mem[plot]')"
         ) from None
+    return Figure(figsize=(width, height), layout="constrained"), fmt
 
+
+def save_figure(fig: Any, fmt: str, path: PathLike) -> None:
+    """Write ``fig`` to ``path`` in ``fmt``, atomically."""
+    import matplotlib
+
+    buf = io.BytesIO()
+    # Text kept as text in an SVG: smaller, searchable, and its labels readable by tools.
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(buf, format=fmt)
+    write_bytes(path, buf.getvalue())
+
+
+def write_plot(report: AuditReport, path: PathLike) -> None:
+    """Plot host memory cost (MiB) against device GiB per set-up to a PNG or SVG, atomically."""
     setups: dict[str, list[SetupRun]] = {}
     for run in report.runs:
         if run.samples:
             setups.setdefault(run.setup, []).append(run)
     ncols = min(3, max(1, len(setups)))
     nrows = max(1, math.ceil(len(setups) / ncols))
-    fig = Figure(figsize=(5.0 * ncols, 3.8 * nrows), layout="constrained")
+    fig, fmt = new_figure(path, 5.0 * ncols, 3.8 * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     title = "Host memory cost of device allocations"
     plotted = [r for runs in setups.values() for r in runs]
@@ -221,11 +238,7 @@ def write_plot(report: AuditReport, path: PathLike) -> None:
     for ax in axes[len(setups) :]:
         if setups:
             ax.set_axis_off()
-    buf = io.BytesIO()
-    # Text kept as text in an SVG: smaller, searchable, and its labels readable by tools.
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(buf, format=fmt)
-    write_bytes(path, buf.getvalue())
+    save_figure(fig, fmt, path)
 
 
 # ---------------------------------------------------------------- terminal rows

@@ -22,7 +22,7 @@ import functools
 import os
 import time
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from l0mem.probe import readers, signals
@@ -111,14 +111,22 @@ class Prober:
         """Return a :class:`Snapshot` of every source, plus the caller's ``sysman.*`` values."""
         added = check_extra(extra) if extra else {}
         t = time.monotonic()
-        values: dict[str, int] = {}
-        gaps = dict(self._absent)
-        for reader in self._readers:
-            found, missing = reader.read()
-            values.update(found)
-            gaps.update(missing)
+        values, gaps = read_all(self._readers, self._absent)
         finish(values, gaps, added)
         return Snapshot(t, values, gaps)
+
+
+def read_all(
+    sources: Iterable[readers.Reader], absent: Mapping[str, str]
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Return the values every source read now, and why each absent signal or source is absent."""
+    values: dict[str, int] = {}
+    gaps = dict(absent)
+    for reader in sources:
+        found, missing = reader.read()
+        values.update(found)
+        gaps.update(missing)
+    return values, gaps
 
 
 def finish(values: dict[str, int], gaps: dict[str, str], added: Mapping[str, int]) -> None:

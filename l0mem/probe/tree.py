@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping
 
 from l0mem.probe import parse, readers
 from l0mem.probe.readers import GONE_ERRNOS, read_text
-from l0mem.probe.snapshot import Snapshot, check_extra, finish
+from l0mem.probe.snapshot import Snapshot, check_extra, finish, read_all
 
 _DENIED = frozenset({errno.EACCES, errno.EPERM})
 _ENDED_STATES = frozenset({"Z", "X"})  # zombie or dead: nothing left to measure
@@ -259,12 +259,7 @@ class TreeProber:
         """Return a :class:`TreeSample` of the tree now; raise ProcessGone when it has ended."""
         added = check_extra(extra) if extra else {}
         t = time.monotonic()
-        values: dict[str, int] = {}
-        gaps = dict(self._absent)
-        for reader in self._readers:
-            found, missing = reader.read()
-            values.update(found)
-            gaps.update(missing)
+        values, gaps = read_all(self._readers, self._absent)
         scan = None if self._children_files else parent_map(self.proc_root)
         walked: list[int] = []
         live: list[int] = []

@@ -10,13 +10,12 @@ import csv
 import io
 import signal
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from l0mem import __version__
 from l0mem.audit.analysis import cost_series
 from l0mem.audit.model import AnalysisConfig, utc_now
-from l0mem.audit.report import MissingDependencyError
+from l0mem.audit.report import new_figure, save_figure
 from l0mem.backends.base import is_simulator_name
 from l0mem.driverenv import recorded_environment
 from l0mem.files import PathLike, json_bytes, write_bytes
@@ -134,22 +133,11 @@ def write_csv(series: Series, path: PathLike) -> None:
     write_bytes(path, csv_text(series).encode())
 
 
-_PLOT_FORMATS = {".png": "png", ".svg": "svg"}
 
 
 def write_plot(series: Series, summary: WatchSummary, path: PathLike, *, title: str) -> None:
     """Plot host and device memory over time, and host against device with the fit (PNG or SVG)."""
-    fmt = _PLOT_FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise ValueError(f"{path}: plot file must end in .png or .svg")
-    try:
-        import matplotlib
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise MissingDependencyError(
-            "plotting needs matplotlib: install the plot extra (pip install 'l0mem[plot]')"
-        ) from None
-    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    fig, fmt = new_figure(path, 12, 4.8)
     over_time, against = fig.subplots(1, 2)
     fig.suptitle(f"{title}: {summary.verdict}")
     ts = [s.t for s in series.samples]
@@ -202,10 +190,7 @@ def write_plot(series: Series, summary: WatchSummary, path: PathLike, *, title: 
     against.set_ylabel("host memory cost (MiB)")
     against.grid(True, alpha=0.3)
     against.legend(fontsize="small")
-    buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(buf, format=fmt)
-    write_bytes(path, buf.getvalue())
+    save_figure(fig, fmt, path)
 
 
 __all__ = [

@@ -132,55 +132,22 @@ def tree_mirror_bytes(pids: tuple[int, ...], proc_root: str = "/proc") -> int:
     return total
 
 
-def quiet_values(
-    values: Mapping[str, int], first: dict[str, int], start: int | None = None
-) -> dict[str, int]:
-    """Return ``values`` with the system-wide signals as a host moved by this process alone.
-
-    ``first`` holds the process's first snapshot (filled on the first call);
-    ``start``, if given, is the MemAvailable the quiet host starts from.
-    """
-    own = values[TRUTH_KEY] + values.get("proc.RssAnon", 0)
-    if not first:
-        first.update(values)
-        first["own"] = own
-        if start is not None:
-            shift = start - first["meminfo.MemAvailable"]
-            for name in ("meminfo.MemAvailable", "host.available"):
-                if name in first:
-                    first[name] += shift
-    moved = own - first["own"]
-    mirror = values[TRUTH_KEY] - first[TRUTH_KEY]
-    out = dict(values)
-    for name in values:
-        if not name.startswith(SYSTEM_SOURCES) or name not in first:
-            continue
-        base = first[name]
-        if name in FALLING:
-            out[name] = max(base - moved, 0)
-        elif name in RISING:
-            out[name] = base + moved
-        elif name in MIRROR_ONLY:
-            out[name] = base + mirror
-        else:
-            out[name] = base
-    return out
+def _first(first: dict[str, int], values: Mapping[str, int], own: int, mirror: int, start: int | None) -> None:
+    """Fill ``first`` on the first call: the values, own memory and mirror, and the pinned start."""
+    if first:
+        return
+    first.update(values)
+    first["own"], first["mirror"] = own, mirror
+    if start is not None and "meminfo.MemAvailable" in first:
+        # Both available signals shift; their difference (the per-CPU lists) stays.
+        shift = start - first["meminfo.MemAvailable"]
+        for name in ("meminfo.MemAvailable", "host.available"):
+            if name in first:
+                first[name] += shift
 
 
-def quiet_tree_values(
-    values: Mapping[str, int], own: int, mirror: int, first: dict[str, int]
-) -> dict[str, int]:
-    """Return ``values`` with the system-wide signals moved by the watched tree's ``own`` memory alone."""
-    if not first:
-        first.update(values)
-        first["own"], first["mirror"] = own, mirror
-        start = os.environ.get(START_VAR)
-        if start and "meminfo.MemAvailable" in first:
-            # As quiet_values: both available signals shift, their difference stays.
-            shift = int(start) - first["meminfo.MemAvailable"]
-            for name in ("meminfo.MemAvailable", "host.available"):
-                if name in first:
-                    first[name] += shift
+def _moved_host(values: Mapping[str, int], first: Mapping[str, int], own: int, mirror: int) -> dict[str, int]:
+    """Return ``values`` with each system-wide signal moved from its first value by own memory alone."""
     moved, grown = own - first["own"], mirror - first["mirror"]
     out = dict(values)
     for name in values:
@@ -196,6 +163,28 @@ def quiet_tree_values(
         else:
             out[name] = base
     return out
+
+
+def quiet_values(
+    values: Mapping[str, int], first: dict[str, int], start: int | None = None
+) -> dict[str, int]:
+    """Return ``values`` with the system-wide signals as a host moved by this process alone.
+
+    ``first`` holds the process's first snapshot (filled on the first call);
+    ``start``, if given, is the MemAvailable the quiet host starts from.
+    """
+    own = values[TRUTH_KEY] + values.get("proc.RssAnon", 0)
+    _first(first, values, own, values[TRUTH_KEY], start)
+    return _moved_host(values, first, own, values[TRUTH_KEY])
+
+
+def quiet_tree_values(
+    values: Mapping[str, int], own: int, mirror: int, first: dict[str, int]
+) -> dict[str, int]:
+    """Return ``values`` with the system-wide signals moved by the watched tree's ``own`` memory alone."""
+    start = os.environ.get(START_VAR)
+    _first(first, values, own, mirror, int(start) if start else None)
+    return _moved_host(values, first, own, mirror)
 
 
 def install_watch() -> None:
