@@ -257,3 +257,38 @@ def test_the_floor_is_kept_on_memavailable_when_both_are_read() -> None:
 
     watch.take(Both())
     assert watch.floor_near()
+
+
+class _MovingTracer:
+    """A tracer whose device memory moves during the first ``moving`` host readings."""
+
+    def __init__(self, moving: int) -> None:
+        self.allocated, self.moving = 0, moving
+
+    def poll(self) -> object:
+        if self.moving > 0:
+            self.moving -= 1
+            self.allocated += 64 * MIB
+        allocated = self.allocated
+
+        class Totals:
+            def to_dict(self) -> dict[str, object]:
+                device = {"index": 0, "allocated": allocated, "resident_on": {}}
+                return {"devices": [device]}
+
+        return Totals()
+
+
+@pytest.mark.parametrize(("moving", "readings"), [(0, 1), (1, 1), (2, 2), (3, 3), (10, 3)])
+def test_a_host_reading_is_taken_again_while_traced_device_memory_moves(
+    moving: int, readings: int
+) -> None:
+    # A reading whose device memory changed under it pairs host memory with the
+    # wrong device memory (a call half done): taken again, a bounded number of times.
+    source = _Recorded(64 * GIB, MIB)
+    tracer = _MovingTracer(moving)
+    watch = Watch(interval=0.1, tracer=tracer)  # type: ignore[arg-type]
+    watch.take(source)
+    assert source.n == readings
+    (sample,) = watch.series.samples
+    assert sample.values["trace.0.allocated"] == tracer.allocated

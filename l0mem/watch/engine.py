@@ -238,13 +238,25 @@ class Watch:
 
     def take(self, source: Source) -> TreeReading | None:
         """Take one sample of ``source`` (with the tracer's totals); None when the tree is gone."""
-        reading = source.sample()
+        traced: dict[str, int] = {}
+        if self.tracer is None:
+            reading = source.sample()
+        else:
+            # The tracer's totals must hold still across the host reading, or the
+            # sample pairs host memory half a step away from its device memory
+            # (allocated, not yet resident): read again, a few times at most.
+            before = trace_values(self.tracer.poll().to_dict())
+            for _ in range(RETAKES):
+                reading = source.sample()
+                self._trace = self.tracer.poll().to_dict()
+                traced = trace_values(self._trace)
+                if traced == before or reading is None:
+                    break
+                before = traced
         if reading is None:
             return None
         values = dict(reading.values)
-        if self.tracer is not None:
-            self._trace = self.tracer.poll().to_dict()
-            values.update(trace_values(self._trace or {}))
+        values.update(traced)
         self._note(reading.unavailable)
         sample = WatchSample(round(self.clock() - self._start, 4), values, reading.pids)
         self._samples.append(sample)
@@ -305,6 +317,10 @@ class Watch:
         if self.tracer is not None:
             self._trace = self.tracer.poll().to_dict()
         return self._trace
+
+
+# Host readings taken again while the traced device memory moves (see Watch.take).
+RETAKES = 3
 
 
 def pidfd(pid: int) -> int | None:
