@@ -287,7 +287,7 @@ def test_a_host_reading_is_taken_again_while_traced_device_memory_moves(
     # wrong device memory (a call half done): taken again, a bounded number of times.
     source = _Recorded(64 * GIB, MIB)
     tracer = _MovingTracer(moving)
-    watch = Watch(interval=0.1, tracer=tracer)  # type: ignore[arg-type]
+    watch = Watch(interval=0.1, tracer=tracer)
     watch.take(source)
     assert source.n == readings
     (sample,) = watch.series.samples
