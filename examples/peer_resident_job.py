@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gib", type=float, default=1.0, help="device memory to allocate")
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--pause", type=float, default=0.3, help="seconds between steps")
-    parser.add_argument("--hold", type=float, default=1.0, help="seconds to hold it all")
+    parser.add_argument("--pause", type=float, default=1.0, help="seconds between steps")
+    parser.add_argument("--hold", type=float, default=2.0, help="seconds to hold it all")
     args = parser.parse_args(argv)
     devices = [d for driver in drivers() for d in driver.devices()]
     if len(devices) < 2:
