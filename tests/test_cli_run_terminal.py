@@ -22,8 +22,11 @@ from tests.support.cli import REPO_ROOT
 HANG_S = 60.0
 
 
-def _in_a_terminal(argv: list[str], typed: bytes) -> tuple[int, bytes]:
-    """Run ``argv`` on a new pseudo-terminal, type ``typed``; return its wait status and output."""
+def _in_a_terminal(argv: list[str], typed: bytes, after: bytes = b"") -> tuple[int, bytes]:
+    """Run ``argv`` on a new pseudo-terminal, type ``typed`` once ``after`` was shown.
+
+    Return its wait status and everything it printed.
+    """
     pid, master = pty.fork()
     if pid == 0:  # the child: session leader with the terminal, in the foreground
         try:
@@ -34,10 +37,12 @@ def _in_a_terminal(argv: list[str], typed: bytes) -> tuple[int, bytes]:
             os._exit(127)
     output = b""
     deadline = time.monotonic() + HANG_S
+    typed_yet = False
     try:
-        time.sleep(0.5)
-        os.write(master, typed)
         while time.monotonic() < deadline:
+            if not typed_yet and after in output:
+                os.write(master, typed)
+                typed_yet = True
             ready, _, _ = select.select([master], [], [], 0.2)
             if not ready:
                 if os.waitpid(pid, os.WNOHANG) != (0, 0):
@@ -76,7 +81,7 @@ def test_ctrl_c_in_the_terminal_reaches_the_workload_and_l0mem_reports() -> None
     # Ctrl-C goes to the terminal's foreground group, the workload's: it ends by
     # SIGINT and l0mem, which kept watching, ends as the shell would say (130).
     status, output = _in_a_terminal(
-        ["-m", "l0mem", "run", "--", "sh", "-c", "echo ready; sleep 30"], b"\x03"
+        ["-m", "l0mem", "run", "--", "sh", "-c", "echo ready; sleep 30"], b"\x03", b"ready"
     )
     assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGINT, output
     assert b"verdict" in output, output  # the summary was shown: what was sampled is kept
