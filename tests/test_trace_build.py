@@ -181,6 +181,28 @@ def test_a_partial_record_waits_for_the_next_poll(tmp_path: Path) -> None:
     assert session.totals().lost_records == 3  # the record left incomplete
 
 
+def test_a_call_is_in_flight_from_its_begin_record_to_its_own(tmp_path: Path) -> None:
+    session = TraceSession(tmp_path)
+    pid = os.getpid()
+    path = session.directory / f"{pid}-1.l0trace"
+    path.write_bytes(
+        _header(Kind.PROCESS, size=1, aux=pid)
+        + _device(0, b"\x01" * 16, "card zero")
+        + _header(Kind.BEGIN, aux=Kind.ALLOC_DEVICE)
+    )
+    assert session.poll().in_flight == 1
+    with path.open("ab") as f:
+        f.write(_header(Kind.ALLOC_DEVICE, ptr=0x1000, size=4096, owner=0, context=7))
+        f.write(_header(Kind.BEGIN, aux=Kind.RESIDENT))
+    totals = session.poll()
+    assert (totals.in_flight, totals.to_dict()["in_flight"]) == (1, 1)
+    assert totals.calls == {"zeMemAllocDevice": 1}  # a begin is no call of its own
+    with path.open("ab") as f:
+        f.write(_header(Kind.RESIDENT, ptr=0x1000, size=4096, owner=0, target=0, context=7))
+    assert session.poll().in_flight == 0
+    session.close()
+
+
 def test_decode_stops_before_an_incomplete_device_record() -> None:
     data = _device(1, b"\x02" * 16, "x")
     records, used = decode(data[:-1])

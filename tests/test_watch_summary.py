@@ -188,3 +188,24 @@ def test_samples_caught_inside_a_step_are_left_out_of_the_fit() -> None:
     fit = summary.analysis.fit("host.available")
     assert fit is not None and fit.residual_mib == pytest.approx(0, abs=1e-6)
     assert fit.points == 8  # the middle sample of each step
+
+
+@pytest.mark.parametrize("flagged", [True, False])
+def test_a_reading_during_a_traced_call_is_left_out_of_the_fit(flagged: bool) -> None:
+    # Steps of one sample each (nothing settles): a reading taken while the
+    # residency call made the mirror sits half a step below the line.
+    device = [0, 0, *(k * 256 * MIB for k in range(1, 9)), 0]
+    series = _series(device, 1.0, drm=False, tracing=True)
+    half_made = series.samples[5]
+    values = dict(half_made.values)
+    values["host.available"] += 128 * MIB
+    values["trace.in_flight"] = 1 if flagged else 0
+    samples = list(series.samples)
+    samples[5] = WatchSample(half_made.t, values, pids=1)
+    summary = summarize(Series(series.baseline, tuple(samples), {}, tracing=True))
+    if flagged:
+        assert summary.verdict == "mirror", summary.analysis.reason
+        assert summary.analysis.slope == pytest.approx(1024, abs=1)
+    else:
+        # Unflagged, the point pulls the fit: the very error the flag prevents.
+        assert summary.analysis.slope != pytest.approx(1024, abs=1)

@@ -44,6 +44,7 @@ class Kind(IntEnum):
     CONTEXT_CREATE_EX = 11
     CONTEXT_DESTROY = 12
     CAN_ACCESS_PEER = 13
+    BEGIN = 14  # a call that moves memory starts; ``aux`` is its kind, its own record ends it
 
 
 ENTRY_POINTS = {

@@ -16,6 +16,8 @@ DEFAULT_DRIVERS = "libze_intel_gpu.so.1"
 SUFFIX = ".l0trace"
 _ALLOCS = {Kind.ALLOC_DEVICE, Kind.ALLOC_HOST, Kind.ALLOC_SHARED}
 _FREES = {Kind.FREE, Kind.FREE_EXT}
+# Calls announced by a BEGIN record: in flight until their own record comes.
+_ANNOUNCED = _ALLOCS | _FREES | {Kind.RESIDENT, Kind.EVICT}
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class TraceTotals:
     host_allocated: int = 0
     host_allocated_peak: int = 0
     calls: Mapping[str, int] = field(default_factory=dict)
+    in_flight: int = 0  # calls that move memory, begun and not yet returned
 
     def to_dict(self) -> dict[str, Any]:
         """Return the totals as JSON-able data."""
@@ -80,6 +83,7 @@ class TraceTotals:
             "host_allocated": self.host_allocated,
             "host_allocated_peak": self.host_allocated_peak,
             "calls": dict(sorted(self.calls.items())),
+            "in_flight": self.in_flight,
         }
 
 
@@ -152,6 +156,7 @@ class TraceSession:
         self._host_peak = 0
         self._pids: set[int] = set()
         self._lost: dict[int, int] = {}
+        self._in_flight: dict[int, int] = {}
         self._bad = 0
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
@@ -216,6 +221,11 @@ class TraceSession:
         if rec.kind == Kind.DEVICE:
             self._describe(pid, rec)
             return
+        if rec.kind == Kind.BEGIN:
+            self._in_flight[pid] = self._in_flight.get(pid, 0) + 1
+            return
+        if rec.kind in _ANNOUNCED and self._in_flight.get(pid, 0) > 0:
+            self._in_flight[pid] -= 1
         entry = ENTRY_POINTS.get(Kind(rec.kind)) if rec.kind in Kind._value2member_map_ else None
         if entry is None:
             self._bad += 1
@@ -332,14 +342,15 @@ class TraceSession:
             self._devices[alloc.device].resident[self._devices[target].index] -= size
 
     def _drop_exited(self) -> None:
-        """A process that ended released its memory: drop its live allocations."""
-        live = {pid for pid, _ in self._allocs}
+        """A process that ended released its memory (and ended its calls): drop what it held."""
+        live = {pid for pid, _ in self._allocs} | {p for p, n in self._in_flight.items() if n}
         for pid in live:
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
                 for key in [k for k in self._allocs if k[0] == pid]:
                     self._release(self._allocs.pop(key))
+                self._in_flight.pop(pid, None)
             except PermissionError:
                 pass
 
@@ -370,6 +381,7 @@ class TraceSession:
             host_allocated=self._host,
             host_allocated_peak=self._host_peak,
             calls=dict(self._calls),
+            in_flight=sum(self._in_flight.values()),
         )
 
     def __enter__(self) -> TraceSession:

@@ -112,7 +112,7 @@ typedef void (*lt_fn)(void);
 enum {
     REC_PROCESS = 1, REC_DEVICE, REC_ALLOC_DEVICE, REC_ALLOC_HOST, REC_ALLOC_SHARED, REC_FREE,
     REC_FREE_EXT, REC_RESIDENT, REC_EVICT, REC_CONTEXT_CREATE, REC_CONTEXT_CREATE_EX,
-    REC_CONTEXT_DESTROY, REC_CAN_ACCESS_PEER
+    REC_CONTEXT_DESTROY, REC_CAN_ACCESS_PEER, REC_BEGIN
 };
 #define REC_FLAG_SKIPPED 1u
 #define REC_FLAG_HAS_PCI 2u
@@ -399,6 +399,15 @@ static lt_record record(uint16_t kind, lt_result result, lt_handle ctx)
     return r;
 }
 
+/* A call that moves memory is about to run: l0mem pairs no host reading with device
+ * memory while one is in flight (its record, written when it returns, ends it). */
+static void begin(uint16_t kind)
+{
+    lt_record r = record(REC_BEGIN, LT_SUCCESS, NULL);
+    r.aux = kind;
+    emit(&r);
+}
+
 /* ------------------------------------------------------------- wrapped calls */
 
 typedef lt_result (*pfn_alloc_device)(lt_handle, const void *, size_t, size_t, lt_handle, void **);
@@ -420,6 +429,7 @@ typedef lt_result (*pfn_driver_props)(lt_handle, void *);
 static lt_result t_alloc_device(lt_handle ctx, const void *desc, size_t size, size_t align,
                                 lt_handle dev, void **pptr)
 {
+    begin(REC_ALLOC_DEVICE);
     lt_result res = ((pfn_alloc_device)r_mem[MEM_ALLOC_DEVICE])(ctx, desc, size, align, dev, pptr);
     lt_record r = record(REC_ALLOC_DEVICE, res, ctx);
     r.size = size;
@@ -432,6 +442,7 @@ static lt_result t_alloc_device(lt_handle ctx, const void *desc, size_t size, si
 static lt_result t_alloc_host(lt_handle ctx, const void *desc, size_t size, size_t align,
                               void **pptr)
 {
+    begin(REC_ALLOC_HOST);
     lt_result res = ((pfn_alloc_host)r_mem[MEM_ALLOC_HOST])(ctx, desc, size, align, pptr);
     lt_record r = record(REC_ALLOC_HOST, res, ctx);
     r.size = size;
@@ -443,6 +454,7 @@ static lt_result t_alloc_host(lt_handle ctx, const void *desc, size_t size, size
 static lt_result t_alloc_shared(lt_handle ctx, const void *ddesc, const void *hdesc, size_t size,
                                 size_t align, lt_handle dev, void **pptr)
 {
+    begin(REC_ALLOC_SHARED);
     lt_result res =
         ((pfn_alloc_shared)r_mem[MEM_ALLOC_SHARED])(ctx, ddesc, hdesc, size, align, dev, pptr);
     lt_record r = record(REC_ALLOC_SHARED, res, ctx);
@@ -455,6 +467,7 @@ static lt_result t_alloc_shared(lt_handle ctx, const void *ddesc, const void *hd
 
 static lt_result t_free(lt_handle ctx, void *ptr)
 {
+    begin(REC_FREE);
     lt_result res = ((pfn_free)r_mem[MEM_FREE])(ctx, ptr);
     lt_record r = record(REC_FREE, res, ctx);
     r.ptr = (uint64_t)(uintptr_t)ptr;
@@ -464,6 +477,7 @@ static lt_result t_free(lt_handle ctx, void *ptr)
 
 static lt_result t_free_ext(lt_handle ctx, const void *desc, void *ptr)
 {
+    begin(REC_FREE_EXT);
     lt_result res = ((pfn_free_ext)r_mem[MEM_FREE_EXT])(ctx, desc, ptr);
     lt_record r = record(REC_FREE_EXT, res, ctx);
     r.ptr = (uint64_t)(uintptr_t)ptr;
@@ -486,6 +500,7 @@ static lt_handle owner_of(lt_handle ctx, void *ptr)
 
 static lt_result t_make_resident(lt_handle ctx, lt_handle dev, void *ptr, size_t size)
 {
+    begin(REC_RESIDENT);
     lt_record r = record(REC_RESIDENT, LT_SUCCESS, ctx);
     r.ptr = (uint64_t)(uintptr_t)ptr;
     r.size = size;
@@ -503,6 +518,7 @@ static lt_result t_make_resident(lt_handle ctx, lt_handle dev, void *ptr, size_t
 
 static lt_result t_evict(lt_handle ctx, lt_handle dev, void *ptr, size_t size)
 {
+    begin(REC_EVICT);
     lt_record r = record(REC_EVICT, LT_SUCCESS, ctx);
     r.ptr = (uint64_t)(uintptr_t)ptr;
     r.size = size;

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from l0mem.units import format_bytes
-from l0mem.watch.series import Series, WatchSample, trace_values
+from l0mem.watch.series import IN_FLIGHT, Series, WatchSample, trace_values
 
 # System-wide sources a baseline taken before the workload exists may hold;
 # l0mem's own process and DRM files are not the workload's.
@@ -242,17 +242,22 @@ class Watch:
         if self.tracer is None:
             reading = source.sample()
         else:
-            # The tracer's totals must hold still across the host reading, or the
+            # No call that moves memory may run during the host reading, or the
             # sample pairs host memory half a step away from its device memory
-            # (allocated, not yet resident): read again, a few times at most.
-            before = trace_values(self.tracer.poll().to_dict())
+            # (a mirror half made): read again, a few times at most, and mark a
+            # sample that never got a quiet reading (trace.in_flight).
+            totals = self.tracer.poll().to_dict()
+            before, busy = trace_values(totals), int(totals.get("in_flight", 0))
             for _ in range(RETAKES):
                 reading = source.sample()
                 self._trace = self.tracer.poll().to_dict()
                 traced = trace_values(self._trace)
-                if traced == before or reading is None:
+                now_busy = int(self._trace.get("in_flight", 0))
+                moved = busy or now_busy or traced != before
+                traced[IN_FLIGHT] = 1 if moved else 0
+                if not moved or reading is None:
                     break
-                before = traced
+                before, busy = {k: v for k, v in traced.items() if k != IN_FLIGHT}, now_busy
         if reading is None:
             return None
         values = dict(reading.values)

@@ -22,6 +22,8 @@ from l0mem.probe.signals import HOST_DRM_REGIONS
 # corrected for the per-CPU free lists, else MemAvailable itself.
 HOST_SIGNALS = ("host.available", "meminfo.MemAvailable")
 TRACE_PREFIX = "trace."
+# 1 on a sample whose host reading overlapped a traced call that moves memory.
+IN_FLIGHT = "trace.in_flight"
 ALLOCATED = "allocated"
 RESIDENT = "resident_on_peers"
 

@@ -19,6 +19,7 @@ from typing import Any
 from l0mem.audit.analysis import DEFAULT_CONFIG, analyze_run, fit_signal
 from l0mem.audit.model import AnalysisConfig, Sample, SetupAnalysis, SetupRun, SignalFit
 from l0mem.watch.series import (
+    IN_FLIGHT,
     Series,
     WatchSample,
     device_bytes,
@@ -185,7 +186,10 @@ def as_setup_run(
     """
     still = settled(xs)
     known = [
-        (s, x, ok) for s, x, ok in zip(series.samples, xs, still, strict=True) if x is not None
+        (s, x, ok)
+        for s, x, ok in zip(series.samples, xs, still, strict=True)
+        # A reading taken while a traced call moved memory pairs the wrong values.
+        if x is not None and not s.values.get(IN_FLIGHT)
     ]
     held = [i for i, (_, x, _) in enumerate(known) if x > 0]
     samples: list[Sample] = []
