@@ -14,9 +14,10 @@ machines without any GPU runtime.
 """
 
 from l0mem.probe.host import MeminfoError, mem_available, mem_total, read_meminfo
+from l0mem.probe.pids import ProbeAccessError, ProcessGone, process_tree
 from l0mem.probe.readers import read_environ
 from l0mem.probe.snapshot import Prober, Snapshot, changes, take_snapshot
-from l0mem.probe.tree import ProbeAccessError, ProcessGone, TreeProber, TreeSample, process_tree
+from l0mem.probe.tree import TreeProber, TreeSample
 
 __all__ = [
     "MeminfoError",

@@ -1,11 +1,7 @@
 """Memory of a whole process tree, sampled in one pass (``l0mem run`` and ``l0mem watch``).
 
-:func:`process_tree` lists a process and its descendants, parents before
-their children: from ``/proc/<pid>/task/<tid>/children`` (every thread's, since
-a child belongs to the thread that forked it) where the kernel has those files
-(CONFIG_PROC_CHILDREN), else from one scan of the parent pids in
-``/proc/<pid>/stat``. The tree is walked again at every sample, so children
-started later are found at the next one.
+The tree is a process and its descendants (:mod:`l0mem.probe.pids`), walked
+again at every sample, so children started later are found at the next one.
 
 A :class:`TreeProber` samples, besides the machine-wide signals of a
 :class:`~l0mem.probe.snapshot.Prober` (``meminfo.*``, ``vmstat.nr_gpu_*``,
@@ -42,17 +38,25 @@ once nothing of the tree is left running.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import os
 import time
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from l0mem.probe import parse, readers
+from l0mem.probe.pids import (
+    DENIED,
+    ProbeAccessError,
+    ProcessGone,
+    access_message,
+    children_of,
+    has_children_files,
+    parent_map,
+    walk,
+)
 from l0mem.probe.readers import GONE_ERRNOS, read_text
 from l0mem.probe.snapshot import Snapshot, check_extra, finish, read_all
 
-_DENIED = frozenset({errno.EACCES, errno.EPERM})
 _ENDED_STATES = frozenset({"Z", "X"})  # zombie or dead: nothing left to measure
 
 
@@ -65,103 +69,6 @@ class _Seen:
     threads: int | None
     children: list[int]
     drm_fds: list[str]
-
-
-class ProcessGone(Exception):
-    """The root process does not exist (any more), or the whole tree has ended."""
-
-
-class ProbeAccessError(PermissionError):
-    """A process's files cannot be read for lack of permission; ``str()`` is one clear line."""
-
-
-def access_message(path: str, pid: int, proc_root: str = "/proc") -> str:
-    """Return the one-line reason that ``path`` of process ``pid`` cannot be read."""
-    try:
-        owner: int | None = os.stat(os.path.join(proc_root, str(pid))).st_uid
-    except OSError:
-        owner = None
-    if owner is not None and owner != os.geteuid():
-        hint = "process of another user; run as that user or root"
-    else:
-        hint = "the process does not let this user read it (e.g. a setuid program); run as root"
-    return f"cannot read {path}: permission denied ({hint})"
-
-
-def children_of(pid: int, proc_root: str = "/proc") -> list[int]:
-    """Return the child pids of every thread of ``pid`` from task/*/children; raise OSError."""
-    task_dir = os.path.join(proc_root, str(pid), "task")
-    out: list[int] = []
-    for tid in os.listdir(task_dir):
-        try:
-            text = read_text(os.path.join(task_dir, tid, "children"))
-        except OSError as e:
-            if e.errno in GONE_ERRNOS:
-                continue  # the thread ended after the listing
-            raise
-        out.extend(int(word) for word in text.split() if word.isdigit())
-    return out
-
-
-def parent_map(proc_root: str = "/proc") -> dict[int, list[int]]:
-    """Return parent pid -> child pids for every process under ``proc_root`` (a ppid scan)."""
-    out: dict[int, list[int]] = {}
-    for name in os.listdir(proc_root):
-        if not name.isdigit():
-            continue
-        try:
-            stat = parse.parse_stat(read_text(os.path.join(proc_root, name, "stat")))
-        except OSError:
-            continue  # ended after the listing
-        if stat is not None:
-            out.setdefault(stat[1], []).append(int(name))
-    for children in out.values():
-        children.sort()
-    return out
-
-
-def has_children_files(pid: int, proc_root: str = "/proc") -> bool:
-    """Return whether the kernel lists children in /proc/<pid>/task/<tid>/children."""
-    return os.path.exists(os.path.join(proc_root, str(pid), "task", str(pid), "children"))
-
-
-Kids = Callable[[int], list[int]]
-
-
-def _kids(proc_root: str, children_files: bool) -> Kids:
-    """Return the child lister for one walk: the children files, or one ppid scan."""
-    if children_files:
-
-        def kids(pid: int) -> list[int]:
-            try:
-                return children_of(pid, proc_root)
-            except OSError:
-                return []  # ended during the walk: its children are reparented, not ours
-
-        return kids
-    scan = parent_map(proc_root)
-    return lambda pid: scan.get(pid, [])
-
-
-def _walk(root: int, kids: Kids, order: list[int], seen: set[int]) -> None:
-    """Append ``root`` and its descendants not yet in ``seen`` to ``order``, parents first."""
-    stack = [root]
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        order.append(pid)
-        stack.extend(reversed(kids(pid)))
-
-
-def process_tree(root: int, *, proc_root: str = "/proc") -> tuple[int, ...]:
-    """Return ``root`` and its descendants, parents first; raise ProcessGone if ``root`` is gone."""
-    if not os.path.isdir(os.path.join(proc_root, str(root))):
-        raise ProcessGone(f"process {root} does not exist")
-    order: list[int] = []
-    _walk(root, _kids(proc_root, has_children_files(root, proc_root)), order, set())
-    return tuple(order)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +95,7 @@ def _check_root(root: int, proc_root: str) -> None:
             else:
                 os.listdir(path)
         except OSError as e:
-            if e.errno in _DENIED:
+            if e.errno in DENIED:
                 raise ProbeAccessError(access_message(path, root, proc_root)) from None
             if e.errno in GONE_ERRNOS:
                 raise ProcessGone(f"process {root} does not exist") from None
@@ -267,30 +174,28 @@ class TreeProber:
         seen: set[int] = set()
         clients_seen: set[tuple[str, int]] = set()
         drm_fds = 0
+
+        def visit(pid: int) -> list[int] | None:
+            nonlocal drm_fds
+            got = self._read_process(pid, clients_seen, gaps, scan)
+            if got is None:
+                return None  # ended after it was listed: skipped quietly
+            own, nfds, children, alive = got
+            walked.append(pid)
+            if alive:
+                live.append(pid)
+                by_process[pid] = own
+                drm_fds += nfds
+                for name, nbytes in own.items():
+                    values[name] = values.get(name, 0) + nbytes
+            return children
+
         # the root first, then (in tree order) every process seen before: orphans stay
         for start in list(self._starts):
             if start in seen or not (start == self.root or self._starts[start] is not None):
                 continue
-            if not self._same(start):
-                continue  # ended, and perhaps its pid reused
-            stack = [start]
-            while stack:
-                pid = stack.pop()
-                if pid in seen:
-                    continue
-                seen.add(pid)
-                got = self._read_process(pid, clients_seen, gaps, scan)
-                if got is None:
-                    continue  # ended after it was listed: skipped quietly
-                own, nfds, children, alive = got
-                walked.append(pid)
-                if alive:
-                    live.append(pid)
-                    by_process[pid] = own
-                    drm_fds += nfds
-                    for name, nbytes in own.items():
-                        values[name] = values.get(name, 0) + nbytes
-                stack.extend(reversed(children))
+            if self._same(start):  # else ended, and perhaps its pid reused
+                walk(start, visit, seen)
         self._seen = {pid: self._seen[pid] for pid in walked if pid in self._seen}
         starts = {pid: self._starts.get(pid) for pid in walked}
         for pid in walked:
@@ -392,7 +297,7 @@ class TreeProber:
         path = e.filename or f"{self.proc_root}/{pid}/fd"
         reason = (
             access_message(path, pid, self.proc_root)
-            if e.errno in _DENIED
+            if e.errno in DENIED
             else f"cannot read {path}: {e.strerror}"
         )
         gaps[f"process.{pid}"] = f"{reason}; its DRM files are not counted"
