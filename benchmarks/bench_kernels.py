@@ -1,8 +1,8 @@
 """Kernel bandwidth vs copy bandwidth on a SYCL device, swept over work-group sizes.
 
-    python benchmarks/bench_kernels.py                       # SYCL CPU device
-    python benchmarks/bench_kernels.py --device level_zero:gpu --work-group-sizes 64,256,1024
-    python benchmarks/bench_kernels.py --json sweep.json
+    python -m benchmarks.bench_kernels                       # SYCL CPU device
+    python -m benchmarks.bench_kernels --device level_zero:gpu --work-group-sizes 64,256,1024
+    python -m benchmarks.bench_kernels --json sweep.json
 
 Each work-group size is one :func:`l0mem.bench.kernels.run_kernel_bench` run
 (the copy is re-measured in every run, so each ratio compares like with like).
@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from benchmarks.args import non_negative, positive
 from l0mem.backends import SyclBackend
 from l0mem.backends.kernels import KERNELS
 from l0mem.bench.kernels import KernelBenchResult, run_kernel_bench
@@ -67,7 +68,9 @@ def to_json(runs: list[tuple[int, KernelBenchResult]]) -> dict[str, Any]:
 def render(runs: list[tuple[int, KernelBenchResult]], console: Console) -> None:
     """Print one row per work-group size: copy GB/s and each kernel's ratio to it."""
     first = runs[0][1]
-    table = Table(title=escape(f"{first.device}: kernel / copy bandwidth ({first.elements:,} elements)"))
+    table = Table(
+        title=escape(f"{first.device}: kernel / copy bandwidth ({first.elements:,} elements)")
+    )
     table.add_column("work-group", justify="right")
     table.add_column("copy GB/s", justify="right")
     for name in KERNELS:
@@ -84,26 +87,6 @@ def render(runs: list[tuple[int, KernelBenchResult]], console: Console) -> None:
     console.print(table)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
 def _sizes(text: str) -> list[int | None]:
     sizes: list[int | None] = []
     for part in text.split(","):
@@ -112,7 +95,7 @@ def _sizes(text: str) -> list[int | None]:
             sizes.append(None)
             continue
         try:
-            sizes.append(_positive(part))
+            sizes.append(positive(part))
         except argparse.ArgumentTypeError:
             raise argparse.ArgumentTypeError(
                 f"work-group sizes must be positive integers or 'default', got {text!r}"
@@ -138,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         default="default,64,128,256,512,1024",
         help="comma-separated work-group sizes ('default' = the backend's choice)",
     )
-    parser.add_argument("--elements", type=_positive, default=1 << 24)
-    parser.add_argument("--reps", type=_positive, default=20)
-    parser.add_argument("--warmup", type=_non_negative, default=3)
+    parser.add_argument("--elements", type=positive, default=1 << 24)
+    parser.add_argument("--reps", type=positive, default=20)
+    parser.add_argument("--warmup", type=non_negative, default=3)
     parser.add_argument("--json", type=Path, help="write the sweep as JSON to this path")
     try:
         args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """l0mem's own CPU time per process-tree sample, and its share of one core at the sampling interval.
 
-    python benchmarks/bench_sampling.py                      # 200 processes, 2 DRM devices
-    python benchmarks/bench_sampling.py --processes 1000 --samples 50 --json sampling.json
+    python -m benchmarks.bench_sampling                      # 200 processes, 2 DRM devices
+    python -m benchmarks.bench_sampling --processes 1000 --samples 50 --json sampling.json
 
 What ``l0mem run`` and ``l0mem watch`` pay at every interval: one
 :meth:`l0mem.probe.TreeProber.sample` of a tree of ``--processes`` real
@@ -37,6 +37,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.args import positive, seconds
 from l0mem.files import check_writable, write_json
 from l0mem.probe import TreeProber, process_tree
 
@@ -169,26 +170,6 @@ def render(rows: list[dict[str, Any]], interval: float, console: Console) -> Non
     )
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
-
-
 def _error(message: str) -> None:
     print(f"bench_sampling.py: {message}", file=sys.stderr)
 
@@ -200,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     6 when the process tree cannot be started or sampled.
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--processes", type=_positive, default=200)
-    parser.add_argument("--samples", type=_positive, default=100)
-    parser.add_argument("--interval", type=_seconds, default=0.5, help="seconds between samples")
+    parser.add_argument("--processes", type=positive, default=200)
+    parser.add_argument("--samples", type=positive, default=100)
+    parser.add_argument("--interval", type=seconds, default=0.5, help="seconds between samples")
     parser.add_argument("--json", type=Path, help="write the measurements as JSON to this path")
     try:
         args = parser.parse_args(argv)

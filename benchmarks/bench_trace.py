@@ -1,7 +1,7 @@
 """What the allocation tracer costs a workload: an allocation-heavy loop with and without it.
 
-    python benchmarks/bench_trace.py                 # 20000 iterations, 5 repeats
-    python benchmarks/bench_trace.py --iterations 50000 --repeats 7
+    python -m benchmarks.bench_trace                 # 20000 iterations, 5 repeats
+    python -m benchmarks.bench_trace --iterations 50000 --repeats 7
 
 Runs on the simulated Level Zero driver (tests/simdriver), so the absolute
 numbers are the simulator's and Python's (ctypes calls through the loader),

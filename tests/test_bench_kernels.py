@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -111,7 +110,9 @@ def test_json_is_written_atomically_and_round_trips(profiled: _Tracking, tmp_pat
 
 def test_cli_prints_ratios_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "k.json"
-    res = CliRunner().invoke(cli, ["bench", "kernels", "--device", "opencl:cpu", *SMALL, "--json", str(out)])
+    res = CliRunner().invoke(
+        cli, ["bench", "kernels", "--device", "opencl:cpu", *SMALL, "--json", str(out)]
+    )
     assert res.exit_code == 0, res.output
     for name in ("copy", *KERNELS):
         assert name in res.output
@@ -196,20 +197,28 @@ def test_cli_timestamp_not_ready_falls_back_to_host_timing_with_a_note(tmp_path:
 
 @pytest.fixture(scope="module")
 def sweep_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_kernels_script", ROOT / "benchmarks" / "bench_kernels.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    import benchmarks.bench_kernels
+
+    return benchmarks.bench_kernels
 
 
-def test_sweep_script(sweep_script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sweep_script(
+    sweep_script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "sweep.json"
     status = sweep_script.main(
-        ["--work-group-sizes", "default,64", "--elements", "3000", "--reps", "2", "--warmup", "0",
-         "--json", str(out)]
+        [
+            "--work-group-sizes",
+            "default,64",
+            "--elements",
+            "3000",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            str(out),
+        ]
     )
     assert status == 0
     data = json.loads(out.read_text())
@@ -325,7 +334,11 @@ def test_cli_without_a_sycl_device_exits_3_with_one_line() -> None:
     for extra in ([], ["--device", "opencl:cpu"]):
         proc = subprocess.run(
             [sys.executable, "-m", "l0mem", "bench", "kernels", *SMALL, *extra],
-            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env=env,
         )
         assert proc.returncode == 3, proc.stderr
         lines = proc.stderr.strip().splitlines()
@@ -336,8 +349,10 @@ def test_cli_without_a_sycl_device_exits_3_with_one_line() -> None:
 
 def _big_result() -> KernelBenchResult:
     n = 1 << 28  # 1 GiB per FP32 buffer: the widest numbers a real run prints
+
     def m(per: int, ns: tuple[int, ...]) -> Measurement:
         return Measurement(ns, per * n, "device")
+
     return KernelBenchResult(
         backend="sycl",
         device="Intel(R) Data Center GPU Max 1550 [level_zero:gpu:0]",

@@ -9,7 +9,6 @@ multi-tile device, i915 with the current and the legacy keys).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import select
@@ -430,12 +429,8 @@ def _still_running(pid: int, started: int | None) -> bool:
 
 
 def test_sampling_benchmark_reports_and_kills_its_tree(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "bench_sampling", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sampling.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    import benchmarks.bench_sampling as bench
+
     out = tmp_path / "sampling.json"
     assert bench.main(["--processes", "15", "--samples", "2", "--json", str(out)]) == 0
     runs = json.loads(out.read_text())["runs"]

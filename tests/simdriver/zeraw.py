@@ -775,20 +775,9 @@ def memfd_kib() -> int:
     blocks, counted once per file however many fds name it. Unlike Shmem or
     MemAvailable, no other process on the machine moves this figure.
     """
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for fd in os.listdir("/proc/self/fd"):
-        path = f"/proc/self/fd/{fd}"
-        try:
-            if not os.readlink(path).startswith("/memfd:"):
-                continue
-            st = os.stat(path)
-        except OSError:
-            continue  # closed meanwhile (the listing's own fd among them)
-        if (st.st_dev, st.st_ino) not in seen:
-            seen.add((st.st_dev, st.st_ino))
-            total += st.st_blocks // 2
-    return total
+    from tests.support.child_site.host_model import memfd_bytes
+
+    return memfd_bytes(["/proc/self/fd"], "/memfd:") // 1024
 
 
 def rss_kib() -> int:

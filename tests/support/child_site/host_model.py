@@ -63,22 +63,36 @@ RISING = frozenset({"cgroup.memory.current"})
 MIRROR_ONLY = frozenset({"meminfo.Shmem"})
 
 
-def mirror_bytes(fd_dir: str = "/proc/self/fd") -> int:
-    """Return the bytes of host pages held by the simulator's memfds open in this process."""
+def memfd_bytes(fd_dirs: list[str], prefix: str = MEMFD_PREFIX) -> int:
+    """Return the bytes of host pages held by the memfds named ``prefix*`` open in ``fd_dirs``.
+
+    Each file counts once however many fds (of however many processes) name it;
+    a directory or fd that went away meanwhile counts nothing.
+    """
     seen: set[tuple[int, int]] = set()
     total = 0
-    for fd in os.listdir(fd_dir):
-        path = os.path.join(fd_dir, fd)
+    for fd_dir in fd_dirs:
         try:
-            if not os.readlink(path).startswith(MEMFD_PREFIX):
-                continue
-            st = os.stat(path)
+            fds = os.listdir(fd_dir)
         except OSError:
-            continue  # closed meanwhile
-        if (st.st_dev, st.st_ino) not in seen:
-            seen.add((st.st_dev, st.st_ino))
-            total += st.st_blocks * 512
+            continue  # the process ended meanwhile
+        for fd in fds:
+            path = os.path.join(fd_dir, fd)
+            try:
+                if not os.readlink(path).startswith(prefix):
+                    continue
+                st = os.stat(path)
+            except OSError:
+                continue  # closed meanwhile (the listing's own fd among them)
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
     return total
+
+
+def mirror_bytes(fd_dir: str = "/proc/self/fd") -> int:
+    """Return the bytes of host pages held by the simulator's memfds open in this process."""
+    return memfd_bytes([fd_dir])
 
 
 def child_pids(proc_root: str = "/proc") -> list[int]:
@@ -110,26 +124,7 @@ def process_own(pid: int, proc_root: str = "/proc") -> int:
 
 def tree_mirror_bytes(pids: tuple[int, ...], proc_root: str = "/proc") -> int:
     """Return the bytes of host pages the simulator's memfds hold in the processes ``pids``, each memfd once."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for pid in pids:
-        fd_dir = os.path.join(proc_root, str(pid), "fd")
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue  # ended meanwhile
-        for fd in fds:
-            path = os.path.join(fd_dir, fd)
-            try:
-                if not os.readlink(path).startswith(MEMFD_PREFIX):
-                    continue
-                st = os.stat(path)
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) not in seen:
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_blocks * 512
-    return total
+    return memfd_bytes([os.path.join(proc_root, str(pid), "fd") for pid in pids])
 
 
 def _first(first: dict[str, int], values: Mapping[str, int], own: int, mirror: int, start: int | None) -> None:

@@ -1,0 +1,1 @@
+"""l0mem's benchmarks: scripts run as ``python -m benchmarks.<name>`` from the repository."""
