@@ -749,6 +749,63 @@ def test_sysman_memory_state_tracks_allocations() -> None:
     assert r["bus"] == 0x11
 
 
+def test_sysman_reports_device_wide_usage_with_shared_state(tmp_path: Path) -> None:
+    state = str(tmp_path / "devices.state")
+    holder_code = PRELUDE + textwrap.dedent(
+        """
+        ctx = ze.context()
+        held = [ze.alloc_device(ctx, devs[0], 96 << 20), ze.alloc_device(ctx, devs[1], 32 << 20)]
+        print("held", flush=True)
+        sys.stdin.readline()
+        ze.free(ctx, held.pop())
+        print("freed", flush=True)
+        sys.stdin.readline()
+        """
+    )
+    env = sim_env(device_memory="1G", shared_state=state)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    watcher = """
+        def used(i):
+            mods = ze.sysman_memory(devs[i])
+            return mods[0][0].physicalSize - mods[0][1].free
+        out(used=[used(0), used(1)], own=[sim.device_used(0), sim.device_used(1)])
+        """
+    holder = subprocess.Popen(
+        [sys.executable, "-c", holder_code],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "held"
+        seen = run(watcher, device_memory="1G", shared_state=state)
+        assert seen["used"] == [96 * MIB, 32 * MIB]  # the holder's, seen from another process
+        assert seen["own"] == [0, 0]  # the ground truth of the reader itself is untouched
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "freed"
+        assert run(watcher, device_memory="1G", shared_state=state)["used"] == [96 * MIB, 0]
+        holder.kill()  # a process that ends without freeing no longer counts
+        holder.wait(30)
+        assert run(watcher, device_memory="1G", shared_state=state)["used"] == [0, 0]
+        # without the key, Sysman counts the calling process only
+        alone = run(watcher, device_memory="1G")
+        assert alone["used"] == [0, 0]
+    finally:
+        holder.kill()
+        holder.wait(30)
+
+
+def test_shared_state_must_be_an_absolute_path() -> None:
+    r = run_python_env(
+        "from tests.simdriver import zeraw as zr; zr.Ze()", sim_env(shared_state="rel/x")
+    )
+    assert r.returncode != 0
+    assert "shared_state=rel/x: expected an absolute path" in r.stderr
+
+
 def test_sysman_disabled_by_config() -> None:
     r = run(
         """

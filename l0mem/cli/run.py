@@ -57,6 +57,7 @@ from l0mem.watch import (
     watch_pid,
 )
 from l0mem.watch.export import document, write_csv, write_json, write_plot
+from l0mem.watch.sysman import SysmanReader, child_environment
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 MAX_INTERVAL = 3600.0
@@ -104,6 +105,12 @@ def _shared(func: _F) -> _F:
                 "with the fit (.png or .svg).",
             ),
             click.option(
+                "--no-sysman",
+                is_flag=True,
+                help="Do not read Sysman's device memory (a child process that loads the "
+                "Level Zero driver with the workload's settings and reads zesMemoryGetState).",
+            ),
+            click.option(
                 "--fail-on-mirror",
                 is_flag=True,
                 help="Exit 1 when the verdict is mirror (run: if the workload itself succeeded).",
@@ -124,6 +131,15 @@ def _outputs(
             import matplotlib  # noqa: F401
         except ImportError:
             fail(command, ExitCode.USAGE, "--plot needs matplotlib: pip install 'l0mem[plot]'")
+
+
+def _sysman(
+    stack: contextlib.ExitStack, base: dict[str, str] | Any, workload: dict[str, str] | None
+) -> SysmanReader:
+    """Start Sysman's reader with the workload's driver settings; it ends with ``stack``."""
+    reader = SysmanReader(child_environment(base, workload))
+    stack.callback(reader.close)
+    return reader
 
 
 def _stop_on_signals(watch: Watch) -> Any:
@@ -242,6 +258,7 @@ def run(
     json_path: Path | None,
     csv_path: Path | None,
     plot_path: Path | None,
+    no_sysman: bool,
     fail_on_mirror: bool,
     command: tuple[str, ...],
 ) -> None:
@@ -278,6 +295,7 @@ def run(
             grace=grace,
             on_sample=progress,
             tracer=session,
+            sysman=None if no_sysman else _sysman(stack, os.environ, None),
         )
         stack.callback(watch.close)
         try:
@@ -298,6 +316,7 @@ def run(
             "grace": grace,
             "trace": session is not None,
             "no_peer_residency": no_peer_residency,
+            "sysman": not no_sysman,
         },
     }
     summary = _finish("run", result, (json_path, csv_path, plot_path), meta, _title(command), True)
@@ -346,27 +365,29 @@ def watch(
     json_path: Path | None,
     csv_path: Path | None,
     plot_path: Path | None,
+    no_sysman: bool,
     fail_on_mirror: bool,
 ) -> None:
     """Watch a running process: what it costs the host per GiB of device memory."""
     _outputs("watch", json_path, csv_path, plot_path)
     console = output(highlight=False, stderr=True)
     progress = Progress(console, "watch", quiet=quiet, live=console.is_terminal)
-    watcher = Watch(interval=interval, on_sample=progress)
     environment = read_environ(pid)  # at attach: gone once the process ended
-    try:
-        with reporting("watch"), _stop_on_signals(watcher), progress:
-            result = watch_pid(watcher, pid, duration=duration)
-    except (NoSuchProcess, NotPermitted) as exc:
-        fail("watch", ExitCode.NO_DEVICE, str(exc))
-    finally:
-        watcher.close()
+    with contextlib.ExitStack() as stack:
+        sysman = None if no_sysman else _sysman(stack, os.environ, environment or {})
+        watcher = Watch(interval=interval, on_sample=progress, sysman=sysman)
+        stack.callback(watcher.close)
+        try:
+            with reporting("watch"), _stop_on_signals(watcher), progress:
+                result = watch_pid(watcher, pid, duration=duration)
+        except (NoSuchProcess, NotPermitted) as exc:
+            fail("watch", ExitCode.NO_DEVICE, str(exc))
     meta = {
         "mode": "watch",
         "command": None,
         "pid": pid,
         "environment": environment,
-        "options": {"interval": interval, "duration": duration},
+        "options": {"interval": interval, "duration": duration, "sysman": not no_sysman},
     }
     summary = _finish(
         "watch", result, (json_path, csv_path, plot_path), meta, f"l0mem watch --pid {pid}", False

@@ -21,7 +21,7 @@ from l0mem.watch import (
     WatchResult,
     WatchSample,
     WatchSummary,
-    device_bytes,
+    device_label,
     drm_devices,
     drm_memory,
     host_cost,
@@ -50,7 +50,7 @@ def sample_line(series: Series, sample: WatchSample) -> str:
         f"t={sample.t:.1f}s",
         f"pids={sample.pids}",
         f"host {_signed(host_cost(series, sample))}",
-        f"device {_size(device_bytes(sample.values, tracing=series.tracing))}",
+        f"device {_size(series.device_memory(sample.values))}",
         f"ratio {_ratio(live_ratio(series, sample))}",
     ]
     for pdev in drm_devices((sample,)):
@@ -80,9 +80,12 @@ def live_table(series: Series, sample: WatchSample, peaks: _Peaks) -> Table:
     table.add_column("peak", justify="right")
     cost = host_cost(series, sample)
     table.add_row("host cost beyond baseline", _signed(cost), _signed(peaks.see("host", cost)))
-    device = device_bytes(sample.values, tracing=series.tracing)
-    what = "device memory (traced)" if series.tracing else "device memory (DRM VRAM)"
-    table.add_row(what, _size(device), _size(peaks.see("device", device)))
+    device = series.device_memory(sample.values)
+    table.add_row(
+        device_label(series.device_source or "drm"),
+        _size(device),
+        _size(peaks.see("device", device)),
+    )
     table.add_row("host per device byte", _ratio(live_ratio(series, sample)), "")
     for pdev in drm_devices((sample,)):
         for host, name in ((False, "VRAM"), (True, "GTT")):
@@ -149,7 +152,7 @@ def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[s
     for name, peak in (
         ("host cost beyond baseline", summary.host_cost),
         (
-            "device memory" + (" (traced)" if summary.device_source == "trace" else ""),
+            device_label(summary.device_source),
             summary.device_memory,
         ),
         ("tree VmRSS growth", summary.tree_rss),
@@ -187,9 +190,11 @@ def trace_lines(trace: dict[str, Any]) -> list[str]:
     """Return what the tracer attributes: per device, bytes allocated and made resident on peers."""
     lines = []
     for d in trace.get("devices", ()):
-        text = f"traced device {d['index']} ({d.get('name') or 'unnamed'}): " + format_bytes(
-            d.get("allocated_peak", 0)
-        ) + " allocated at the peak"
+        text = (
+            f"traced device {d['index']} ({d.get('name') or 'unnamed'}): "
+            + format_bytes(d.get("allocated_peak", 0))
+            + " allocated at the peak"
+        )
         for peer, nbytes in sorted((d.get("resident_on_peak") or {}).items()):
             text += f", {format_bytes(nbytes)} made resident on device {peer}"
         lines.append(text)

@@ -71,6 +71,16 @@ class Tracer(Protocol):
         """Return the totals so far (with ``to_dict()``)."""
 
 
+class DeviceMemoryReader(Protocol):
+    """Device memory read beside the tree (Sysman's, from :class:`l0mem.watch.sysman.SysmanReader`)."""
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the reader to be able to answer."""
+
+    def read(self) -> tuple[dict[str, int], str | None]:
+        """Return this sample's values, or ({}, why they are absent)."""
+
+
 class WatchError(Exception):
     """The watch cannot start: one line naming what is wrong."""
 
@@ -93,7 +103,7 @@ class CommandError(WatchError):
 
 # Sysman counts device memory per process on the simulator and needs Level Zero
 # loaded into l0mem itself on hardware; run and watch read the workload's DRM files.
-_SYSMAN = "not read by run and watch (device memory comes from DRM fdinfo or --trace)"
+_SYSMAN = "not read (--no-sysman)"
 
 
 class TreeSource:
@@ -187,6 +197,7 @@ class Watch:
         grace: float = DEFAULT_GRACE,
         on_sample: Callable[[Series, WatchSample], None] | None = None,
         tracer: Tracer | None = None,
+        sysman: DeviceMemoryReader | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not interval > 0 or not grace > 0:
@@ -196,6 +207,8 @@ class Watch:
         self.grace = grace
         self.on_sample = on_sample
         self.tracer = tracer
+        self.sysman = sysman
+        self._sysman_seen = False
         self.clock = clock
         self.stop_signal: int | None = None
         self._wake_r, self._wake_w = os.pipe()
@@ -228,9 +241,29 @@ class Watch:
 
     def set_baseline(self, values: Mapping[str, int], unavailable: Mapping[str, str]) -> None:
         """Record the baseline (taken before the workload started, or at attach)."""
+        values, unavailable = self._with_sysman(values, unavailable, BASELINE_WAIT)
         self._start = self.clock()
-        self._baseline = WatchSample(0.0, dict(values))
+        self._baseline = WatchSample(0.0, values)
         self._note(unavailable)
+
+    def _with_sysman(
+        self, values: Mapping[str, int], unavailable: Mapping[str, str], wait: float = 0.0
+    ) -> tuple[dict[str, int], dict[str, str]]:
+        """Return ``values`` plus Sysman's, and the reasons with Sysman's own in place of the tree's."""
+        values, unavailable = dict(values), dict(unavailable)
+        if self.sysman is None:
+            return values, unavailable
+        if wait:
+            self.sysman.wait_ready(wait)
+        got, why = self.sysman.read()
+        values.update(got)
+        unavailable.pop("sysman", None)
+        if got and not self._sysman_seen:
+            self._sysman_seen = True
+            self._unavailable.pop("sysman", None)
+        elif why and not self._sysman_seen:
+            unavailable["sysman"] = why
+        return values, unavailable
 
     def _note(self, unavailable: Mapping[str, str]) -> None:
         for key, why in unavailable.items():
@@ -260,9 +293,9 @@ class Watch:
                 before, busy = {k: v for k, v in traced.items() if k != IN_FLIGHT}, now_busy
         if reading is None:
             return None
-        values = dict(reading.values)
+        values, unavailable = self._with_sysman(reading.values, reading.unavailable)
         values.update(traced)
-        self._note(reading.unavailable)
+        self._note(unavailable)
         sample = WatchSample(round(self.clock() - self._start, 4), values, reading.pids)
         self._samples.append(sample)
         if self.on_sample is not None:
@@ -326,6 +359,8 @@ class Watch:
 
 # Host readings taken again while the traced device memory moves (see Watch.take).
 RETAKES = 3
+# How long the baseline waits for Sysman's reader to have loaded the driver.
+BASELINE_WAIT = 10.0
 
 
 def pidfd(pid: int) -> int | None:

@@ -22,7 +22,6 @@ from l0mem.files import PathLike, json_bytes, write_bytes
 from l0mem.watch.engine import WatchResult
 from l0mem.watch.series import (
     Series,
-    device_bytes,
     drm_devices,
     drm_memory,
     host_cost,
@@ -133,8 +132,6 @@ def write_csv(series: Series, path: PathLike) -> None:
     write_bytes(path, csv_text(series).encode())
 
 
-
-
 def write_plot(series: Series, summary: WatchSummary, path: PathLike, *, title: str) -> None:
     """Plot host and device memory over time, and host against device with the fit (PNG or SVG)."""
     fig, fmt = new_figure(path, 12, 4.8)
@@ -148,8 +145,11 @@ def write_plot(series: Series, summary: WatchSummary, path: PathLike, *, title: 
     over_time.plot(ts, [gib(host_cost(series, s)) for s in series.samples], label="host cost")
     over_time.plot(
         ts,
-        [gib(device_bytes(s.values, tracing=series.tracing)) for s in series.samples],
-        label="device memory" + (" (traced)" if series.tracing else ""),
+        [gib(series.device_memory(s.values)) for s in series.samples],
+        label="device memory"
+        + {"trace": " (traced)", "sysman": " (Sysman, device-wide)"}.get(
+            series.device_source or "", ""
+        ),
     )
     for pdev in drm_devices(series.all):
         for host, what in ((False, "VRAM"), (True, "GTT")):

@@ -4,7 +4,8 @@ A :class:`WatchSample` is one flat mapping of signal names to bytes (the
 probe's names: ``host.available``, ``meminfo.*``, ``cgroup.*``, ``tree.*``,
 ``drm.<pdev>.<region>.<key>``) plus, when the allocation tracer runs,
 ``trace.<index>.allocated`` and ``trace.<index>.resident_on_peers`` per traced
-device. A signal the machine lacks is absent, never 0; :class:`Series` keeps
+device, and ``sysman.<index>.used`` where Sysman answers (device-wide: every
+process's memory on the device, read by :mod:`l0mem.watch.sysman`). A signal the machine lacks is absent, never 0; :class:`Series` keeps
 why (``unavailable``). The functions here read one sample against the
 baseline: host cost, device memory per device, Shmem and cgroup growth.
 """
@@ -12,6 +13,7 @@ baseline: host cost, device memory per device, Shmem and cgroup growth.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -22,6 +24,7 @@ from l0mem.probe.signals import HOST_DRM_REGIONS
 # corrected for the per-CPU free lists, else MemAvailable itself.
 HOST_SIGNALS = ("host.available", "meminfo.MemAvailable")
 TRACE_PREFIX = "trace."
+SYSMAN_PREFIX = "sysman."
 # 1 on a sample whose host reading overlapped a traced call that moves memory.
 IN_FLIGHT = "trace.in_flight"
 ALLOCATED = "allocated"
@@ -57,6 +60,42 @@ class Series:
     def all(self) -> tuple[WatchSample, ...]:
         """Return the baseline followed by every sample."""
         return (self.baseline, *self.samples)
+
+    @functools.cached_property
+    def device_source(self) -> str | None:
+        """Return where the workload's device memory is read: "trace", "drm", "sysman" or None.
+
+        Sysman counts every process's memory on the device, so it serves only
+        when nothing closer exists, and only as growth from a baseline that has it.
+        """
+        if self.tracing:
+            return "trace"
+        if any(device_bytes(s.values, tracing=False) is not None for s in self.all):
+            return "drm"
+        if sysman_bytes(self.baseline.values) is not None and any(
+            sysman_bytes(s.values) is not None for s in self.samples
+        ):
+            return "sysman"
+        return None
+
+    def device_memory(self, values: Mapping[str, int]) -> int | None:
+        """Return the device memory ``values`` show by this series' :attr:`device_source`."""
+        if self.device_source == "sysman":
+            return sysman_bytes(values)
+        return device_bytes(values, tracing=self.tracing)
+
+    def device_growth(self, sample: WatchSample) -> int | None:
+        """Return the workload's device memory beyond the baseline at ``sample`` (None: unknown)."""
+        now = self.device_memory(sample.values)
+        if now is None:
+            return None
+        return max(0, now - (self.device_memory(self.baseline.values) or 0))
+
+
+def device_label(source: str | None) -> str:
+    """Return how the view names device memory read from ``source`` (a Series.device_source)."""
+    how = {"trace": "traced", "drm": "DRM VRAM", "sysman": "Sysman, device-wide"}.get(source or "")
+    return f"device memory ({how})" if how else "device memory"
 
 
 def drm_parts(name: str) -> tuple[str, str, str] | None:
@@ -132,6 +171,12 @@ def device_bytes(values: Mapping[str, int], *, tracing: bool) -> int | None:
     return sum(parts) if parts else None
 
 
+def sysman_bytes(values: Mapping[str, int]) -> int | None:
+    """Return the device memory in use on every device by Sysman's count, or None without it."""
+    parts = [v for n, v in values.items() if n.startswith(SYSMAN_PREFIX) and n.endswith(".used")]
+    return sum(parts) if parts else None
+
+
 def resident_bytes(values: Mapping[str, int]) -> int | None:
     """Return the traced bytes made resident on a device other than their owner, or None."""
     return _trace_sum(values, RESIDENT)
@@ -176,6 +221,7 @@ __all__ = [
     "Series",
     "WatchSample",
     "device_bytes",
+    "device_label",
     "drm_devices",
     "drm_memory",
     "drm_parts",
@@ -183,6 +229,7 @@ __all__ = [
     "host_cost",
     "host_signal",
     "resident_bytes",
+    "sysman_bytes",
     "trace_values",
     "traced_devices",
 ]

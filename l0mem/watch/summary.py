@@ -22,7 +22,6 @@ from l0mem.watch.series import (
     IN_FLIGHT,
     Series,
     WatchSample,
-    device_bytes,
     drm_devices,
     drm_memory,
     growth,
@@ -82,7 +81,9 @@ class WatchSummary:
     """Peaks, the host cost per device GiB with its verdict, and where the host pages were charged."""
 
     host_signal: str | None
-    device_source: str | None  # "trace", "drm" or None when no device memory signal exists
+    device_source: (
+        str | None
+    )  # "trace", "drm", "sysman" or None when no device memory signal exists
     host_cost: Peak
     device_memory: Peak
     tree_rss: Peak  # growth of the tree's VmRSS beyond the baseline
@@ -151,12 +152,7 @@ def _why(series: Series, *names: str) -> str:
 
 def device_series(series: Series) -> list[int | None]:
     """Return the workload's device memory beyond the baseline at each sample (None: unknown)."""
-    base = device_bytes(series.baseline.values, tracing=series.tracing) or 0
-    out: list[int | None] = []
-    for s in series.samples:
-        now = device_bytes(s.values, tracing=series.tracing)
-        out.append(None if now is None else max(0, now - base))
-    return out
+    return [series.device_growth(s) for s in series.samples]
 
 
 def settled(xs: list[int | None]) -> list[bool]:
@@ -264,9 +260,7 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     rss = _series_peak(series, TREE_RSS)
     return WatchSummary(
         host_signal=host_name,
-        device_source=None
-        if all(x is None for x in xs)
-        else ("trace" if series.tracing else "drm"),
+        device_source=None if all(x is None for x in xs) else series.device_source,
         host_cost=host,
         device_memory=device,
         tree_rss=rss,
@@ -327,11 +321,10 @@ def _device_peaks(series: Series, pdev: str) -> DevicePeaks:
 def live_ratio(series: Series, sample: WatchSample) -> float | None:
     """Return host cost over device memory beyond the baseline at ``sample``, or None."""
     cost = host_cost(series, sample)
-    base = device_bytes(series.baseline.values, tracing=series.tracing) or 0
-    now = device_bytes(sample.values, tracing=series.tracing)
-    if cost is None or now is None or now - base <= 0:
+    grown = series.device_growth(sample)
+    if cost is None or not grown:
         return None
-    return cost / (now - base)
+    return cost / grown
 
 
 __all__ = [

@@ -23,6 +23,7 @@ static const char *const sim_keys[] = {
     "device_lost_on",
     "init_drivers",
     "free_delay_ms",
+    "shared_state",
 };
 #define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
 
@@ -309,6 +310,22 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             c->device_lost_at = u;
             sim_api_calls = 0;
             sim_lost = 0;
+        }
+    } else if (!strcmp(key, "shared_state")) {
+        /* Every process must count into the same file from its first allocation on. */
+        if (runtime) {
+            snprintf(err, errlen, "shared_state cannot change after zeInit");
+            return -1;
+        }
+        size_t n = strlen(value);
+        if (is_off(value)) {
+            c->shared_state[0] = '\0';
+        } else if (n == 0 || n >= sizeof(c->shared_state) || value[0] != '/') {
+            snprintf(err, errlen, "shared_state=%s: expected an absolute path (under %zu bytes) or off",
+                     value, sizeof(c->shared_state));
+            return -1;
+        } else {
+            memcpy(c->shared_state, value, n + 1);
         }
     } else if (!strcmp(key, "device_lost_on")) {
         size_t n = strlen(value);

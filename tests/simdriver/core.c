@@ -108,7 +108,7 @@ ze_result_t ZE_APICALL sim_zeInit(ze_init_flags_t flags)
             pthread_mutex_unlock(&sim_lock);
             return ZE_RESULT_ERROR_UNINITIALIZED;
         }
-        if (sim_config_load()) {
+        if (sim_config_load() || sim_shared_open()) {
             sim_init_result = ZE_RESULT_ERROR_INVALID_ARGUMENT;
         } else {
             pthread_condattr_t attr;
@@ -738,9 +738,11 @@ ze_result_t ZE_APICALL sim_zesMemoryGetState(zes_mem_handle_t h, zes_mem_state_t
     SIM_NOTNULL(p);
     const sim_device_t *d = memmod_device((sim_memmod_t *)h);
     uint64_t size = sim_device_capacity(d);
+    uint64_t used = d->used;
+    sim_shared_used(d->index, d->sub, &used); /* every process's, as a device counts */
     p->health = ZES_MEM_HEALTH_OK;
     p->size = size;
-    p->free = d->used < size ? size - d->used : 0;
+    p->free = used < size ? size - used : 0;
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 

@@ -148,6 +148,7 @@ static void adjust(uint64_t *used, uint64_t n, int sign)
  */
 static void charge(int device, int sub, uint64_t size, int sign)
 {
+    sim_shared_charge((uint32_t)device, sub, size, sign);
     adjust(&sim_devices[device].used, size, sign);
     if (sub >= 0) {
         adjust(&sim_subdevices[device][sub].used, size, sign);

@@ -69,6 +69,7 @@ typedef struct sim_config {
     int timestamp_not_ready; /* 1: zeEventQueryKernelTimestamp answers NOT_READY even when signalled */
     int fill_noop;           /* 1: fills complete without writing (an untouched allocation) */
     uint64_t free_delay_ms;  /* each zeMemFree waits this long before freeing; 0: at once */
+    char shared_state[256];  /* file shared by simulator processes for device-wide usage; "": off */
 } sim_config_t;
 
 typedef struct sim_memmod {
@@ -290,6 +291,9 @@ int sim_obj_is(const void *handle, uint32_t magic);
 
 /* config.c */
 int sim_config_load(void);
+int sim_shared_open(void);
+void sim_shared_charge(uint32_t device, int sub, uint64_t size, int sign);
+int sim_shared_used(uint32_t device, int sub, uint64_t *out);
 int sim_offers_init_drivers(void);
 int sim_config_set(const char *key, const char *value, int runtime, char *err, size_t errlen);
 

@@ -51,6 +51,7 @@ CONFIG_KEYS = frozenset(
         "fill_noop",
         "init_drivers",
         "free_delay_ms",
+        "shared_state",
         "config",
     }
 )
