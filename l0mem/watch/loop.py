@@ -25,12 +25,8 @@ from l0mem.watch.engine import (
     WatchResult,
     available,
     baseline_values,
-    foreground_terminal,
-    pidfd,
-    reclaim_terminal,
-    signal_tree,
-    start,
 )
+from l0mem.watch.workload import foreground_terminal, pidfd, reclaim_terminal, signal_tree, start
 
 SourceFactory = Callable[[int], Source]
 

@@ -1,0 +1,105 @@
+"""The workload's process: started in its own group, given the terminal, signalled as a tree.
+
+``run`` starts the command as a shell starts a job: in a process group of its
+own (a stop reaches every process it started and none of l0mem's), in the
+terminal's foreground when l0mem has it, and its end is seen through a pidfd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from l0mem.watch.engine import CommandError
+
+
+def pidfd(pid: int) -> int | None:
+    """Return a descriptor that becomes readable when ``pid`` ends (Linux 5.3+), or None."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError:
+        return None
+
+
+def foreground_terminal() -> int | None:
+    """Return standard input's descriptor when it is a terminal l0mem has in the foreground, else None."""
+    try:
+        if os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp():
+            return 0
+    except OSError:
+        pass
+    return None
+
+
+def _set_foreground(fd: int, pgid: int) -> None:
+    """Make ``pgid`` the terminal's foreground group, from any group (SIGTTOU held off)."""
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(fd, pgid)
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
+def reclaim_terminal(fd: int | None) -> None:
+    """Take the terminal back for l0mem's own process group after the workload ended."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            _set_foreground(fd, os.getpgrp())
+
+
+def start(
+    command: Sequence[str], env: Mapping[str, str] | None = None, *, terminal: int | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` in its own process group with l0mem's stdin, stdout and stderr.
+
+    With ``terminal`` (see :func:`foreground_terminal`) the workload's group gets
+    the terminal's foreground, as a shell gives it to a job: it can read the
+    terminal (a background group reading it is stopped by SIGTTIN) and Ctrl-C
+    reaches it; l0mem keeps watching from the background.
+    """
+    group: dict[str, Any]
+    if terminal is not None:
+
+        def foreground() -> None:
+            os.setpgrp()
+            _set_foreground(terminal, os.getpgrp())
+
+        group = {"preexec_fn": foreground}
+    elif sys.version_info >= (3, 11):
+        group = {"process_group": 0}
+    else:
+        group = {"preexec_fn": os.setpgrp}
+    try:
+        return subprocess.Popen(list(command), env=None if env is None else dict(env), **group)
+    except FileNotFoundError:
+        raise CommandError(f"{command[0]}: command not found", 127) from None
+    except PermissionError:
+        raise CommandError(f"{command[0]}: permission denied (not executable)", 126) from None
+    except OSError as exc:
+        raise CommandError(f"{command[0]}: cannot execute ({exc.strerror or exc})", 126) from None
+
+
+def signal_tree(pgid: int, pids: Sequence[int], signum: int) -> None:
+    """Send ``signum`` to the workload's process group and to every process of its tree."""
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, signum)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signum)
+
+
+__all__ = [
+    "foreground_terminal",
+    "pidfd",
+    "reclaim_terminal",
+    "signal_tree",
+    "start",
+]
