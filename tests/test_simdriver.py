@@ -30,7 +30,7 @@ from tests.support.sim import (
 MIB = 1 << 20
 
 PRELUDE = """
-import ctypes, json, os, struct, sys
+import ctypes, json, os, struct, sys, time
 from ctypes import byref, c_size_t, c_uint32, c_uint64, c_void_p
 from tests.simdriver import zeraw as zr
 from tests.support.sim import SimControl
@@ -290,6 +290,74 @@ def test_peer_matrix_and_p2p_properties() -> None:
 
 
 # ------------------------------------------------------------ copies
+
+
+def test_peer_copies_are_corrupted_where_and_as_often_as_configured() -> None:
+    r = run(
+        """
+        size = (2 << 20) + 3
+        data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        ctx = ze.context()
+        host = ze.alloc_host(ctx, size)
+        d0, d0b, d1 = (ze.alloc_device(ctx, devs[i], size) for i in (0, 0, 1))
+        zr.write(host, data)
+        cl = ze.immediate_list(ctx, devs[0])
+        ze.copy(cl, d0, host, size)      # host to device: never corrupted
+        ze.copy(cl, d0b, d0, size)       # within one device: never corrupted
+        ze.copy(cl, d1, d0, size)        # peer copy: corrupted at the offsets
+        def bad(ptr):
+            got = zr.read(ptr, size)
+            return [i for i in range(size) if got[i] != data[i]]
+        first = dict(same=bad(d0b), host=bad(d0), peer=bad(d1), n=sim.corrupted_bytes())
+        sim.set("corrupt_offsets", "off")
+        sim.set("corrupt_rate", "0.001")
+        ze.copy(cl, d1, d0, size)
+        peer = bad(d1)
+        out(**first, rate=len(peer), counted=sim.corrupted_bytes(), copies=sim.peer_copies())
+        """,
+        corrupt_offsets="0,4096,2097152,2097154,9999999999",
+    )
+    size = (2 << 20) + 3
+    assert r["same"] == [] and r["host"] == []
+    assert r["peer"] == [0, 4096, 2 << 20, (2 << 20) + 2]  # the offset past the end is not hit
+    assert r["n"] == 4
+    # A rate of 1 in 1000: exactly the bytes the simulator counts, near the expected share.
+    assert r["rate"] == r["counted"]
+    assert 0.5 * size / 1000 < r["rate"] < 1.5 * size / 1000
+    assert r["copies"] == 1
+
+
+def test_a_hung_peer_copy_never_signals_and_stalls_its_list() -> None:
+    r = run(
+        """
+        size = 1 << 16
+        ctx = ze.context()
+        d0, d1 = ze.alloc_device(ctx, devs[0], size), ze.alloc_device(ctx, devs[1], size)
+        cl = ze.immediate_list(ctx, devs[0])
+        pool = ze.event_pool(ctx, 4)
+        ev = [ze.event(pool, i) for i in range(3)]
+        ze.fill(cl, d0, b"\x07", size)
+        ze.copy(cl, d1, d0, size, ev[0])         # peer copy 1: completes
+        ze.copy(cl, d0, d1, size, ev[1])         # peer copy 2: hangs
+        ze.copy(cl, d0, d0, 16, ev[2])           # behind it on the same list: never runs
+        t0 = time.monotonic()
+        waited = [ze.call("zeEventHostSynchronize", e, c_uint64(200_000_000)) for e in ev]
+        out(waited=waited, took=time.monotonic() - t0, copies=sim.peer_copies(),
+            d1=zr.read(d1, 4).hex())
+        """,
+        hang_copy_at=2,
+    )
+    assert r["waited"] == [0, zeraw.NOT_READY, zeraw.NOT_READY]
+    assert r["copies"] == 2 and r["d1"] == "07070707"
+    assert r["took"] >= 0.35  # both waits ran to their 0.2 s bound
+
+
+def test_copy_fault_keys_are_checked() -> None:
+    for key, value in (("corrupt_rate", "2"), ("corrupt_offsets", "x"), ("hang_copy_at", "-1")):
+        proc = run_python_env(
+            "from tests.simdriver import zeraw as zr; zr.Ze()", sim_env(**{key: value})
+        )
+        assert proc.returncode != 0 and f"{key}={value}" in proc.stderr, proc.stderr
 
 
 def test_copies_move_the_right_bytes() -> None:

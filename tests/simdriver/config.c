@@ -24,6 +24,10 @@ static const char *const sim_keys[] = {
     "init_drivers",
     "free_delay_ms",
     "shared_state",
+    "corrupt_offsets",
+    "corrupt_rate",
+    "corrupt_seed",
+    "hang_copy_at",
 };
 #define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
 
@@ -40,6 +44,7 @@ static void sim_config_defaults(sim_config_t *c)
     c->dmabuf = 1;
     c->defer_backing_mirror = 1;
     c->driver_version = 1;
+    c->corrupt_seed = 1;
 }
 
 static char *sim_trim(char *s)
@@ -311,6 +316,54 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             sim_api_calls = 0;
             sim_lost = 0;
         }
+    } else if (!strcmp(key, "corrupt_offsets")) {
+        c->ncorrupt_offsets = 0;
+        if (!is_off(value)) {
+            char buf[512];
+            if (strlen(value) >= sizeof(buf)) {
+                snprintf(err, errlen, "corrupt_offsets: too long");
+                return -1;
+            }
+            strcpy(buf, value);
+            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+                 tok = strtok_r(NULL, ",", &save)) {
+                uint64_t off;
+                if (c->ncorrupt_offsets == 16 || parse_u64(sim_trim(tok), &off)) {
+                    snprintf(err, errlen, "corrupt_offsets=%s: expected up to 16 byte offsets "
+                             "separated by commas, or off", value);
+                    return -1;
+                }
+                c->corrupt_offsets[c->ncorrupt_offsets++] = off;
+            }
+        }
+        sim_faults_reset();
+    } else if (!strcmp(key, "corrupt_rate")) {
+        char *end;
+        errno = 0;
+        double r = is_off(value) ? 0.0 : strtod(value, &end);
+        if (!is_off(value) && (end == value || *end || errno || !(r >= 0.0 && r <= 1.0))) {
+            snprintf(err, errlen, "corrupt_rate=%s: expected a share of bytes from 0 to 1, or off",
+                     value);
+            return -1;
+        }
+        c->corrupt_rate = r;
+        sim_faults_reset();
+    } else if (!strcmp(key, "corrupt_seed")) {
+        if (parse_u64(value, &u)) {
+            snprintf(err, errlen, "corrupt_seed=%s: expected an unsigned number", value);
+            return -1;
+        }
+        c->corrupt_seed = u;
+        sim_faults_reset();
+    } else if (!strcmp(key, "hang_copy_at")) {
+        if (is_off(value))
+            u = 0;
+        else if (parse_u64(value, &u)) {
+            snprintf(err, errlen, "hang_copy_at=%s: expected a count from 1, or off", value);
+            return -1;
+        }
+        c->hang_copy_at = u;
+        sim_faults_reset();
     } else if (!strcmp(key, "shared_state")) {
         /* Every process must count into the same file from its first allocation on. */
         if (runtime) {

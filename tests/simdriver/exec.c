@@ -128,8 +128,11 @@ static ze_result_t run_copy(sim_cmd_t *c)
     if ((r = sim_check_range(c->u.copy.dst, c->u.copy.size)) ||
         (r = sim_check_range(c->u.copy.src, c->u.copy.size)))
         return r;
-    memmove(c->u.copy.dst, c->u.copy.src, c->u.copy.size);
     int s = sim_ptr_device(c->u.copy.src), d = sim_ptr_device(c->u.copy.dst);
+    if (sim_copy_hangs(s, d))
+        return SIM_HUNG;
+    memmove(c->u.copy.dst, c->u.copy.src, c->u.copy.size);
+    sim_copy_corrupt(s, d, c->u.copy.dst, c->u.copy.src, c->u.copy.size);
     sim_moved[s + 1][d + 1] += c->u.copy.size;
     return ZE_RESULT_SUCCESS;
 }
@@ -243,8 +246,13 @@ static ze_result_t cmd_begin(sim_list_t *l, sim_cmd_t *c, enum sim_cmd_kind kind
 static ze_result_t cmd_end(sim_list_t *l, sim_cmd_t *c)
 {
     if (l->immediate) {
-        ze_result_t r = run_cmd(c);
+        /* In order: behind a hung copy nothing runs or signals, as on a stuck engine. */
+        ze_result_t r = l->hung ? SIM_HUNG : run_cmd(c);
         cmd_release(c);
+        if (r == SIM_HUNG) {
+            l->hung = 1;
+            return ZE_RESULT_SUCCESS;
+        }
         return r;
     }
     if (l->ncmds == l->cap) {
@@ -572,12 +580,18 @@ ze_result_t ZE_APICALL sim_zeCommandQueueExecuteCommandLists(ze_command_queue_ha
         if (l->immediate || !l->closed || l->device != q->device)
             return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
     }
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < n && !q->hung; i++) {
         sim_list_t *l = (sim_list_t *)lists[i];
-        for (size_t j = 0; j < l->ncmds; j++)
-            if ((r = run_cmd(&l->cmds[j])))
+        for (size_t j = 0; j < l->ncmds && !q->hung; j++) {
+            r = run_cmd(&l->cmds[j]);
+            if (r == SIM_HUNG)
+                q->hung = 1; /* the submission never completes: no fence either */
+            else if (r)
                 return sim_leave(r);
+        }
     }
+    if (q->hung)
+        return sim_leave(ZE_RESULT_SUCCESS);
     if (fence) {
         ((sim_fence_t *)fence)->signaled = 1;
         pthread_cond_broadcast(&sim_cond);
@@ -587,11 +601,14 @@ ze_result_t ZE_APICALL sim_zeCommandQueueExecuteCommandLists(ze_command_queue_ha
 
 ze_result_t ZE_APICALL sim_zeCommandQueueSynchronize(ze_command_queue_handle_t h, uint64_t timeout)
 {
-    (void)timeout; /* work has already run when it was submitted */
+    /* Work has already run when it was submitted, unless a copy on the queue hung. */
+    static const int never = 0;
     ze_result_t r = sim_enter();
     if (r)
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_QUEUE);
+    if (((sim_queue_t *)h)->hung)
+        return sim_leave(host_sync(&never, timeout, "zeCommandQueueSynchronize", "a hung copy"));
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 

@@ -69,6 +69,11 @@ typedef struct sim_config {
     int timestamp_not_ready; /* 1: zeEventQueryKernelTimestamp answers NOT_READY even when signalled */
     int fill_noop;           /* 1: fills complete without writing (an untouched allocation) */
     uint64_t free_delay_ms;  /* each zeMemFree waits this long before freeing; 0: at once */
+    uint64_t corrupt_offsets[16]; /* peer copies: bytes at these destination offsets are flipped */
+    uint32_t ncorrupt_offsets;
+    double corrupt_rate;           /* peer copies: this share of the bytes is flipped (seeded) */
+    uint64_t corrupt_seed;
+    uint64_t hang_copy_at;         /* the K-th peer copy never completes; 0: off */
     char shared_state[256];  /* file shared by simulator processes for device-wide usage; "": off */
 } sim_config_t;
 
@@ -230,6 +235,7 @@ typedef struct sim_cmd {
 typedef struct sim_list {
     uint32_t magic;
     int immediate;
+    int hung;  /* an immediate list behind a hung copy: nothing on it runs or signals */
     int closed;
     const sim_device_t *device;
     size_t ncmds;
@@ -239,6 +245,7 @@ typedef struct sim_list {
 
 typedef struct sim_queue {
     uint32_t magic;
+    int hung;  /* a queue behind a hung copy: nothing on it runs or signals */
     const sim_device_t *device;
 } sim_queue_t;
 
@@ -292,6 +299,11 @@ int sim_obj_is(const void *handle, uint32_t magic);
 /* config.c */
 int sim_config_load(void);
 int sim_shared_open(void);
+/* Copy faults (faults.c): SIM_HUNG from run_copy means the copy never completes. */
+#define SIM_HUNG ((ze_result_t)0x7ff0beef)
+int sim_copy_hangs(int src_device, int dst_device);
+void sim_copy_corrupt(int src_device, int dst_device, uint8_t *dst, const uint8_t *src, size_t size);
+void sim_faults_reset(void);
 void sim_shared_charge(uint32_t device, int sub, uint64_t size, int sign);
 int sim_shared_used(uint32_t device, int sub, uint64_t *out);
 int sim_offers_init_drivers(void);

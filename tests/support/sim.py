@@ -52,6 +52,10 @@ CONFIG_KEYS = frozenset(
         "init_drivers",
         "free_delay_ms",
         "shared_state",
+        "corrupt_offsets",
+        "corrupt_rate",
+        "corrupt_seed",
+        "hang_copy_at",
         "config",
     }
 )
@@ -141,6 +145,7 @@ def build() -> Path:
         str(tmp),
         *(str(p) for p in sources if p.suffix == ".c"),
         "-lpthread",
+        "-lm",
     ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -215,6 +220,9 @@ class SimControl:
         lib.zesim_kernel_launches.restype = ctypes.c_uint64
         lib.zesim_reset_counters.argtypes = []
         lib.zesim_reset_counters.restype = None
+        for counter in ("zesim_corrupted_bytes", "zesim_peer_copies"):
+            getattr(lib, counter).argtypes = []
+            getattr(lib, counter).restype = ctypes.c_uint64
         self._lib = lib
 
     @classmethod
@@ -251,6 +259,14 @@ class SimControl:
     def bytes_moved(self, src: int, dst: int) -> int:
         """Return bytes copied from `src` to `dst` (device index, or -1 for host memory)."""
         return int(self._lib.zesim_bytes_moved(src, dst))
+
+    def corrupted_bytes(self) -> int:
+        """Return the bytes peer copies corrupted since a fault key was last set (corrupt_*)."""
+        return int(self._lib.zesim_corrupted_bytes())
+
+    def peer_copies(self) -> int:
+        """Return the peer copies executed (or hung) since a fault key was last set."""
+        return int(self._lib.zesim_peer_copies())
 
     def kernel_launches(self) -> int:
         """Return the number of kernel launches executed since the last reset."""
