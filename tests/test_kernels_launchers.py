@@ -24,7 +24,7 @@ class _Buf:
 
 
 class _Done:
-    def wait(self) -> None:
+    def wait(self, timeout: float | None = None) -> None:
         pass
 
     def elapsed_ns(self) -> int | None:
@@ -116,7 +116,7 @@ def test_zero_elements_launch_nothing_but_wait_for_dependencies() -> None:
     waited: list[int] = []
 
     class _Dep(_Done):
-        def wait(self) -> None:
+        def wait(self, timeout: float | None = None) -> None:
             waited.append(1)
 
     ev = kernels.compress_bf16(rec, _Buf(0), _Buf(0), 0, wait_for=[_Dep(), _Dep()])  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from l0mem.allreduce.schedules import Call, PathName, layout, pair, ring, scratch_bytes
-from l0mem.backends import Backend, DeviceBuffer, Event, cleanup
+from l0mem.backends import Backend, DeviceBuffer, Event, cleanup, copy_deadline
 
 DEFAULT_THRESHOLD = 32768
 BF16_UNIT = 2.0**-8
@@ -65,10 +65,15 @@ class AllReduceStats:
         """Return the bytes that crossed between distinct devices, summed over all pairs."""
         return sum(self.bytes_crossed.values())
 
-    def wait(self) -> None:
-        """Block until every device has finished its part of the call."""
+    @property
+    def watchdog(self) -> float:
+        """Return the seconds the call may take before it counts as hung (its bytes' copy deadline)."""
+        return copy_deadline(self.total_bytes + 4 * self.nelem * len(self.devices))
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until every device has finished its part; raise CopyTimeout after ``timeout`` s."""
         for ev in self.done:
-            ev.wait()
+            ev.wait(timeout)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (pairs as ``"src>dst"`` keys)."""
@@ -254,5 +259,5 @@ def allreduce(
         backend, [b.device for b in buffers], threshold=threshold, transport=transport
     ) as ar:
         stats = ar(buffers, nelem, path=path)
-        stats.wait()
+        stats.wait(stats.watchdog)
     return stats

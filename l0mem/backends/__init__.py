@@ -16,8 +16,10 @@ CLI layers import from here, never the other way.
 """
 
 from l0mem.backends.base import (
+    HANG_BASE_S,
     Backend,
     BackendClosedError,
+    CopyTimeout,
     DeviceBuffer,
     DeviceMemory,
     Event,
@@ -26,6 +28,7 @@ from l0mem.backends.base import (
     RouteKind,
     check_fill,
     cleanup,
+    copy_deadline,
     is_simulator_name,
     staged_copy,
 )
@@ -42,8 +45,10 @@ from l0mem.backends.select import (
 from l0mem.backends.sycl import SyclBackend, SyclBuffer, SyclEvent
 
 __all__ = [
+    "HANG_BASE_S",
     "Backend",
     "BackendClosedError",
+    "CopyTimeout",
     "DeviceBuffer",
     "DeviceMemory",
     "DeviceSelectionError",
@@ -59,6 +64,7 @@ __all__ = [
     "SyclEvent",
     "check_fill",
     "cleanup",
+    "copy_deadline",
     "device_memory",
     "is_simulator_name",
     "level_zero_devices",

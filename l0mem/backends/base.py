@@ -28,6 +28,27 @@ RouteKind: TypeAlias = Literal["direct", "staged"]
 
 MAX_FILL_PATTERN = 128
 
+# The watchdog: an operation moving n bytes that has not completed after
+# HANG_BASE_S + n / SLOWEST_BYTES_PER_S seconds counts as hung. 50 MB/s is far
+# below any PCIe link or host copy l0mem takes (a x1 gen1 link is 250 MB/s),
+# so a loaded machine or a first-touch fault never passes for a hang; the base
+# covers a driver's first-use work (page tables, a context's first submission).
+HANG_BASE_S = 10.0
+SLOWEST_BYTES_PER_S = 50e6
+
+
+class CopyTimeout(TimeoutError):
+    """An operation did not complete within its bound: a hang. ``str()`` is one line."""
+
+    def __init__(self, message: str, device: int | None = None) -> None:
+        super().__init__(message)
+        self.device = device
+
+
+def copy_deadline(nbytes: int, base: float = HANG_BASE_S) -> float:
+    """Return the seconds an operation moving ``nbytes`` may take before it counts as hung."""
+    return base + max(nbytes, 0) / SLOWEST_BYTES_PER_S
+
 # The name every device of l0mem's simulated Level Zero driver reports
 # (tests/simdriver). The device name is what the driver itself says; an
 # environment variable such as ZE_ENABLE_ALT_DRIVERS may name a real driver too.
@@ -75,8 +96,8 @@ class PeerAccess:
 class Event(Protocol):
     """Completion of one enqueued operation."""
 
-    def wait(self) -> None:
-        """Block until the operation has finished."""
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the operation has finished; raise CopyTimeout after ``timeout`` seconds."""
         ...
 
     def elapsed_ns(self) -> int | None:
@@ -386,10 +407,12 @@ def staged_copy(
 
 
 __all__: list[str] = [
+    "HANG_BASE_S",
     "MAX_FILL_PATTERN",
     "Backend",
     "BackendClosedError",
     "BufferBase",
+    "CopyTimeout",
     "DeviceBuffer",
     "DeviceMemory",
     "Event",
@@ -399,6 +422,7 @@ __all__: list[str] = [
     "check_allocation_size",
     "check_fill",
     "cleanup",
+    "copy_deadline",
     "device_index",
     "is_simulator_name",
     "staged_copy",

@@ -82,10 +82,10 @@ class _NoWorkEvent:
     def __init__(self, wait_for: Sequence[Event]) -> None:
         self._wait_for = tuple(wait_for)
 
-    def wait(self) -> None:
-        """Block until every event this one depends on has finished."""
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until every event this one depends on has finished (CopyTimeout past ``timeout``)."""
         for ev in self._wait_for:
-            ev.wait()
+            ev.wait(timeout)
 
     def elapsed_ns(self) -> int | None:
         """Return 0: nothing ran on the device."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from l0mem._ze.errors import NotReadyError
+from l0mem.backends.base import CopyTimeout
 from l0mem.core import Context, Device, EventPool
 from l0mem.core import Event as CoreEvent
 from l0mem.keepalive import KeepAlive
@@ -25,12 +26,18 @@ POOL_SIZE = 64
 class L0Event:
     """A backend event: one recycled Level Zero event with kernel timestamps."""
 
-    def __init__(self, recycler: Recycler, device: Device) -> None:
-        """Take an event from ``recycler`` for work on ``device``; it goes back when this is collected."""
+    def __init__(
+        self, recycler: Recycler, device: Device, on_hang: Callable[[], None] | None = None
+    ) -> None:
+        """Take an event from ``recycler`` for work on ``device``; it goes back when this is collected.
+
+        ``on_hang`` runs when a wait with a timeout finds the work hung.
+        """
         event = recycler.take()
         self._event = event
         self._recycler = recycler
         self._device = device
+        self._on_hang = on_hang
         weakref.finalize(self, recycler.give_back, event)
 
     @property
@@ -43,12 +50,17 @@ class L0Event:
         self._recycler.depend(self._event, waits)
         return self
 
-    def wait(self) -> None:
-        """Block until the operation has finished (at the latest, the backend's close finished it)."""
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the operation has finished; raise CopyTimeout after ``timeout`` seconds."""
         if self._event.closed:
-            return
-        if self._event.wait():
+            return  # the backend's close finished it, or gave it up as hung
+        ns = None if timeout is None else max(int(timeout * 1e9), 0)
+        if self._event.wait(ns):
             self._recycler.completed(self._event)
+        elif timeout is not None:
+            if self._on_hang is not None:
+                self._on_hang()
+            raise CopyTimeout(f"an operation did not complete within {timeout:.1f} s (a hang)")
 
     def elapsed_ns(self) -> int | None:
         """Return the device-measured duration in ns once done; None when there is none to give.

@@ -22,6 +22,7 @@ from typing import Literal
 
 from l0mem.backends.base import (
     BackendClosedError,
+    CopyTimeout,
     DeviceBuffer,
     DeviceMemory,
     Event,
@@ -87,6 +88,7 @@ class LevelZeroBackend(L0Kernels):
         self._recyclers: list[Recycler] = []
         self._start_kernels()
         self._closed = False
+        self._hung: set[int] = set()  # devices whose queue holds an operation that hung
         try:
             if context == "multi":
                 # A context holds devices of one driver: one context per driver.
@@ -202,7 +204,9 @@ class LevelZeroBackend(L0Kernels):
         return self._recyclers[self._contexts.index(self._ctx_of[device])]
 
     def _event(self, device: int) -> L0Event:
-        return L0Event(self._recycler(device), self._devices[device])
+        return L0Event(
+            self._recycler(device), self._devices[device], lambda: self._hung.add(device)
+        )
 
     def _waits(self, device: int, wait_for: Sequence[Event]) -> list[CoreEvent]:
         """Return device-side waits in ``device``'s context; host-wait the others."""
@@ -352,6 +356,8 @@ class LevelZeroBackend(L0Kernels):
         """Wait until all work on ``device`` (default: every device) has finished."""
         targets = range(len(self._lists)) if device is None else [self._index(device)]
         for i in targets:
+            if i in self._hung:
+                raise CopyTimeout(f"device {i} has a hung operation", i)
             self._lists[i].synchronize()
         for recycler in self._recyclers:
             recycler.sweep()
@@ -362,8 +368,10 @@ class LevelZeroBackend(L0Kernels):
             return
         self._closed = True
         try:
-            for cl in self._lists:
-                cl.synchronize()
+            for i, cl in enumerate(self._lists):
+                # A device behind a hung operation would never finish: not waited for.
+                if i not in self._hung:
+                    cl.synchronize()
         except BaseException as err:
             cleanup([self._release], strict=False, after=err)
             raise

@@ -26,6 +26,7 @@ from typing_extensions import Self
 
 from l0mem.backends.base import (
     BackendClosedError,
+    CopyTimeout,
     DeviceBuffer,
     DeviceMemory,
     Event,
@@ -95,6 +96,7 @@ class SyclBackend(SyclKernels):
             dpctl.SyclQueueCreationError,
         )
         self._closed = False
+        self._hung: set[int] = set()  # devices whose queue holds an operation that hung
         self._start_kernels()
         self._contexts: list[Any] = []
         self._queues: list[Any] = []
@@ -211,7 +213,9 @@ class SyclBackend(SyclKernels):
         return deps
 
     def _event(self, device: int, events: Sequence[Any]) -> SyclEvent:
-        return SyclEvent(events, self._contexts[device], self.profiling)
+        return SyclEvent(
+            events, self._contexts[device], self.profiling, lambda: self._hung.add(device)
+        )
 
     def _marker(self, device: int, wait_for: Sequence[Event]) -> SyclEvent:
         """Return an event that completes once ``wait_for`` has, without doing work."""
@@ -370,6 +374,8 @@ class SyclBackend(SyclKernels):
         """Wait until all work on ``device`` (default: every device) has finished."""
         targets = range(len(self._queues)) if device is None else [self._index(device)]
         for i in targets:
+            if i in self._hung:
+                raise CopyTimeout(f"device {i} has a hung operation", i)
             self._queues[i].wait()
             self._pending[i].clear()
 
@@ -383,8 +389,10 @@ class SyclBackend(SyclKernels):
         if self._closed:
             return
         try:
-            for q in self._queues:
-                q.wait()
+            for i, q in enumerate(self._queues):
+                # A queue behind a hung operation would never finish: not waited for.
+                if i not in self._hung:
+                    q.wait()
         finally:
             for buf in list(self._buffers):
                 buf.close()

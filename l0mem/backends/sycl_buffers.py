@@ -6,10 +6,11 @@ itself only for type checking.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from l0mem.backends.base import BufferBase
+from l0mem.backends.base import BufferBase, CopyTimeout
 from l0mem.sycl import load_dpctl
 
 if TYPE_CHECKING:
@@ -32,10 +33,17 @@ def host_view(data: object, *, writable: bool, what: str) -> memoryview:
 class SyclEvent:
     """Completion of one operation, possibly made of several dpctl events (a staged copy)."""
 
-    def __init__(self, events: Sequence[Any], context: Any, profiled: bool) -> None:
+    def __init__(
+        self,
+        events: Sequence[Any],
+        context: Any,
+        profiled: bool,
+        on_hang: Callable[[], None] | None = None,
+    ) -> None:
         self._events = tuple(events)
         self._context = context
         self._profiled = profiled
+        self._on_hang = on_hang
 
     @property
     def dpctl_events(self) -> tuple[Any, ...]:
@@ -47,10 +55,25 @@ class SyclEvent:
         """Return the dpctl context of the queue that ran the last part of the operation."""
         return self._context
 
-    def wait(self) -> None:
-        """Block until the operation has finished."""
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the operation has finished; raise CopyTimeout after ``timeout`` seconds."""
+        if timeout is None:
+            for ev in self._events:
+                ev.wait()
+            return
+        # dpctl has no timed wait: poll, sleeping longer as the wait goes on.
+        complete = load_dpctl().event_status_type.complete
+        deadline = time.monotonic() + timeout
+        pause = 0.0001
+        while not all(ev.execution_status == complete for ev in self._events):
+            if time.monotonic() >= deadline:
+                if self._on_hang is not None:
+                    self._on_hang()
+                raise CopyTimeout(f"an operation did not complete within {timeout:.1f} s (a hang)")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
         for ev in self._events:
-            ev.wait()
+            ev.wait()  # complete: returns at once, and lets dpctl release the event's work
 
     def elapsed_ns(self) -> int | None:
         """Return the device-measured duration in ns (summed over parts), or None without profiling."""

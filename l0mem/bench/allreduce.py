@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from l0mem import __version__
-from l0mem.allreduce import AllReduce, error_bound, scratch_bytes
-from l0mem.backends import Backend, Event, NoDeviceError, cleanup
+from l0mem.allreduce import AllReduce, AllReduceStats, error_bound, scratch_bytes
+from l0mem.backends import Backend, Event, NoDeviceError, cleanup, copy_deadline
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import MeasurementInterrupted, time_op
 from l0mem.driverenv import recorded_environment
@@ -180,17 +180,16 @@ def _one(
 
     load()
     stats = ar(bufs, nelem, path=path)
-    stats.wait()
+    stats.wait(stats.watchdog)
     outs = []
     for b in bufs:
         out = np.empty(nelem, dtype=np.float32)
-        backend.download(b, out).wait()
+        backend.download(b, out).wait(copy_deadline(4 * nelem))
         outs.append(out)
     check = _check(np, xs, outs, path)
 
     def call() -> Sequence[Event]:
-        ar(bufs, nelem, path=path)
-        return (_AllFinished(backend, devices),)
+        return (_AllFinished(backend, ar(bufs, nelem, path=path)),)
 
     # Host clock from the first enqueue until every device has finished; the
     # inputs are re-uploaded, untimed, before each call (the sum overwrote them).
@@ -225,12 +224,13 @@ def _one(
 class _AllFinished:
     """The end of one all-reduce call: every device of it has finished (no device time)."""
 
-    def __init__(self, backend: Backend, devices: Sequence[int]) -> None:
-        self.backend, self.devices = backend, devices
+    def __init__(self, backend: Backend, stats: AllReduceStats) -> None:
+        self.backend, self.stats = backend, stats
 
-    def wait(self) -> None:
-        """Block until every device has finished all it was given."""
-        for d in self.devices:
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until every device has finished all it was given (CopyTimeout past ``timeout``)."""
+        self.stats.wait(timeout)
+        for d in self.stats.devices:
             self.backend.synchronize(d)
 
     def elapsed_ns(self) -> None:

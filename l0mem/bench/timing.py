@@ -29,7 +29,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from l0mem.backends import Event
+from l0mem.backends import HANG_BASE_S, Event, copy_deadline
 
 Timing = Literal["device", "host"]
 TimingRequest = Literal["auto", "device", "host"]
@@ -134,23 +134,23 @@ def unmeasured_dict(timing: Timing = "device") -> dict[str, Any]:
     return {**dict.fromkeys(SUMMARY_KEYS), "timing": timing, "samples_ns": []}
 
 
-def _wait(events: Sequence[Event]) -> None:
+def _wait(events: Sequence[Event], timeout: float | None = None) -> None:
     for ev in events:
-        ev.wait()
+        ev.wait(timeout)
 
 
 class _NoTimestamp(Exception):
     """An event of the operation carries no device timestamp."""
 
 
-def _sample(op: EventsOp, timing: Timing) -> int:
+def _sample(op: EventsOp, timing: Timing, timeout: float | None) -> int:
     """Return one duration of ``op`` in ns; raise _NoTimestamp when device time is missing."""
     if timing == "host":
         start = time.perf_counter_ns()
-        _wait(op())
+        _wait(op(), timeout)
         return time.perf_counter_ns() - start
     events = op()
-    _wait(events)
+    _wait(events, timeout)
     total = 0
     for ev in events:
         ns = ev.elapsed_ns()
@@ -166,6 +166,7 @@ def _rounds(
     timing: Timing,
     prepare: Callable[[], None] | None,
     samples: dict[_K, list[int]],
+    bounds: Mapping[_K, float | None],
 ) -> None:
     # Fills the caller's lists, so that an interrupt leaves it what was sampled.
     for key in ops:
@@ -174,7 +175,7 @@ def _rounds(
         for key, op in ops.items():
             if prepare is not None:
                 prepare()
-            samples[key].append(_sample(op, timing))
+            samples[key].append(_sample(op, timing, bounds[key]))
 
 
 def time_ops(
@@ -184,6 +185,7 @@ def time_ops(
     warmup: int,
     timing: TimingRequest = "auto",
     prepare: Callable[[], None] | None = None,
+    watchdog: float | None = HANG_BASE_S,
 ) -> dict[_K, Measurement]:
     """Time each ``(op, bytes moved)`` of ``ops`` round-robin; return a Measurement per key.
 
@@ -197,15 +199,22 @@ def time_ops(
     keys with at least one sample, each holding the samples it has (round-robin:
     the keys before the interrupted one have one sample more). Interrupted
     during warm-up, nothing was measured: the KeyboardInterrupt goes on as is.
+
+    Every wait has the watchdog's bound (:func:`l0mem.backends.copy_deadline`
+    of the bytes moved, ``watchdog`` its base; None: no bound): an operation
+    past it raises :class:`l0mem.backends.CopyTimeout`.
     """
     if reps < 1 or warmup < 0:
         raise ValueError(f"reps must be >= 1 and warmup >= 0, got {reps} and {warmup}")
     run = {key: op for key, (op, _) in ops.items()}
+    bounds = {
+        key: None if watchdog is None else copy_deadline(n, watchdog) for key, (_, n) in ops.items()
+    }
     for _ in range(warmup):
-        for op in run.values():
+        for key, op in run.items():
             if prepare is not None:
                 prepare()
-            _wait(op())
+            _wait(op(), bounds[key])
     used: Timing = "host" if timing == "host" else "device"
     note: str | None = None
     samples: dict[_K, list[int]] = {}
@@ -219,7 +228,7 @@ def time_ops(
 
     try:
         try:
-            _rounds(run, reps, used, prepare, samples)
+            _rounds(run, reps, used, prepare, samples, bounds)
         except _NoTimestamp:
             if timing == "device":
                 raise RuntimeError(
@@ -228,7 +237,7 @@ def time_ops(
             # Warm-up is done; the device-timed rounds so far are discarded.
             used = "host"
             note = FALLBACK_NOTE
-            _rounds(run, reps, used, prepare, samples)
+            _rounds(run, reps, used, prepare, samples, bounds)
     except KeyboardInterrupt as exc:
         raise MeasurementInterrupted(measured(), exc) from None
     return measured()
@@ -242,10 +251,16 @@ def time_op(
     warmup: int,
     timing: TimingRequest = "auto",
     prepare: Callable[[], None] | None = None,
+    watchdog: float | None = HANG_BASE_S,
 ) -> Measurement:
     """Time one operation as :func:`time_ops` does; return its Measurement."""
     return time_ops(
-        {0: (op, bytes_moved)}, reps=reps, warmup=warmup, timing=timing, prepare=prepare
+        {0: (op, bytes_moved)},
+        reps=reps,
+        warmup=warmup,
+        timing=timing,
+        prepare=prepare,
+        watchdog=watchdog,
     )[0]
 
 

@@ -27,7 +27,7 @@ class FakeEvent:
     def __init__(self, clock: FakeClock, device_ns: int | None, wait_ns: int) -> None:
         self.clock, self.device_ns, self.wait_ns, self.done = clock, device_ns, wait_ns, False
 
-    def wait(self) -> None:
+    def wait(self, timeout: float | None = None) -> None:
         """Advance the clock by ``wait_ns`` the first time."""
         if not self.done:
             self.clock.ns += self.wait_ns

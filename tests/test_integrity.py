@@ -1,0 +1,123 @@
+"""Copies checked byte for byte (l0mem.bench.integrity) on the simulated driver's copy faults.
+
+The simulator corrupts peer copies at configured offsets or at a seeded rate,
+and hangs the K-th peer copy (tests/simdriver/faults.c): its configuration
+and counters are the ground truth these checks are held to.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+import l0mem.core as core
+from l0mem.backends import CopyTimeout, copy_deadline
+from l0mem.backends.levelzero import LevelZeroBackend
+from l0mem.bench.integrity import BOUNDARY_SIZES, OFFSETS, check_copy, verify_copies
+from tests.support import core_fixtures
+
+sim = core_fixtures.sim
+clean = core_fixtures.clean
+
+
+@pytest.fixture
+def backend(clean):
+    b = LevelZeroBackend(core.drivers()[0].devices()[:3], context="multi")
+    yield b
+    b.close()
+    assert [clean.device_used(i) for i in range(3)] == [0, 0, 0]
+
+
+def _failures(checks):
+    return [c for c in checks if not c.ok]
+
+
+def test_a_clean_run_checks_every_route_pair_size_and_offset(backend):
+    sizes = [3, 4097]
+    checks = verify_copies(backend, sizes=sizes)
+    assert _failures(checks) == []
+    done = {(c.src, c.dst, c.route, c.nbytes, c.src_offset, c.dst_offset) for c in checks}
+    expected = {
+        (s, d, r, n, so, do)
+        for s in range(3)
+        for d in range(3)
+        for r in (["same_device"] if s == d else ["direct", "staged"])
+        for n in sizes
+        for so, do in OFFSETS
+    }
+    assert done == expected
+    assert all(c.mismatches == 0 and c.skipped is None for c in checks)
+
+
+def test_corruption_is_found_at_the_offset_the_simulator_wrote_it(backend, clean):
+    clean.set("corrupt_offsets", "4096")
+    checks = verify_copies(backend, [0, 1], sizes=list(BOUNDARY_SIZES))
+    bad = _failures(checks)
+    # Only peer copies (device to device across cards) corrupt; staged and same-device
+    # copies move through host memory or stay on one card.
+    assert bad and {(c.src, c.dst, c.route) for c in bad} == {(0, 1, "direct"), (1, 0, "direct")}
+    assert all(c.nbytes > 4096 and c.mismatches == 1 and c.first_mismatch == 4096 for c in bad)
+    small = [c for c in checks if c.route == "direct" and c.nbytes <= 4096]
+    assert small and all(c.ok for c in small)
+    assert "1 byte(s) wrong, the first at offset 4,096 (seed 0)" in bad[0].describe()
+
+
+def test_the_last_byte_of_an_odd_size_at_unaligned_offsets_is_checked(backend, clean):
+    n = 4097
+    clean.set("corrupt_offsets", str(n - 1))
+    src, dst = backend.allocate(0, n + 8), backend.allocate(1, n + 8)
+    try:
+        got = check_copy(np, backend, "direct", src, dst, n, (1, 3), seed=7)
+    finally:
+        src.close()
+        dst.close()
+    assert (got.mismatches, got.first_mismatch, got.src_offset, got.dst_offset) == (1, n - 1, 1, 3)
+
+
+def test_a_copy_that_writes_nothing_is_caught(backend, monkeypatch):
+    # The destination holds the pattern's complement first: a copy that "completes"
+    # without writing leaves every byte wrong.
+    monkeypatch.setattr(backend, "copy", lambda dst, src, n=None, **kw: backend.fill(dst, b"\0", 0))
+    src, dst = backend.allocate(0, 64), backend.allocate(1, 64)
+    try:
+        got = check_copy(np, backend, "direct", src, dst, 64)
+    finally:
+        src.close()
+        dst.close()
+    assert (got.mismatches, got.first_mismatch, got.ok) == (64, 0, False)
+
+
+def test_a_corruption_rate_is_counted_exactly(backend, clean):
+    clean.set("corrupt_rate", "0.002")
+    checks = verify_copies(
+        backend, [0, 1], sizes=[(2 << 20) + 3], routes=["direct"], offsets=[(0, 0)]
+    )
+    wrong = sum(c.mismatches or 0 for c in checks)
+    assert wrong == clean.corrupted_bytes() > 0
+    assert len(checks) == 2 and all(not c.ok for c in checks)
+
+
+def test_a_hung_copy_is_reported_within_its_bound_and_its_devices_are_left_alone(backend, clean):
+    clean.set("hang_copy_at", "1")
+    started = time.monotonic()
+    checks = verify_copies(backend, sizes=[64], routes=["same_device", "direct"], watchdog=0.3)
+    took = time.monotonic() - started
+    hung = [c for c in checks if c.hung]
+    assert [(c.src, c.dst, c.route) for c in hung] == [(0, 1, "direct")]
+    assert took < 0.3 + copy_deadline(64, 0.3) + 5
+    skipped = [c for c in checks if c.skipped]
+    assert skipped and all("hung earlier (copy 0>1 direct)" in (c.skipped or "") for c in skipped)
+    assert {(c.src, c.dst) for c in checks if c.ok and not c.skipped} >= {(2, 2)}
+    assert clean.peer_copies() == 1  # nothing else was sent to the two hung devices
+    with pytest.raises(CopyTimeout):
+        backend.synchronize(0)
+
+
+def test_bad_arguments(backend):
+    bad: list[dict[str, Any]] = [{"sizes": []}, {"sizes": [0]}, {"routes": ["teleport"]}]
+    for kwargs in bad:
+        with pytest.raises(ValueError):
+            verify_copies(backend, **kwargs)
