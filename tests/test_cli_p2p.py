@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import time
 
 import pytest
 from rich.console import Console
@@ -17,6 +18,7 @@ from tests.support.cli import (
     run_json,
     run_json_on_sycl_cpu_pair,
     run_l0mem,
+    skip_if_too_few_compute_units,
 )
 
 
@@ -176,7 +178,8 @@ def test_sizes_beyond_memory(config, code, needle):
 
 
 def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
-    from l0mem.bench.copies import CopyTiming, P2PResult, PeerInfo
+    from l0mem.bench.copies import CopyTiming, PeerInfo
+    from l0mem.bench.p2p import P2PResult
     from l0mem.bench.timing import Measurement
     from l0mem.cli.p2p import render
 
@@ -207,3 +210,113 @@ def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
         assert m is not None
         assert f"{m.gbps:.2f}" in text and f"({m.gbps_min:.2f}-{m.gbps_max:.2f})" in text
     assert "n/a" in text
+
+
+# ------------------------------------------------------------ copies checked
+
+
+def test_corruption_exits_1_and_names_the_pair_route_and_offset(tmp_path):
+    out = tmp_path / "p2p.json"
+    proc = run_l0mem(
+        "p2p",
+        ["--sizes", "8K", "--reps", "1", "--warmup", "0", "--seed", "5", "--json", str(out)],
+        sim.sim_env(devices=2, corrupt_offsets="4096"),
+    )
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["ok"] is False and data["seed"] == 5
+    bad = [c for c in data["checks"] if not c["ok"]]
+    # Only peer copies corrupt (the simulator's model), at the offset it was told.
+    assert bad and {(c["src"], c["dst"], c["route"]) for c in bad} == {
+        (0, 1, "direct"),
+        (1, 0, "direct"),
+    }
+    assert all(c["first_mismatch"] == 4096 and c["mismatches"] == 1 for c in bad)
+    assert (
+        "FAILED 0>1 direct 8,192 bytes: 1 byte(s) wrong, the first at offset 4,096 (seed 5)"
+        in proc.stdout
+    )
+    assert "CORRUPT" in proc.stdout
+    assert all(c["ok"] for c in data["checks"] if c["route"] != "direct")
+
+
+def test_a_hang_is_reported_within_its_bound_and_the_command_exits(tmp_path):
+    out = tmp_path / "p2p.json"
+    started = time.monotonic()
+    proc = run_l0mem(
+        "p2p",
+        [
+            "--sizes",
+            "4K",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--hang-after",
+            "0.5",
+            "--json",
+            str(out),
+        ],
+        sim.sim_env(devices=3, hang_copy_at="1"),
+        timeout=60,
+    )
+    took = time.monotonic() - started
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(out.read_text())
+    hung = [c for c in data["copies"] if c["hung"]]
+    assert [(c["src"], c["dst"], c["kind"]) for c in hung] == [(0, 1, "direct")]
+    # Nothing more goes to the two devices behind the hang; device 2 is still checked.
+    at = data["copies"].index(hung[0])
+    later = [c for c in data["copies"][at + 1 :] + data["checks"] if {c["src"], c["dst"]} & {0, 1}]
+    assert later and all("hung earlier (copy 0>1 direct)" in c["skipped"] for c in later)
+    assert any(c["src"] == c["dst"] == 2 and c["ok"] for c in data["checks"])
+    assert "did not complete (a hang, while timed)" in proc.stdout
+    assert took < 30  # the watchdog's bound (0.5 s + 4 KiB at 50 MB/s), not a stalled command
+
+
+def test_verify_only_checks_every_route_and_times_nothing(tmp_path):
+    out = tmp_path / "p2p.json"
+    proc = run_l0mem("p2p", ["--verify-only", "--json", str(out)], sim.sim_env(devices=2))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["verify_only"] is True and data["copies"] == [] and data["ok"] is True
+    routes = {(c["src"], c["dst"], c["route"]) for c in data["checks"] if not c["skipped"]}
+    assert routes == {
+        (0, 0, "same_device"),
+        (1, 1, "same_device"),
+        (0, 1, "direct"),
+        (1, 0, "direct"),
+        (0, 1, "staged"),
+        (1, 0, "staged"),
+    }
+    sizes = {c["nbytes"] for c in data["checks"]}
+    assert {1, 4095, 4097, (2 << 20) - 1, (2 << 20) + 3} <= sizes
+    assert "Copy bandwidth" not in proc.stdout and "Copies checked byte for byte" in proc.stdout
+    assert any("4 GiB boundary" in n for n in data["notes"])
+
+
+@pytest.mark.sycl
+def test_sycl_sub_devices_are_checked_too(tmp_path):
+    out = tmp_path / "p2p.json"
+    proc = run_l0mem(
+        "p2p",
+        ["--backend", "sycl", "--sub-devices", "2", "--verify-only", "--json", str(out)],
+        dict(os.environ),
+    )
+    skip_if_too_few_compute_units(proc)
+    assert proc.returncode == 0, proc.stderr
+    checks = json.loads(out.read_text())["checks"]
+    made = [c for c in checks if not c["skipped"]]
+    assert {c["route"] for c in made} == {"same_device", "staged"}
+    assert all(c["ok"] and c["mismatches"] == 0 for c in made)
+
+
+def test_allreduce_hang_is_one_line_and_exit_1():
+    proc = run_l0mem(
+        "allreduce",
+        ["--sizes", "4096", "--reps", "1", "--warmup", "0"],
+        {**sim.sim_env(devices=2, hang_copy_at="1")},
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "a hang" in one_line(proc, "allreduce")

@@ -90,7 +90,7 @@ def test_p2p_on_sigterm_writes_and_shows_the_copies_that_finished(tmp_path: Path
     # Six copies make the run (two same-device, two direct, two staged); two finished.
     assert len(data["copies"]) == 2
     assert all(len(c["samples_ns"]) == 3 for c in data["copies"])
-    assert any(n.startswith("interrupted: 2 copy timing(s) finished") for n in data["notes"])
+    assert any(n.startswith("interrupted: 2 copy timing(s) and 0 check(s) finished") for n in data["notes"])
     assert "Copy bandwidth" in proc.stdout and "interrupted: 2 copy timing(s)" in proc.stdout
 
 

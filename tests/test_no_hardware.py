@@ -207,7 +207,7 @@ class _NoHardware(SyclBackend):
 
 
 def test_p2p_runs_every_copy_once_and_times_none() -> None:
-    from l0mem.bench.copies import run_p2p
+    from l0mem.bench.p2p import run_p2p
 
     with _NoHardware(_two_queues()) as b:
         result = run_p2p(b, sizes=[4096], reps=5, warmup=3)
@@ -246,8 +246,8 @@ def test_p2p_allreduce_and_info_json_record_the_driver_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from l0mem.bench.allreduce import measure
-    from l0mem.bench.copies import run_p2p
     from l0mem.bench.kernels import run_kernel_bench
+    from l0mem.bench.p2p import run_p2p
 
     for key, value in AUB.items():
         monkeypatch.setenv(key, value)

@@ -17,7 +17,8 @@ from l0mem.backends import (
     staged_copy,
 )
 from l0mem.backends.levelzero import LevelZeroBackend
-from l0mem.bench.copies import measure_copies, peer_matrix, run_p2p
+from l0mem.bench.copies import measure_copies, peer_matrix
+from l0mem.bench.p2p import run_p2p
 from l0mem.bench.timing import FALLBACK_NOTE
 from l0mem.units import parse_size, parse_sizes
 from tests.support import core_fixtures

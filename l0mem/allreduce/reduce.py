@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from l0mem.allreduce.schedules import Call, PathName, layout, pair, ring, scratch_bytes
-from l0mem.backends import Backend, DeviceBuffer, Event, cleanup, copy_deadline
+from l0mem.backends import HANG_BASE_S, Backend, DeviceBuffer, Event, cleanup, copy_deadline
 
 DEFAULT_THRESHOLD = 32768
 BF16_UNIT = 2.0**-8
@@ -65,10 +65,9 @@ class AllReduceStats:
         """Return the bytes that crossed between distinct devices, summed over all pairs."""
         return sum(self.bytes_crossed.values())
 
-    @property
-    def watchdog(self) -> float:
+    def deadline(self, base: float = HANG_BASE_S) -> float:
         """Return the seconds the call may take before it counts as hung (its bytes' copy deadline)."""
-        return copy_deadline(self.total_bytes + 4 * self.nelem * len(self.devices))
+        return copy_deadline(self.total_bytes + 4 * self.nelem * len(self.devices), base)
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every device has finished its part; raise CopyTimeout after ``timeout`` s."""
@@ -259,5 +258,5 @@ def allreduce(
         backend, [b.device for b in buffers], threshold=threshold, transport=transport
     ) as ar:
         stats = ar(buffers, nelem, path=path)
-        stats.wait(stats.watchdog)
+        stats.wait(stats.deadline())
     return stats

@@ -27,11 +27,11 @@ class L0Event:
     """A backend event: one recycled Level Zero event with kernel timestamps."""
 
     def __init__(
-        self, recycler: Recycler, device: Device, on_hang: Callable[[], None] | None = None
+        self, recycler: Recycler, device: Device, on_hang: Callable[[float], None] | None = None
     ) -> None:
         """Take an event from ``recycler`` for work on ``device``; it goes back when this is collected.
 
-        ``on_hang`` runs when a wait with a timeout finds the work hung.
+        ``on_hang(timeout)`` runs when a wait with a timeout finds the work hung.
         """
         event = recycler.take()
         self._event = event
@@ -59,7 +59,7 @@ class L0Event:
             self._recycler.completed(self._event)
         elif timeout is not None:
             if self._on_hang is not None:
-                self._on_hang()
+                self._on_hang(timeout)
             raise CopyTimeout(f"an operation did not complete within {timeout:.1f} s (a hang)")
 
     def elapsed_ns(self) -> int | None:

@@ -17,10 +17,11 @@ device (``zeContextMakeMemoryResident``) and Sysman's view of device memory.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from l0mem.backends.base import (
+    HANG_BASE_S,
     BackendClosedError,
     CopyTimeout,
     DeviceBuffer,
@@ -89,6 +90,7 @@ class LevelZeroBackend(L0Kernels):
         self._start_kernels()
         self._closed = False
         self._hung: set[int] = set()  # devices whose queue holds an operation that hung
+        self._hang_wait = HANG_BASE_S  # the bound of waits once one hung: the watchdog's
         try:
             if context == "multi":
                 # A context holds devices of one driver: one context per driver.
@@ -204,9 +206,14 @@ class LevelZeroBackend(L0Kernels):
         return self._recyclers[self._contexts.index(self._ctx_of[device])]
 
     def _event(self, device: int) -> L0Event:
-        return L0Event(
-            self._recycler(device), self._devices[device], lambda: self._hung.add(device)
-        )
+        return L0Event(self._recycler(device), self._devices[device], self._hang_on(device))
+
+    def _hang_on(self, device: int) -> Callable[[float], None]:
+        def hung(timeout: float) -> None:
+            self._hung.add(device)
+            self._hang_wait = min(self._hang_wait, timeout)
+
+        return hung
 
     def _waits(self, device: int, wait_for: Sequence[Event]) -> list[CoreEvent]:
         """Return device-side waits in ``device``'s context; host-wait the others."""
@@ -358,9 +365,19 @@ class LevelZeroBackend(L0Kernels):
         for i in targets:
             if i in self._hung:
                 raise CopyTimeout(f"device {i} has a hung operation", i)
-            self._lists[i].synchronize()
+            if not self._lists[i].synchronize(self._sync_bound()):
+                self._hung.add(i)
+                raise CopyTimeout(f"device {i} did not finish (behind a hung operation)", i)
         for recycler in self._recyclers:
             recycler.sweep()
+
+    def _sync_bound(self) -> int | None:
+        """Return how long a synchronize may wait (ns): unbounded, unless an operation hung.
+
+        Work queued on one device can wait on a hung copy of another, so once
+        one operation hung, every wait has the watchdog's base as its bound.
+        """
+        return int(self._hang_wait * 1e9) if self._hung else None
 
     def close(self) -> None:
         """Finish outstanding work; release every list, module, event, allocation, then contexts."""
@@ -370,8 +387,8 @@ class LevelZeroBackend(L0Kernels):
         try:
             for i, cl in enumerate(self._lists):
                 # A device behind a hung operation would never finish: not waited for.
-                if i not in self._hung:
-                    cl.synchronize()
+                if i not in self._hung and not cl.synchronize(self._sync_bound()):
+                    self._hung.add(i)
         except BaseException as err:
             cleanup([self._release], strict=False, after=err)
             raise

@@ -214,7 +214,7 @@ class SyclBackend(SyclKernels):
 
     def _event(self, device: int, events: Sequence[Any]) -> SyclEvent:
         return SyclEvent(
-            events, self._contexts[device], self.profiling, lambda: self._hung.add(device)
+            events, self._contexts[device], self.profiling, lambda t: self._hung.add(device)
         )
 
     def _marker(self, device: int, wait_for: Sequence[Event]) -> SyclEvent:
@@ -374,8 +374,10 @@ class SyclBackend(SyclKernels):
         """Wait until all work on ``device`` (default: every device) has finished."""
         targets = range(len(self._queues)) if device is None else [self._index(device)]
         for i in targets:
-            if i in self._hung:
-                raise CopyTimeout(f"device {i} has a hung operation", i)
+            # dpctl cannot wait with a bound: once an operation hung, work on any
+            # queue may wait on it, so no queue is waited on again.
+            if self._hung:
+                raise CopyTimeout(f"device {i} may be behind a hung operation", i)
             self._queues[i].wait()
             self._pending[i].clear()
 
@@ -389,9 +391,10 @@ class SyclBackend(SyclKernels):
         if self._closed:
             return
         try:
-            for i, q in enumerate(self._queues):
-                # A queue behind a hung operation would never finish: not waited for.
-                if i not in self._hung:
+            for q in self._queues:
+                # A queue behind a hung operation would never finish: none is waited
+                # for once one hung (see synchronize).
+                if not self._hung:
                     q.wait()
         finally:
             for buf in list(self._buffers):

@@ -38,7 +38,7 @@ class SyclEvent:
         events: Sequence[Any],
         context: Any,
         profiled: bool,
-        on_hang: Callable[[], None] | None = None,
+        on_hang: Callable[[float], None] | None = None,
     ) -> None:
         self._events = tuple(events)
         self._context = context
@@ -68,7 +68,7 @@ class SyclEvent:
         while not all(ev.execution_status == complete for ev in self._events):
             if time.monotonic() >= deadline:
                 if self._on_hang is not None:
-                    self._on_hang()
+                    self._on_hang(timeout)
                 raise CopyTimeout(f"an operation did not complete within {timeout:.1f} s (a hang)")
             time.sleep(pause)
             pause = min(pause * 2, 0.01)

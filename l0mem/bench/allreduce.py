@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from l0mem import __version__
 from l0mem.allreduce import AllReduce, AllReduceStats, error_bound, scratch_bytes
-from l0mem.backends import Backend, Event, NoDeviceError, cleanup, copy_deadline
+from l0mem.backends import HANG_BASE_S, Backend, Event, NoDeviceError, cleanup, copy_deadline
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import MeasurementInterrupted, time_op
 from l0mem.driverenv import recorded_environment
@@ -94,8 +94,12 @@ def measure(
     warmup: int = 1,
     seed: int = 0,
     transport: Literal["auto", "staged"] = "auto",
+    watchdog: float = HANG_BASE_S,
 ) -> dict[str, Any]:
     """Run both paths for every size over ``devices``; return the JSON-ready report (no printing).
+
+    Every wait has the watchdog's bound (base ``watchdog``): a call that hangs
+    raises :class:`l0mem.backends.CopyTimeout`.
 
     ``sizes`` are bytes per device buffer, each a whole number of FP32
     elements (ValueError otherwise, before anything is run). Interrupted
@@ -148,7 +152,17 @@ def measure(
                     for path in ("f32", "bf16"):
                         rows.append(
                             _one(
-                                np, backend, ar, devices, bufs, xs, nelem, path, run_reps, run_warmup
+                                np,
+                                backend,
+                                ar,
+                                devices,
+                                bufs,
+                                xs,
+                                nelem,
+                                path,
+                                run_reps,
+                                run_warmup,
+                                watchdog,
                             )
                         )
                     ok = True
@@ -171,6 +185,7 @@ def _one(
     path: Literal["f32", "bf16"],
     reps: int,
     warmup: int,
+    watchdog: float,
 ) -> dict[str, Any]:
     def load() -> None:
         for b, x in zip(bufs, xs, strict=True):
@@ -180,11 +195,11 @@ def _one(
 
     load()
     stats = ar(bufs, nelem, path=path)
-    stats.wait(stats.watchdog)
+    stats.wait(stats.deadline(watchdog))
     outs = []
     for b in bufs:
         out = np.empty(nelem, dtype=np.float32)
-        backend.download(b, out).wait(copy_deadline(4 * nelem))
+        backend.download(b, out).wait(copy_deadline(4 * nelem, watchdog))
         outs.append(out)
     check = _check(np, xs, outs, path)
 
@@ -193,7 +208,15 @@ def _one(
 
     # Host clock from the first enqueue until every device has finished; the
     # inputs are re-uploaded, untimed, before each call (the sum overwrote them).
-    m = time_op(call, stats.total_bytes, reps=reps, warmup=warmup, timing="host", prepare=load)
+    m = time_op(
+        call,
+        stats.total_bytes,
+        reps=reps,
+        warmup=warmup,
+        timing="host",
+        prepare=load,
+        watchdog=watchdog,
+    )
     n = len(devices)
     payload = 4 * nelem
     return {

@@ -48,14 +48,14 @@ runs that set-up, and the raw hanging copy, in subprocesses with a timeout.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from l0mem import __version__
 from l0mem.backends import (
+    HANG_BASE_S,
     Backend,
+    CopyTimeout,
     DeviceBuffer,
     Event,
     PeerAccess,
@@ -66,12 +66,10 @@ from l0mem.backends import (
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import (
     Measurement,
-    MeasurementInterrupted,
     TimingRequest,
     time_op,
     unmeasured_dict,
 )
-from l0mem.driverenv import recorded_environment
 
 SCHEMA = "l0mem.p2p/1"
 DEFAULT_SIZES = (1 << 20, 16 << 20, 64 << 20)
@@ -125,6 +123,7 @@ class CopyTiming:
     nbytes: int
     measured: Measurement | None = None
     skipped: str | None = None
+    hung: bool = False  # it did not complete within the watchdog's bound
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of the copy and its measurement (all null when skipped)."""
@@ -135,6 +134,7 @@ class CopyTiming:
             "dst": self.dst,
             "nbytes": self.nbytes,
             "skipped": self.skipped,
+            "hung": self.hung,
             **summary,
         }
 
@@ -163,11 +163,16 @@ def measure_copies(
     timing: TimingRequest = "auto",
     kinds: Sequence[CopyKind] = ("same_device", "direct", "staged"),
     rows: list[CopyTiming] | None = None,
+    watchdog: float = HANG_BASE_S,
+    hung: dict[int, str] | None = None,
 ) -> list[CopyTiming]:
     """Time same-device, direct and host-staged copies for every ordered pair and size; return them.
 
     Each timing is also appended to ``rows`` as soon as it is finished, so a
-    caller keeps what was measured when the sweep is interrupted.
+    caller keeps what was measured when the sweep is interrupted. A copy that
+    does not complete within :func:`~l0mem.backends.copy_deadline` (base
+    ``watchdog``) is a hang: its row has ``hung`` set, and the two devices
+    go into ``hung`` (device -> the copy), so that nothing more is sent to them.
     """
     idx = list(range(backend.device_count())) if devices is None else list(devices)
     if not idx:
@@ -188,6 +193,7 @@ def measure_copies(
     srcs: dict[int, DeviceBuffer] = {}
     dsts: dict[int, DeviceBuffer] = {}
     results: list[CopyTiming] = [] if rows is None else rows
+    out_of_run: dict[int, str] = {} if hung is None else hung
     ok = False
     try:
         for i in idx:
@@ -201,15 +207,38 @@ def measure_copies(
                 for d in idx:
                     src, dst = srcs[s].view(0, n), dsts[d].view(0, n)
                     for kind in kinds:
-                        row = _measure_one(backend, kind, s, d, src, dst, n, reps, warmup, timing)
+                        gone = [
+                            f"device {x} hung earlier (copy {out_of_run[x]})"
+                            for x in (s, d)
+                            if x in out_of_run
+                        ]
+                        if gone and (kind == "same_device") == (s == d):
+                            results.append(CopyTiming(kind, s, d, n, skipped=gone[0]))
+                            continue
+                        try:
+                            row = _measure_one(
+                                backend, kind, s, d, src, dst, n, reps, warmup, timing, watchdog
+                            )
+                        except CopyTimeout:
+                            row = CopyTiming(kind, s, d, n, skipped="hung", hung=True)
+                            out_of_run.setdefault(s, f"{s}>{d} {kind}")
+                            out_of_run.setdefault(d, f"{s}>{d} {kind}")
                         if row is not None and withheld and not row.skipped:
-                            row = CopyTiming(row.kind, row.src, row.dst, row.nbytes, skipped=withheld)
+                            row = CopyTiming(
+                                row.kind, row.src, row.dst, row.nbytes, skipped=withheld
+                            )
                         if row is not None:
                             results.append(row)
         ok = True
     finally:
         buffers = (*srcs.values(), *dsts.values())
-        cleanup([backend.synchronize, *(b.close for b in buffers)], strict=ok)
+        # A device behind a hung copy is not waited for: it would never finish.
+        waits = (
+            [backend.synchronize]
+            if not out_of_run
+            else [lambda i=i: backend.synchronize(i) for i in idx if i not in out_of_run]
+        )
+        cleanup([*waits, *(b.close for b in buffers)], strict=ok and not out_of_run)
     return list(results)
 
 
@@ -224,6 +253,7 @@ def _measure_one(
     reps: int,
     warmup: int,
     timing: TimingRequest,
+    watchdog: float,
 ) -> CopyTiming | None:
     if (kind == "same_device") != (s == d):
         return None
@@ -244,141 +274,16 @@ def _measure_one(
         def op() -> Sequence[Event]:
             return (backend.copy(dst, src, n),)
 
-    measured = time_op(op, n, reps=reps, warmup=warmup, timing=timing)
+    measured = time_op(op, n, reps=reps, warmup=warmup, timing=timing, watchdog=watchdog)
     return CopyTiming(kind, s, d, n, measured)
-
-
-# -------------------------------------------------------------------- the run
-
-
-@dataclass(frozen=True)
-class P2PResult:
-    """One ``l0mem p2p`` run: the peer matrix and every copy timing."""
-
-    backend: str
-    devices: tuple[str, ...]
-    simulated: bool
-    sizes: tuple[int, ...]
-    reps: int
-    warmup: int
-    peers: tuple[PeerInfo, ...]
-    copies: tuple[CopyTiming, ...]
-    notes: tuple[str, ...] = field(default=())
-    no_hardware: str | None = None  # why nothing was measured: no GPU executes (Backend.no_hardware)
-    complete: bool = True  # False: interrupted, ``copies`` holds the timings that finished
-    # What changes driver behaviour (l0mem.driverenv), as the environment was when measured.
-    environment: dict[str, str] = field(default_factory=lambda: recorded_environment(os.environ))
-
-    def timing(self, kind: CopyKind, src: int, dst: int, nbytes: int) -> CopyTiming | None:
-        """Return the timing of one copy kind, pair and size, or None if not part of the run."""
-        for c in self.copies:
-            if (c.kind, c.src, c.dst, c.nbytes) == (kind, src, dst, nbytes):
-                return c
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the run as a JSON-ready dict (schema ``l0mem.p2p/1``, see docs/p2p-json.md)."""
-        return {
-            "schema": SCHEMA,
-            "l0mem_version": __version__,
-            "backend": self.backend,
-            "simulated": self.simulated,
-            "no_hardware": self.no_hardware,
-            "environment": dict(self.environment),
-            "devices": [{"index": i, "name": n} for i, n in enumerate(self.devices)],
-            "sizes": list(self.sizes),
-            "reps": self.reps,
-            "warmup": self.warmup,
-            "peers": [p.to_dict() for p in self.peers],
-            "copies": [c.to_dict() for c in self.copies],
-            "notes": list(self.notes),
-            "complete": self.complete,
-        }
-
-
-def run_p2p(
-    backend: Backend,
-    *,
-    sizes: Sequence[int] = DEFAULT_SIZES,
-    reps: int = 10,
-    warmup: int = 2,
-    timing: TimingRequest = "auto",
-    simulated: bool | None = None,
-) -> P2PResult:
-    """Read the peer matrix and measure all copies over every device of ``backend``; return the run.
-
-    Interrupted (KeyboardInterrupt), it raises :class:`MeasurementInterrupted`
-    whose ``partial`` is the run over the copies that finished (``complete``
-    False), once the buffers are freed.
-    """
-    peers = peer_matrix(backend)
-    done: list[CopyTiming] = []
-    try:
-        measure_copies(backend, sizes=sizes, reps=reps, warmup=warmup, timing=timing, rows=done)
-    except KeyboardInterrupt as exc:
-        partial = _p2p_result(backend, sizes, reps, warmup, peers, done, simulated, complete=False)
-        raise MeasurementInterrupted(partial, exc) from None
-    return _p2p_result(backend, sizes, reps, warmup, peers, done, simulated, complete=True)
-
-
-def _p2p_result(
-    backend: Backend,
-    sizes: Sequence[int],
-    reps: int,
-    warmup: int,
-    peers: list[PeerInfo],
-    copies: list[CopyTiming],
-    simulated: bool | None,
-    *,
-    complete: bool,
-) -> P2PResult:
-    """Return the run of the ``copies`` measured, with the notes that apply to them."""
-    n = backend.device_count()
-    sim = backend.simulated if simulated is None else simulated
-    notes: list[str] = []
-    if not complete:
-        notes.append(
-            f"interrupted: {len(copies)} copy timing(s) finished; the others were not measured"
-        )
-    if sim:
-        notes.append("simulated driver: these are a simulator's numbers, not hardware results")
-    no_hw = backend.no_hardware
-    if no_hw:
-        notes.append(f"no copy was timed: {no_hw}")
-    if any(backend.memory(i).host_backed for i in range(n)) and not sim:
-        notes.append("SYCL CPU devices: every copy moves host memory; no GPU link is measured")
-    if any(c.kind == "staged" and not c.skipped for c in copies):
-        notes.append(
-            "host-staged copies are timed with the host clock, first enqueue to last completion"
-        )
-    if any(c.measured.timing == "host" for c in copies if c.measured and c.kind != "staged"):
-        notes.append("host timing: some operations carry no device timestamps")
-    # Why device timing fell back, once each (an unready or backward timestamp, say).
-    for why in dict.fromkeys(c.measured.note for c in copies if c.measured and c.measured.note):
-        notes.append(why)
-    return P2PResult(
-        backend=backend.name,
-        devices=tuple(backend.device_name(i) for i in range(n)),
-        simulated=sim,
-        sizes=tuple(sizes),
-        reps=reps,
-        warmup=warmup,
-        peers=tuple(peers),
-        copies=tuple(copies),
-        notes=tuple(notes),
-        no_hardware=no_hw,
-        complete=complete,
-    )
 
 
 __all__ = [
     "DEFAULT_SIZES",
     "SCHEMA",
     "CopyTiming",
-    "P2PResult",
     "PeerInfo",
     "check_sizes",
     "measure_copies",
     "peer_matrix",
-    "run_p2p",
 ]

@@ -95,6 +95,13 @@ def verification_sizes(
     """Return the sizes to check (the boundaries, ``extra``, 4 GiB where it fits) and why 4 GiB is not."""
     sizes = sorted({*BOUNDARY_SIZES, *extra})
     big = FOUR_GIB + 5
+    if backend.simulated or any(backend.memory(i).host_backed for i in devices):
+        # Device memory here is host memory: 4 GiB buffers would take the host's, and
+        # the boundary is one of the device's memory and its link, which this has not.
+        return (
+            sizes,
+            "the 4 GiB boundary is checked on GPUs only (device memory here is host memory)",
+        )
     try:
         _check_fits(backend, devices, [*sizes, big])
     except (NoDeviceError, HostTooSmall) as exc:
@@ -182,12 +189,15 @@ def verify_copies(
     seed: int = 0,
     watchdog: float = HANG_BASE_S,
     rows: list[CopyCheck] | None = None,
+    hung: dict[int, str] | None = None,
 ) -> list[CopyCheck]:
     """Check every route of every ordered pair at every size and offset; return the checks.
 
     Each check is also appended to ``rows`` as soon as it is done, so a caller
     keeps what was checked when the run is interrupted. Sizes that do not fit
-    raise NoDeviceError or HostTooSmall before any buffer is made.
+    raise NoDeviceError or HostTooSmall before any buffer is made. ``hung``
+    (device -> the copy that hung on it) holds devices left out of the run; a
+    hang here adds its two devices.
     """
     import numpy as np
 
@@ -200,13 +210,14 @@ def verify_copies(
     _check_fits(backend, idx, sizes)
     span = max(sizes) + max(max(o) for o in offsets)
     out: list[CopyCheck] = [] if rows is None else rows
-    hung: dict[int, str] = {}  # device -> the hung copy that took it out of the run
+    hung = {} if hung is None else hung
     bufs: dict[tuple[int, str], DeviceBuffer] = {}
     ok = False
     try:
         for i in idx:
-            bufs[(i, "src")] = backend.allocate(i, span)
-            bufs[(i, "dst")] = backend.allocate(i, span)
+            if i not in hung:
+                bufs[(i, "src")] = backend.allocate(i, span)
+                bufs[(i, "dst")] = backend.allocate(i, span)
         for n in sizes:
             for s in idx:
                 for d in idx:
@@ -236,8 +247,12 @@ def verify_copies(
                             out.append(got)
         ok = True
     finally:
-        live = [i for i in idx if i not in hung]
-        waits = [lambda i=i: backend.synchronize(i) for i in live]
+        # A device behind a hung copy is not waited for: it would never finish.
+        waits = (
+            [backend.synchronize]
+            if not hung
+            else [lambda i=i: backend.synchronize(i) for i in idx if i not in hung]
+        )
         cleanup([*waits, *(b.close for b in bufs.values())], strict=ok and not hung)
     return list(out)
 

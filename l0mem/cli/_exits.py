@@ -104,8 +104,15 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.REGRESSION,
-        "`allreduce`: a sum outside its error bound or devices that disagree",
+        "`allreduce`: a sum outside its error bound, devices that disagree, or a call that "
+        "hung (not finished within its watchdog bound)",
         _only("allreduce"),
+    ),
+    Row(
+        ExitCode.REGRESSION,
+        "`p2p`: a copy that corrupted data (the pair, route, size, first wrong offset and the "
+        "pattern's seed are named) or hung (not finished within the `--hang-after` bound)",
+        _only("p2p"),
     ),
     Row(
         ExitCode.REGRESSION,

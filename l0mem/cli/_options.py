@@ -191,7 +191,6 @@ def sizes_option(
     )
 
 
-
 SMALLEST_FLOOR = 64 << 20
 
 
@@ -224,7 +223,11 @@ def checked_floor(
     """Return the floor to keep (0 when ``off``); a contradiction or a tiny floor exits 2."""
     if off:
         if floor_bytes:
-            fail(command, ExitCode.USAGE, f"{off_flag} and a {option} above 0 contradict each other: give one of them")
+            fail(
+                command,
+                ExitCode.USAGE,
+                f"{off_flag} and a {option} above 0 contradict each other: give one of them",
+            )
         return 0
     if floor_bytes == 0:
         fail(
@@ -242,3 +245,19 @@ def checked_floor(
             f"4 GiB, or {off_flag} to turn the floor off",
         )
     return floor_bytes
+
+
+def hang_after_option(func: _F) -> _F:
+    """Add ``--hang-after SECONDS``: the watchdog's base (:func:`l0mem.backends.copy_deadline`)."""
+    from l0mem.backends.base import HANG_BASE_S
+
+    return click.option(
+        "--hang-after",
+        type=click.FloatRange(0.01, 3600.0),
+        callback=finite,
+        default=HANG_BASE_S,
+        show_default=True,
+        metavar="SECONDS",
+        help="The watchdog: an operation moving N bytes that has not completed after this plus "
+        "N at 50 MB/s is reported as a hang (exit 1).",
+    )(func)

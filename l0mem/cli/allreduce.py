@@ -58,6 +58,7 @@ from l0mem.cli._options import (
     MAX_SEED,
     backend_option,
     device_option,
+    hang_after_option,
     json_option,
     reps_option,
     sizes_option,
@@ -184,6 +185,7 @@ def _whole_fp32(nbytes: int) -> None:
     show_default=True,
     help="Seed of the random inputs (0 to 2**63-1).",
 )
+@hang_after_option
 @json_option
 def allreduce(
     backend: str,
@@ -197,6 +199,7 @@ def allreduce(
     reps: int,
     warmup: int,
     seed: int,
+    hang_after: float,
     json_path: Path | None,
 ) -> None:
     """Time the FP32 and BF16-compressed all-reduce and check its sums against FP64."""
@@ -237,6 +240,7 @@ def allreduce(
             warmup=warmup,
             seed=seed,
             transport=transport,
+            watchdog=hang_after,
         )
     keep(report)
     if report["ok"] is False:

@@ -163,11 +163,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
     # One failed set-up already means the report lacks a measurement CI relies on;
     # a set-up skipped because discovering its devices failed (a device lost while
     # listing them) is a driver failure as in every command, not a missing device.
-    broken = [
-        r.label
-        for r in report.runs
-        if r.status == "failed" or r.discovery_failed
-    ]
+    broken = [r.label for r in report.runs if r.status == "failed" or r.discovery_failed]
     if broken:
         return ExitCode.DRIVER_ERROR, f"set-up(s) failed: {', '.join(broken)} (reasons above)"
     ran = [r for r in report.runs if r.status != "skipped"]

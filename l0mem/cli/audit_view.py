@@ -144,7 +144,9 @@ def _summary_table(report: AuditReport) -> Table:
     for run in report.runs:
         res = run.result
         if res is None:
-            table.add_row(escape(run.label), _source(report, run), run.status, "-", "-", "-", "-", "-")
+            table.add_row(
+                escape(run.label), _source(report, run), run.status, "-", "-", "-", "-", "-"
+            )
             continue
         rss = res.fit("proc.VmRSS")
         if res.vmrss_would_miss:
@@ -275,4 +277,11 @@ def _gap_text(gaps: Iterable[tuple[str, str]]) -> str:
     return ", ".join(f"{name} ({why})" for name, why in sorted(gaps))
 
 
-__all__ = ["NO_HARDWARE_MARK", "SIMULATOR_MARK", "Bars", "progress_bars", "render", "unavailable_lines"]
+__all__ = [
+    "NO_HARDWARE_MARK",
+    "SIMULATOR_MARK",
+    "Bars",
+    "progress_bars",
+    "render",
+    "unavailable_lines",
+]

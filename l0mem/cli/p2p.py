@@ -43,9 +43,11 @@ from l0mem.cli._common import (
     save_json,
     to_stdout,
 )
+from l0mem.cli._exits import ExitCode
 from l0mem.cli._options import (
     backend_option,
     device_option,
+    hang_after_option,
     json_option,
     reps_option,
     sizes_option,
@@ -74,7 +76,7 @@ def _table(title: str, columns: Sequence[str], justify: str = "left") -> Table:
 
 
 def render(result: Any, console: Console) -> None:
-    """Print a :class:`l0mem.bench.copies.P2PResult` as rich tables (numbers are never cut short)."""
+    """Print a :class:`l0mem.bench.p2p.P2PResult` as rich tables (numbers are never cut short)."""
     devices = _table(f"Devices ({result.backend})", ("#", "name"))
     for i, name in enumerate(result.devices):
         devices.add_row(str(i), escape(name))
@@ -95,6 +97,57 @@ def render(result: Any, console: Console) -> None:
                 p.route if p.route == "direct" else f"{p.route}: {p.route_reason}",
             )
         console.print(peers)
+    if not result.verify_only:
+        _render_timings(result, console)
+    _render_checks(result, console)
+    if len(result.devices) < 2:
+        console.print("Only one device: no pairs to measure (SYCL: try --sub-devices 2).")
+    for note in result.notes:
+        if result.no_hardware and result.no_hardware in note:
+            continue
+        style = "yellow" if "simulat" in note else "dim"
+        console.print(f"[{style}]{escape(note)}[/{style}]")
+    for line in result.failures:
+        console.print(f"[bold red]FAILED[/bold red] {escape(line)}")
+
+
+def _render_checks(result: Any, console: Console) -> None:
+    """Print one row per pair and route: how many copies were checked and what came out wrong."""
+    if not result.checks:
+        return
+    table = _table(
+        f"Copies checked byte for byte (seeded pattern, seed {result.seed})",
+        ("src>dst", "route", "copies", "result"),
+    )
+    groups: dict[tuple[int, int, str], list[Any]] = {}
+    for c in result.checks:
+        groups.setdefault((c.src, c.dst, c.route), []).append(c)
+    for (src, dst, route), checks in groups.items():
+        made = [c for c in checks if not c.skipped and not c.hung]
+        bad = [c for c in made if c.mismatches]
+        if any(c.hung for c in checks):
+            verdict = "[bold red]HUNG[/bold red]"
+        elif bad:
+            first = bad[0]
+            verdict = (
+                f"[bold red]CORRUPT[/bold red] in {len(bad)} of {len(made)}: first at offset "
+                f"{first.first_mismatch:,} of {first.nbytes:,} bytes"
+            )
+        elif made:
+            verdict = "ok"
+        else:
+            verdict = "not checked: " + escape(checks[0].skipped or "")
+        table.add_row(f"{src}>{dst}", route, str(len(made)), verdict)
+    console.print(table)
+    sizes = sorted({c.nbytes for c in result.checks})
+    console.print(
+        f"Sizes checked: {', '.join(f'{n:,}' for n in sizes)} bytes, each from aligned and "
+        "unaligned offsets."
+    )
+
+
+def _render_timings(result: Any, console: Console) -> None:
+    """Print the bandwidth table and what was not measured."""
     table = _table(
         "Copy bandwidth, GB/s (1e9 bytes/s): median (slowest-fastest)",
         ("size", "src>dst", "same device", "direct", "host-staged", "clock"),
@@ -132,13 +185,6 @@ def render(result: Any, console: Console) -> None:
         console.print(f"[yellow]Not measured: {escape(result.no_hardware)}.[/yellow]")
     else:
         console.print(f"{result.reps} repetitions after {result.warmup} warm-up rounds per copy.")
-    if len(result.devices) < 2:
-        console.print("Only one device: no pairs to measure (SYCL: try --sub-devices 2).")
-    for note in result.notes:
-        if result.no_hardware and result.no_hardware in note:
-            continue
-        style = "yellow" if "simulat" in note else "dim"
-        console.print(f"[{style}]{escape(note)}[/{style}]")
 
 
 @click.command(epilog=exit_epilog("p2p"))
@@ -148,6 +194,19 @@ def render(result: Any, console: Console) -> None:
 @sizes_option("1M,16M,64M", "each copy's size")
 @reps_option(10)
 @warmup_option(2)
+@click.option(
+    "--verify-only",
+    is_flag=True,
+    help="A quick health check: check every route byte for byte, time nothing.",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**63 - 1),
+    default=0,
+    show_default=True,
+    help="Seed of the pattern the copies are checked with (a failure names it, to repeat the run).",
+)
+@hang_after_option
 @json_option
 def p2p(
     backend: str,
@@ -156,10 +215,14 @@ def p2p(
     sizes: list[int],
     reps: int,
     warmup: int,
+    verify_only: bool,
+    seed: int,
+    hang_after: float,
     json_path: Path | None,
 ) -> None:
-    """Show peer access between devices and measure direct, host-staged and same-device copies."""
-    from l0mem.bench.copies import P2PResult, check_sizes, run_p2p
+    """Show peer access, measure direct, host-staged and same-device copies, and check their bytes."""
+    from l0mem.bench.copies import check_sizes
+    from l0mem.bench.p2p import P2PResult, run_p2p
 
     check_outputs("p2p", [("--json", json_path)])
 
@@ -173,8 +236,19 @@ def p2p(
     # Interrupted, the copies that finished are written and shown, marked incomplete.
     with measuring("p2p", keep), open_backend(backend, device_specs, sub_devices) as b:
         check_sizes(b, sizes)
-        result = run_p2p(b, sizes=sizes, reps=reps, warmup=warmup)
+        result = run_p2p(
+            b,
+            sizes=sizes,
+            reps=reps,
+            warmup=warmup,
+            verify_only=verify_only,
+            seed=seed,
+            watchdog=hang_after,
+        )
     keep(result)
+    if result.failures:
+        # A copy that corrupted data or hung is a finding about this machine.
+        raise SystemExit(int(ExitCode.REGRESSION))
 
 
 __all__ = ["p2p", "render"]

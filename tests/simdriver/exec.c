@@ -93,6 +93,8 @@ static ze_result_t wait_events(uint32_t n, sim_event_t **ev)
     for (uint32_t i = 0; i < n; i++) {
         if (!sim_obj_is(ev[i], MAGIC_EVENT))
             return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+        if (ev[i]->never && !ev[i]->signaled)
+            return SIM_HUNG; /* waits on a hung copy: stuck behind it, as on hardware */
         if (!wait_flag(&ev[i]->signaled, SIM_CMD_WAIT_NS)) {
             fprintf(stderr, "zesim: a command waits on an event nothing signaled; the simulator "
                             "runs commands when submitted, so this is a hang\n");
@@ -162,15 +164,27 @@ static ze_result_t run_fill(sim_cmd_t *c)
     return ZE_RESULT_SUCCESS;
 }
 
+/* A command that will never run: whoever waits on its event is stuck too. */
+static ze_result_t never_runs(sim_cmd_t *c)
+{
+    if (c->signal && sim_obj_is(c->signal, MAGIC_EVENT))
+        c->signal->never = 1;
+    return SIM_HUNG;
+}
+
 static ze_result_t run_cmd(sim_cmd_t *c)
 {
     ze_result_t r = wait_events(c->nwait, c->wait);
+    if (r == SIM_HUNG)
+        return never_runs(c);
     if (r)
         return r;
     uint64_t t0 = sim_ticks();
     switch (c->kind) {
     case CMD_COPY:
         r = run_copy(c);
+        if (r == SIM_HUNG)
+            return never_runs(c);
         break;
     case CMD_FILL:
         r = run_fill(c);
@@ -183,7 +197,7 @@ static ze_result_t run_cmd(sim_cmd_t *c)
         break;
     case CMD_RESET:
         if (sim_obj_is(c->u.ev.event, MAGIC_EVENT))
-            c->u.ev.event->signaled = 0;
+            c->u.ev.event->signaled = c->u.ev.event->never = 0;
         break;
     case CMD_TS_WRITE:
         *c->u.ts.dst = sim_ticks() & ((1ull << SIM_GLOBAL_TS_BITS) - 1);
@@ -247,7 +261,7 @@ static ze_result_t cmd_end(sim_list_t *l, sim_cmd_t *c)
 {
     if (l->immediate) {
         /* In order: behind a hung copy nothing runs or signals, as on a stuck engine. */
-        ze_result_t r = l->hung ? SIM_HUNG : run_cmd(c);
+        ze_result_t r = l->hung ? never_runs(c) : run_cmd(c);
         cmd_release(c);
         if (r == SIM_HUNG) {
             l->hung = 1;
@@ -580,10 +594,10 @@ ze_result_t ZE_APICALL sim_zeCommandQueueExecuteCommandLists(ze_command_queue_ha
         if (l->immediate || !l->closed || l->device != q->device)
             return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
     }
-    for (uint32_t i = 0; i < n && !q->hung; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         sim_list_t *l = (sim_list_t *)lists[i];
-        for (size_t j = 0; j < l->ncmds && !q->hung; j++) {
-            r = run_cmd(&l->cmds[j]);
+        for (size_t j = 0; j < l->ncmds; j++) {
+            r = q->hung ? never_runs(&l->cmds[j]) : run_cmd(&l->cmds[j]);
             if (r == SIM_HUNG)
                 q->hung = 1; /* the submission never completes: no fence either */
             else if (r)
@@ -729,7 +743,7 @@ ze_result_t ZE_APICALL sim_zeEventHostReset(ze_event_handle_t h)
     if (r)
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_EVENT);
-    ((sim_event_t *)h)->signaled = 0;
+    ((sim_event_t *)h)->signaled = ((sim_event_t *)h)->never = 0;
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 

@@ -139,6 +139,7 @@ typedef struct sim_event {
     sim_pool_t *pool;
     uint32_t index;
     int signaled;
+    int never; /* its command hung, or waits behind one: it will not be signalled */
     uint64_t ts_start;
     uint64_t ts_end;
 } sim_event_t;
