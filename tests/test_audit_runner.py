@@ -530,6 +530,36 @@ def test_remedies_rerun_mirrored_setups_and_say_which_remove_the_mirror(
         run = report.run("l0-peer-resident", name)
         assert run is not None and run.env == effect.env
         assert_mirrored(run, 0.0 if effect.removed else 1.0)
+    # What each remedy that removed the mirror costs, held to the simulator's model:
+    # no peer access sends copies through the host; the others keep them direct.
+    from l0mem.audit.costs import RemedyCost, advice, ranked
+
+    costs = {c.remedy: c for c in map(RemedyCost.from_dict, report.remedy_costs)}
+    assert costs[None].route == "direct" and set(costs[None].peer_access.values()) == {True}
+    assert costs["no-peer-access"].route == "through host"
+    assert set(costs["no-peer-access"].peer_access.values()) == {False}
+    assert costs["no-peer-access"].known == {"ForceZeDeviceCanAccessPerReturnValue": True}
+    assert costs["affinity-mask-0"].route is None  # one device left: no pair to copy between
+    assert costs["custom"].route == "direct" and costs["custom"].known == {"ZESIM_MIRROR": None}
+    for c in costs.values():
+        if c.error is None:
+            assert c.copies_ok is True and c.failures == []
+    if defer_backing_mirror:
+        assert costs["no-defer-backing"].route == "direct"
+        assert set(costs["no-defer-backing"].peer_access.values()) == {True}
+    else:
+        # It did not remove the mirror: known, not measured.
+        assert costs["no-defer-backing"].error is not None
+        assert costs["no-defer-backing"].known == {"EnableDeferBacking": True}
+    order = [
+        c.remedy
+        for c in ranked([e.remedy for e in effects.values() if e.removed], list(costs.values()))
+    ]
+    assert order[-1] == "affinity-mask-0", [(c.remedy, c.route, c.known, c.error) for c in costs.values()]
+    assert order.index("no-peer-access") > order.index("custom")
+    sentence = advice(costs[order[0]], costs[None])
+    assert sentence is not None and sentence.startswith(f"Use {order[0]} (")
+    assert "keeps peer copies direct" in sentence
 
 
 def test_remedies_leave_a_clean_setup_alone(simulator: Any, quiet_host: None) -> None:
@@ -537,7 +567,7 @@ def test_remedies_leave_a_clean_setup_alone(simulator: Any, quiet_host: None) ->
     report = run_audit(AuditOptions(setups=("l0",), remedies=True, **SMALL), guard=FLOOR)
     (run,) = report.runs
     assert run.result is not None and run.result.verdict == "clean"
-    assert report.options["remedies"] is True and len(report.options["remedy_list"]) == 4
+    assert report.options["remedies"] is True and len(report.options["remedy_list"]) == 5
 
 
 def test_sycl_cpu_device_is_a_real_positive_control(quiet_host: None) -> None:

@@ -48,6 +48,8 @@ FLOOR = Guard(floor_bytes=2 * GIB)
 SYCL_GPU = "level_zero:gpu"
 SIM_NAME = "l0mem simulated GPU"
 SYCL_REMEDIES = {"affinity-mask-0", "no-peer-access", "no-defer-backing", "ur-resident-own-device"}
+# Remedies the pinned 2025.3 runtime does not read (its adapter predates them).
+UNREAD_REMEDIES = {"ur-residency-p2p-only"}
 
 
 def ran(report: AuditReport, setup: str, remedy: str | None = None) -> SetupRun:
@@ -131,9 +133,27 @@ def test_a_single_device_context_has_no_mirror(peer_resident: AuditReport) -> No
 
 def test_every_known_sycl_remedy_removes_the_mirror(peer_resident: AuditReport) -> None:
     tried = {r.remedy for r in peer_resident.runs if r.setup == "sycl" and r.remedy}
-    assert tried == SYCL_REMEDIES
+    assert tried == SYCL_REMEDIES | UNREAD_REMEDIES
     for name in sorted(SYCL_REMEDIES):
         assert_mirrored(ran(peer_resident, "sycl", name), 0.0)
+    for name in sorted(UNREAD_REMEDIES):
+        assert_mirrored(ran(peer_resident, "sycl", name), 1.0)
+
+
+def test_a_setting_the_runtime_does_not_read_is_not_applicable(peer_resident: AuditReport) -> None:
+    from l0mem.audit.costs import RemedyCost
+
+    costs = {c.remedy: c for c in map(RemedyCost.from_dict, peer_resident.remedy_costs)}
+    unread = costs["ur-residency-p2p-only"]
+    assert unread.known == {"SYCL_UR_L0_RESTRICT_USM_RESIDENCY_TO_P2P": False}
+    assert not unread.applicable and unread.error is not None  # the mirror stayed: not measured
+    # The v1 adapter reads UR_L0_USM_RESIDENT and the switch to it: applicable.
+    own = costs["ur-resident-own-device"]
+    assert own.applicable and own.known["UR_L0_USM_RESIDENT"] is True
+    # The costs are measured through the SYCL runtime over the simulated GPUs.
+    assert costs[None].error is None and costs[None].peer_access
+    no_peer = costs["no-peer-access"]
+    assert no_peer.error is None and set(no_peer.peer_access.values()) == {False}
 
 
 def test_without_a_mirror_the_default_context_costs_no_hidden_host_memory(
@@ -216,8 +236,9 @@ def test_verdicts_match_the_truth_in_peer_resident_mode(peer_resident: AuditRepo
     single = ran(peer_resident, "sycl-single").result
     assert single is not None and single.verdict == "clean", single and single.reason
     effects = {e.remedy: e for e in remedy_effects(peer_resident) if e.setup == "sycl"}
-    assert set(effects) == SYCL_REMEDIES
-    assert all(e.removed is True for e in effects.values()), effects
+    assert set(effects) == SYCL_REMEDIES | UNREAD_REMEDIES
+    assert all(effects[name].removed is True for name in SYCL_REMEDIES), effects
+    assert all(effects[name].removed is False for name in UNREAD_REMEDIES), effects
 
 
 def test_verdict_is_clean_without_a_mirror(no_mirror: AuditReport) -> None:

@@ -9,6 +9,7 @@ memory alone, so other processes on the machine cannot change the verdict.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -398,3 +399,22 @@ def test_unwritable_report_paths_exit_4_before_anything_runs(
     assert "cannot write (no such directory)" in result.output
     assert result.output.count("\n") == 1
     assert ran == [] and not (tmp_path / "missing").exists()
+
+
+def test_remedies_show_what_each_costs_and_name_the_cheapest(tmp_path: Path) -> None:
+    out = tmp_path / "a.json"
+    args = ["--setups", "l0-peer-resident", "--remedies", "--size", "256MiB", "--steps", "4"]
+    env = {**host_env(sim.sim_env(mirror="peer-resident")), "COLUMNS": "200"}
+    result = _cli([*args, "--settle", "0", "--json", str(out)], env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "What each remedy costs peer copies" in result.stdout
+    # The simulator's model: no peer access sends copies through the host, turning
+    # deferred backing off keeps them direct, so the latter is the one to use.
+    assert (
+        "Use no-defer-backing (NEOReadDebugKeys=1 EnableDeferBacking=0) for l0-peer-resident: "
+        "it removes the mirror and keeps peer copies direct" in result.stdout
+    )
+    costs = {c["remedy"]: c for c in json.loads(out.read_text())["remedy_costs"]}
+    assert costs["no-peer-access"]["route"] == "through host"
+    assert costs["no-defer-backing"]["route"] == costs[None]["route"] == "direct"
+    assert all(c["applicable"] for c in costs.values())

@@ -77,6 +77,8 @@ class AuditReport:
     complete: bool  # False for partial reports (Ctrl-C, safety guard)
     analysis: AnalysisConfig | None = None  # the configuration the results were made with
     schema: str = SCHEMA
+    # What each remedy costs peer copies (l0mem.audit.costs.RemedyCost.to_dict()); optional.
+    remedy_costs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def simulated(self) -> bool:
@@ -126,6 +128,7 @@ class AuditReport:
             "options": self.options,
             "analysis": None if self.analysis is None else self.analysis.to_dict(),
             "runs": [r.to_dict() for r in self.runs],
+            "remedy_costs": [dict(c) for c in self.remedy_costs],
         }
 
     @classmethod
@@ -171,6 +174,7 @@ class AuditReport:
             options=json_obj(*get("options")),
             analysis=None if raw_analysis[0] is None else AnalysisConfig.from_dict(*raw_analysis),
             runs=runs,
+            remedy_costs=items(d.get("remedy_costs", []), join(path, "remedy_costs"), json_obj),
         )
 
 

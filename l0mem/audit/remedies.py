@@ -100,6 +100,16 @@ KNOWN_REMEDIES: tuple[Remedy, ...] = (
             "(the v2 adapter ignores UR_L0_USM_RESIDENT)"
         ),
     ),
+    Remedy(
+        name="ur-residency-p2p-only",
+        env={"SYCL_UR_L0_RESTRICT_USM_RESIDENCY_TO_P2P": "1"},
+        setups=("sycl",),
+        source="field notes: SYCL Level Zero adapter setting (intel/llvm PR 22796, opt-in since July 2026)",
+        note=(
+            "the adapter makes device allocations resident only on peers that have peer access "
+            "enabled (runtimes before it do not read the setting)"
+        ),
+    ),
 )
 
 

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from l0mem import __version__
 from l0mem.audit.analysis import analyze_report, analyze_run
+from l0mem.audit.costs import collect as collect_costs
 from l0mem.audit.execute import run_setup, skipped_run
 from l0mem.audit.guard import Guard
 from l0mem.audit.model import AuditReport, Sample, SetupRun, utc_now
@@ -199,9 +200,7 @@ def run_audit(
     if not inventory.l0_devices and not inventory.sycl_devices:
         errors = (inventory.l0_error, inventory.sycl_error)
         if any((e or "").startswith(REASON_DISCOVERY + " (") for e in errors):
-            raise DiscoveryError(
-                f"no device to audit: Level Zero: {errors[0]}; SYCL: {errors[1]}"
-            )
+            raise DiscoveryError(f"no device to audit: Level Zero: {errors[0]}; SYCL: {errors[1]}")
         raise NoDeviceError(
             f"no device to audit: Level Zero: {inventory.l0_error}; SYCL: {inventory.sycl_error}"
         )
@@ -239,8 +238,8 @@ def run_audit(
         request_cancel(cancel, exc)
         interrupted = True
     remedies = remedy_list(options)
+    retry: list[SetupPlan] = []
     if remedies and not interrupted:
-        retry: list[SetupPlan] = []
         for plan, run in zip(plans, list(runs), strict=True):
             # On a CPU or integrated device, device memory *is* host memory: 1:1 is
             # expected there and no remedy can or should change it.
@@ -259,6 +258,14 @@ def run_audit(
         r.status not in ("interrupted", "stopped-early") for r in runs
     )
     result = report(runs, complete, fingerprint)
+    if remedies and not interrupted and len(runs) > len(plans):
+        try:
+            costs = collect_costs(result, [*plans, *retry], options.python, options.child_timeout_s)
+        except KeyboardInterrupt as exc:
+            request_cancel(cancel, exc)
+            interrupted = True
+        else:
+            result = dataclasses.replace(result, remedy_costs=[c.to_dict() for c in costs])
     if interrupted:
         raise AuditInterrupted(result, cancel_signal(cancel))
     return result

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from l0mem.audit.analysis import remedy_effects
+from l0mem.audit.costs import RemedyCost, advice, ranked
 from l0mem.audit.model import AuditReport, Platform, SetupRun
 from l0mem.audit.runner import RunEvent
 from l0mem.audit.setups import SetupPlan
@@ -194,10 +195,68 @@ def _signal_table(report: AuditReport, run: SetupRun) -> Table | None:
     return table
 
 
+def _costs(report: AuditReport) -> dict[tuple[str, str | None], RemedyCost]:
+    return {(c.setup, c.remedy): c for c in map(RemedyCost.from_dict, report.remedy_costs)}
+
+
+def _removes(e: Any, cost: RemedyCost | None) -> str:
+    if cost is not None and not cost.applicable:
+        unread = ", ".join(k for k, v in cost.known.items() if v is False)
+        return f"not applicable (the runtime does not read {unread})"
+    return "-" if e.removed is None else ("[bold green]yes[/]" if e.removed else "no")
+
+
+def _cost_table(report: AuditReport) -> tuple[Table | None, str | None]:
+    """Return the table of what each remedy that removed a mirror costs, and the advice."""
+    costs = _costs(report)
+    measured = [c for c in costs.values() if c.error is None]
+    if not measured:
+        return None, None
+    table = Table(
+        title="What each remedy costs peer copies (measured in its environment)",
+        title_justify="left",
+    )
+    for name in (
+        "set-up",
+        "remedy",
+        "setting",
+        "MiB/GiB",
+        "peer access",
+        "peer copies",
+        "direct GB/s",
+        "copies checked",
+    ):
+        table.add_column(name)
+    effects = {(e.setup, e.remedy): e for e in remedy_effects(report)}
+    for c in measured:
+        e = effects.get((c.setup, c.remedy)) if c.remedy else None
+        base = next((x for x in effects.values() if x.setup == c.setup), None)
+        ratio = e.ratio if e is not None else (base.baseline_ratio if base else None)
+        access = set(c.peer_access.values())
+        table.add_row(
+            escape(c.setup),
+            escape(c.remedy or "(default)"),
+            escape(" ".join(f"{k}={v}" for k, v in c.env.items()) or "-"),
+            _fmt(None if ratio is None else ratio * 1024),
+            "-"
+            if not access
+            else ("yes" if access == {True} else "no" if access == {False} else "some"),
+            c.route or "-",
+            _fmt(c.direct_gbps),
+            "-" if c.copies_ok is None else ("ok" if c.copies_ok else "[bold red]CORRUPT[/]"),
+        )
+    removed = [e.remedy for e in effects.values() if e.removed]
+    order = ranked(removed, list(costs.values()))
+    best = order[0] if order else None
+    default = None if best is None else costs.get((best.setup, None))
+    return table, advice(best, default)
+
+
 def _remedy_table(report: AuditReport) -> Table | None:
     effects = remedy_effects(report)
     if not effects:
         return None
+    costs = _costs(report)
     table = Table(title="Remedies tried on the set-ups that mirrored", title_justify="left")
     for name in ("set-up", "remedy", "environment", "status", "verdict", "MiB/GiB", "removes it"):
         table.add_column(name)
@@ -210,7 +269,7 @@ def _remedy_table(report: AuditReport) -> Table | None:
             e.status,
             e.verdict or "-",
             _fmt(None if e.ratio is None else e.ratio * 1024),
-            "-" if e.removed is None else ("[bold green]yes[/]" if e.removed else "no"),
+            _removes(e, costs.get((e.setup, e.remedy))),
         )
     return table
 
@@ -225,6 +284,11 @@ def render(report: AuditReport, console: Console) -> None:
     remedies = _remedy_table(report)
     if remedies is not None:
         console.print(remedies)
+    costs, sentence = _cost_table(report)
+    if costs is not None:
+        console.print(costs)
+    if sentence:
+        console.print(escape(sentence), soft_wrap=True)
     missed = [r.label for r in report.runs if r.result is not None and r.result.vmrss_would_miss]
     if missed:
         console.print(
