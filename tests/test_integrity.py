@@ -13,9 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import l0mem.core as core
 from l0mem.backends import CopyTimeout, copy_deadline
-from l0mem.backends.levelzero import LevelZeroBackend
 from l0mem.bench.integrity import BOUNDARY_SIZES, OFFSETS, check_copy, verify_copies
 from tests.support import core_fixtures
 
@@ -23,12 +21,7 @@ sim = core_fixtures.sim
 clean = core_fixtures.clean
 
 
-@pytest.fixture
-def backend(clean):
-    b = LevelZeroBackend(core.drivers()[0].devices()[:3], context="multi")
-    yield b
-    b.close()
-    assert [clean.device_used(i) for i in range(3)] == [0, 0, 0]
+backend = core_fixtures.backend3
 
 
 def _failures(checks):

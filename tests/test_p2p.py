@@ -28,12 +28,7 @@ sim = core_fixtures.sim
 clean = core_fixtures.clean
 
 
-@pytest.fixture
-def backend(clean):
-    b = LevelZeroBackend(core.drivers()[0].devices()[:3], context="multi")
-    yield b
-    b.close()
-    assert [clean.device_used(i) for i in range(3)] == [0, 0, 0]
+backend = core_fixtures.backend3
 
 
 def test_parse_sizes():

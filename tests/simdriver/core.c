@@ -816,12 +816,17 @@ SIM_EXPORT uint64_t zesim_bytes_moved(int32_t src_device, int32_t dst_device)
     return v;
 }
 
-SIM_EXPORT uint64_t zesim_kernel_launches(void)
+uint64_t sim_locked_read(const uint64_t *counter)
 {
     pthread_mutex_lock(&sim_lock);
-    uint64_t v = sim_launches;
+    uint64_t v = *counter;
     pthread_mutex_unlock(&sim_lock);
     return v;
+}
+
+SIM_EXPORT uint64_t zesim_kernel_launches(void)
+{
+    return sim_locked_read(&sim_launches);
 }
 
 SIM_EXPORT void zesim_reset_counters(void)

@@ -81,16 +81,10 @@ void sim_copy_corrupt(int src_device, int dst_device, uint8_t *dst, const uint8_
 
 SIM_EXPORT uint64_t zesim_corrupted_bytes(void)
 {
-    pthread_mutex_lock(&sim_lock);
-    uint64_t v = corrupted;
-    pthread_mutex_unlock(&sim_lock);
-    return v;
+    return sim_locked_read(&corrupted);
 }
 
 SIM_EXPORT uint64_t zesim_peer_copies(void)
 {
-    pthread_mutex_lock(&sim_lock);
-    uint64_t v = peer_copies;
-    pthread_mutex_unlock(&sim_lock);
-    return v;
+    return sim_locked_read(&peer_copies);
 }

@@ -305,6 +305,7 @@ int sim_shared_open(void);
 int sim_copy_hangs(int src_device, int dst_device);
 void sim_copy_corrupt(int src_device, int dst_device, uint8_t *dst, const uint8_t *src, size_t size);
 void sim_faults_reset(void);
+uint64_t sim_locked_read(const uint64_t *counter); /* a counter read under sim_lock */
 void sim_shared_charge(uint32_t device, int sub, uint64_t size, int sign);
 int sim_shared_used(uint32_t device, int sub, uint64_t *out);
 int sim_offers_init_drivers(void);

@@ -41,3 +41,14 @@ def ctx(clean: Any, driver: core.Driver) -> Iterator[core.Context]:
     c = driver.create_context()
     yield c
     c.close()
+
+
+@pytest.fixture
+def backend3(clean: Any) -> Iterator[Any]:
+    """Yield a Level Zero backend over three simulated devices in one context; no memory left after."""
+    from l0mem.backends.levelzero import LevelZeroBackend
+
+    b = LevelZeroBackend(core.drivers()[0].devices()[:3], context="multi")
+    yield b
+    b.close()
+    assert [clean.device_used(i) for i in range(3)] == [0, 0, 0]
