@@ -122,8 +122,24 @@ class _LazyGroup(click.Group):
             raise SystemExit(int(ExitCode.INTERNAL)) from None
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from l0mem.cli.versions import version_text
+
+    click.echo(version_text())
+    ctx.exit()
+
+
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="l0mem")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show l0mem's version, the Level Zero loader's and the SYCL runtime's, and exit.",
+)
 def cli() -> None:
     """Measure host-memory mirroring of Intel GPU allocations (Level Zero and SYCL)."""
 
