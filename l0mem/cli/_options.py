@@ -61,6 +61,15 @@ json_option = click.option(
     "- is standard output).",
 )
 
+prometheus_option = click.option(
+    "--prometheus",
+    "prometheus_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Also write the metrics in node-exporter's textfile format (written atomically; "
+    "name it *.prom in the collector's directory).",
+)
+
 
 def _device_indices_in_range(
     ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]

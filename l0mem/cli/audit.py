@@ -47,6 +47,7 @@ from l0mem.cli._options import (
     finite,
     json_option,
     parse_floor,
+    prometheus_option,
 )
 from l0mem.cli._signals import handling
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
@@ -135,14 +136,25 @@ def _cancel_on_signals(cancel: CancelEvent) -> AbstractContextManager[None]:
     return handling(STOP_SIGNALS, handler)
 
 
+def _write_prometheus(report: AuditReport, path: Path) -> None:
+    from l0mem.cli import prometheus
+
+    prometheus.write(path, prometheus.audit_metrics(report))
+
+
 def _write_outputs(
-    report: AuditReport, json_path: Path | None, junit_path: Path | None, plot_path: Path | None
+    report: AuditReport,
+    json_path: Path | None,
+    junit_path: Path | None,
+    plot_path: Path | None,
+    prometheus_path: Path | None = None,
 ) -> list[str]:
     errors = []
     for path, writer in (
         (json_path, write_json),
         (junit_path, write_junit),
         (plot_path, write_plot),
+        (prometheus_path, _write_prometheus),
     ):
         if path is None:
             continue
@@ -273,6 +285,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
     callback=_plot_path,
     help="Also plot host memory against device memory (.png or .svg).",
 )
+@prometheus_option
 def audit(
     setups: tuple[str, ...],
     device_specs: tuple[str, ...],
@@ -288,11 +301,20 @@ def audit(
     json_path: Path | None,
     junit_path: Path | None,
     plot_path: Path | None,
+    prometheus_path: Path | None,
 ) -> None:
     """Measure the host memory each set-up's device allocations cost, and say which mirror."""
     floor_bytes = checked_floor("audit", "--floor", floor_bytes, no_floor, "--no-floor")
     # Before anything runs: a typo in a path must not cost a long measurement.
-    check_outputs("audit", [("--json", json_path), ("--junit", junit_path), ("--plot", plot_path)])
+    check_outputs(
+        "audit",
+        [
+            ("--json", json_path),
+            ("--junit", junit_path),
+            ("--plot", plot_path),
+            ("--prometheus", prometheus_path),
+        ],
+    )
     if plot_path is not None:
         try:
             import matplotlib  # noqa: F401
@@ -339,7 +361,7 @@ def audit(
                 report = run_audit(options, progress=Bars(bars), cancel=cancel)
         except AuditInterrupted as exc:
             report, interrupted = exc.report, exc.signum
-        errors = _write_outputs(report, json_path, junit_path, plot_path)
+        errors = _write_outputs(report, json_path, junit_path, plot_path, prometheus_path)
     with rendering():
         render(report, out)
     how = "device memory was freed, partial results kept"

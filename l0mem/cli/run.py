@@ -20,13 +20,11 @@ from typing import Any, TypeVar
 
 import click
 
-from l0mem.audit.analysis import DEFAULT_CONFIG
 from l0mem.audit.guard import default_floor
-from l0mem.audit.report import MissingDependencyError
+from l0mem.cli import run_outputs
 from l0mem.cli._common import (
     STOP_SIGNALS,
     ExitCode,
-    check_outputs,
     error,
     exit_epilog,
     fail,
@@ -36,10 +34,15 @@ from l0mem.cli._common import (
     signal_exit,
     to_stdout,
 )
-from l0mem.cli._options import checked_floor, finite, json_option, parse_floor
+from l0mem.cli._options import (
+    checked_floor,
+    finite,
+    json_option,
+    parse_floor,
+    prometheus_option,
+)
 from l0mem.cli._signals import handling
 from l0mem.cli.run_view import Progress, summary_view
-from l0mem.files import ReportWriteError
 from l0mem.probe import read_environ
 from l0mem.trace import TraceSession
 from l0mem.watch import (
@@ -56,7 +59,6 @@ from l0mem.watch import (
     summarize,
     watch_pid,
 )
-from l0mem.watch.export import document, write_csv, write_json, write_plot
 from l0mem.watch.sysman import SysmanReader, child_environment
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -104,6 +106,7 @@ def _shared(func: _F) -> _F:
                 help="Also plot host and device memory over time and host against device "
                 "with the fit (.png or .svg).",
             ),
+            prometheus_option,
             click.option(
                 "--no-sysman",
                 is_flag=True,
@@ -119,18 +122,6 @@ def _shared(func: _F) -> _F:
     ):
         func = option(func)
     return func
-
-
-def _outputs(
-    command: str, json_path: Path | None, csv_path: Path | None, plot_path: Path | None
-) -> None:
-    """Check every output before anything starts (exit 2 or 4)."""
-    check_outputs(command, [("--json", json_path), ("--csv", csv_path), ("--plot", plot_path)])
-    if plot_path is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            fail(command, ExitCode.USAGE, "--plot needs matplotlib: pip install 'l0mem[plot]'")
 
 
 def _sysman(
@@ -149,44 +140,17 @@ def _stop_on_signals(watch: Watch) -> Any:
     return handling(STOP_SIGNALS, handler)
 
 
-def _write(
-    result: WatchResult,
-    summary: WatchSummary,
-    paths: tuple[Path | None, Path | None, Path | None],
-    meta: dict[str, Any],
-    title: str,
-) -> list[str]:
-    json_path, csv_path, plot_path = paths
-    errors = []
-    writers: list[tuple[Path | None, Callable[[Path], None]]] = [
-        (
-            json_path,
-            lambda p: write_json(document(result, summary, config=DEFAULT_CONFIG, **meta), p),
-        ),
-        (csv_path, lambda p: write_csv(result.series, p)),
-        (plot_path, lambda p: write_plot(result.series, summary, p, title=title)),
-    ]
-    for path, writer in writers:
-        if path is None:
-            continue
-        try:
-            writer(path)
-        except (ReportWriteError, MissingDependencyError, ValueError) as exc:
-            errors.append(str(exc))
-    return errors
-
-
 def _finish(
     command: str,
     result: WatchResult,
-    paths: tuple[Path | None, Path | None, Path | None],
+    paths: tuple[Path | None, ...],
     meta: dict[str, Any],
     title: str,
     console_stderr: bool,
 ) -> WatchSummary:
     """Summarize, write the files and show the summary; exit 4 when a file could not be written."""
     summary = summarize(result.series)
-    errors = _write(result, summary, paths, meta, title)
+    errors = run_outputs.write_all(result, summary, paths, meta, title)
     out = output(highlight=False, stderr=console_stderr or to_stdout(*paths))
     with rendering():
         out.print(summary_view(result, summary, dict(result.series.unavailable)))
@@ -258,6 +222,7 @@ def run(
     json_path: Path | None,
     csv_path: Path | None,
     plot_path: Path | None,
+    prometheus_path: Path | None,
     no_sysman: bool,
     fail_on_mirror: bool,
     command: tuple[str, ...],
@@ -272,7 +237,7 @@ def run(
     if not command:
         fail("run", ExitCode.USAGE, "no command given: l0mem run [OPTIONS] -- CMD [ARGS]...")
     host_floor = checked_floor("run", "--host-floor", host_floor, no_host_floor, "--no-host-floor")
-    _outputs("run", json_path, csv_path, plot_path)
+    run_outputs.check("run", json_path, csv_path, plot_path, prometheus_path)
     if host_floor is None:
         from l0mem.probe import mem_total
 
@@ -293,7 +258,11 @@ def run(
             interval=interval,
             floor=host_floor or None,
             grace=grace,
-            on_sample=progress,
+            on_sample=run_outputs.with_prometheus(
+                progress,
+                prometheus_path,
+                run_outputs.metric_labels({"mode": "run", "command": command}),
+            ),
             tracer=session,
             sysman=None if no_sysman else _sysman(stack, os.environ, None),
         )
@@ -319,7 +288,8 @@ def run(
             "sysman": not no_sysman,
         },
     }
-    summary = _finish("run", result, (json_path, csv_path, plot_path), meta, _title(command), True)
+    paths = (json_path, csv_path, plot_path, prometheus_path)
+    summary = _finish("run", result, paths, meta, _title(command), True)
     if result.floor_stop is not None:
         fail("run", ExitCode.NO_DEVICE, result.floor_stop.message)
     raise SystemExit(run_exit_code(result, summary, fail_on_mirror))
@@ -365,17 +335,20 @@ def watch(
     json_path: Path | None,
     csv_path: Path | None,
     plot_path: Path | None,
+    prometheus_path: Path | None,
     no_sysman: bool,
     fail_on_mirror: bool,
 ) -> None:
     """Watch a running process: what it costs the host per GiB of device memory."""
-    _outputs("watch", json_path, csv_path, plot_path)
+    run_outputs.check("watch", json_path, csv_path, plot_path, prometheus_path)
     console = output(highlight=False, stderr=True)
     progress = Progress(console, "watch", quiet=quiet, live=console.is_terminal)
     environment = read_environ(pid)  # at attach: gone once the process ended
     with contextlib.ExitStack() as stack:
         sysman = None if no_sysman else _sysman(stack, os.environ, environment or {})
-        watcher = Watch(interval=interval, on_sample=progress, sysman=sysman)
+        labels = run_outputs.metric_labels({"mode": "watch", "pid": pid})
+        on_sample = run_outputs.with_prometheus(progress, prometheus_path, labels)
+        watcher = Watch(interval=interval, on_sample=on_sample, sysman=sysman)
         stack.callback(watcher.close)
         try:
             with reporting("watch"), _stop_on_signals(watcher), progress:
@@ -389,9 +362,8 @@ def watch(
         "environment": environment,
         "options": {"interval": interval, "duration": duration, "sysman": not no_sysman},
     }
-    summary = _finish(
-        "watch", result, (json_path, csv_path, plot_path), meta, f"l0mem watch --pid {pid}", False
-    )
+    paths = (json_path, csv_path, plot_path, prometheus_path)
+    summary = _finish("watch", result, paths, meta, f"l0mem watch --pid {pid}", False)
     if fail_on_mirror and summary.verdict == "mirror":
         raise SystemExit(int(ExitCode.REGRESSION))
     raise SystemExit(int(ExitCode.OK))

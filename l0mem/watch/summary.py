@@ -81,9 +81,8 @@ class WatchSummary:
     """Peaks, the host cost per device GiB with its verdict, and where the host pages were charged."""
 
     host_signal: str | None
-    device_source: (
-        str | None
-    )  # "trace", "drm", "sysman" or None when no device memory signal exists
+    # "trace", "drm", "sysman", or None when no device memory signal exists
+    device_source: str | None
     host_cost: Peak
     device_memory: Peak
     tree_rss: Peak  # growth of the tree's VmRSS beyond the baseline

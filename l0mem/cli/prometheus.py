@@ -1,0 +1,185 @@
+"""``--prometheus PATH``: the node-exporter textfile format, for monitoring.
+
+node-exporter's textfile collector reads every ``*.prom`` file of a directory
+at each scrape, so a file must never be seen half written: it is written
+atomically (:func:`l0mem.files.write_bytes`: a temporary file, then a rename).
+Names follow Prometheus' conventions: an ``l0mem_`` prefix, base units
+(bytes, seconds, and a plain ratio for host bytes per device byte), the unit
+as the suffix, HELP and TYPE lines; a verdict is a labelled gauge that is 1
+(``..._info``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from l0mem.files import write_bytes
+
+Labels = Mapping[str, str]
+
+
+class Metrics:
+    """Gauges with HELP and TYPE, each with labelled samples, rendered in the text format."""
+
+    def __init__(self) -> None:
+        self._help: dict[str, str] = {}
+        self._samples: dict[str, list[tuple[Labels, float]]] = {}
+
+    def add(self, name: str, help_text: str, value: float | None, **labels: str) -> None:
+        """Add one sample of gauge ``name``; a value that is None or not finite is left out."""
+        self._help.setdefault(name, help_text)
+        self._samples.setdefault(name, [])
+        if value is not None and math.isfinite(value):
+            self._samples[name].append((labels, float(value)))
+
+    def text(self) -> str:
+        """Return the metrics in Prometheus' text exposition format."""
+        lines: list[str] = []
+        for name, samples in self._samples.items():
+            if not samples:
+                continue
+            lines.append(f"# HELP {name} {_escape_help(self._help[name])}")
+            lines.append(f"# TYPE {name} gauge")
+            for labels, value in samples:
+                lines.append(f"{name}{_labels(labels)} {_number(value)}")
+        return "\n".join(lines) + "\n"
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _labels(labels: Labels) -> str:
+    if not labels:
+        return ""
+    body = ",".join(f'{k}="{_label_value(str(v))}"' for k, v in sorted(labels.items()))
+    return "{" + body + "}"
+
+
+def _label_value(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+
+
+def audit_metrics(report: Any) -> Metrics:
+    """Return the metrics of an audit report: per set-up host bytes per device byte and verdict."""
+    m = Metrics()
+    platform = report.platform
+    for run in report.runs:
+        labels = {
+            "setup": run.setup,
+            "remedy": run.remedy or "",
+            "backend": run.backend,
+            "platform": report.run_platform(run),
+        }
+        res = run.result
+        m.add(
+            "l0mem_audit_host_per_device_ratio",
+            "Host memory bytes taken per byte of device memory allocated (1 is a full mirror).",
+            None if res is None else res.ratio,
+            **labels,
+        )
+        m.add(
+            "l0mem_audit_verdict_info",
+            "The audit's verdict for a set-up (mirror, partial, clean, inconclusive), as a label.",
+            1 if res is not None else None,
+            **labels,
+            verdict="" if res is None else res.verdict,
+        )
+    m.add(
+        "l0mem_audit_complete",
+        "1 when the audit ran to its end, 0 for a partial report.",
+        1 if report.complete else 0,
+        platform=platform,
+    )
+    m.add(
+        "l0mem_audit_timestamp_seconds",
+        "When the audit report was made (Unix time).",
+        _unix(report.created),
+        platform=platform,
+    )
+    return m
+
+
+def _unix(created: str) -> float | None:
+    try:
+        return time.mktime(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    except ValueError:
+        return None
+
+
+def watch_metrics(series: Any, summary: Any, labels: Labels, now: float | None = None) -> Metrics:
+    """Return the metrics of a watched workload: host cost, device memory per DRM device, verdict."""
+    from l0mem.watch.series import drm_memory, host_cost
+
+    m = Metrics()
+    last = series.samples[-1] if series.samples else None
+    m.add(
+        "l0mem_watch_host_cost_bytes",
+        "Host memory the workload costs now, beyond the baseline taken before it started.",
+        None if last is None else host_cost(series, last),
+        **labels,
+    )
+    m.add(
+        "l0mem_watch_host_cost_peak_bytes",
+        "The largest host memory cost of the workload so far.",
+        summary.host_cost.bytes,
+        **labels,
+    )
+    m.add(
+        "l0mem_watch_device_memory_bytes",
+        "The workload's device memory now (traced allocations, DRM VRAM or Sysman).",
+        None if last is None else series.device_memory(last.values),
+        **labels,
+    )
+    for pdev, region, host in _drm(summary):
+        values = {} if last is None else last.values
+        m.add(
+            f"l0mem_watch_drm_{region}_bytes",
+            f"{region.upper()} bytes of the workload's DRM clients on one device (fdinfo).",
+            drm_memory(values, pdev, host=host) if values else None,
+            **labels,
+            pdev=pdev,
+        )
+    m.add(
+        "l0mem_watch_host_per_device_ratio",
+        "Host bytes per device byte, fitted over the series (1 is a full mirror).",
+        summary.analysis.ratio,
+        **labels,
+    )
+    m.add(
+        "l0mem_watch_verdict_info",
+        "The verdict over the series so far (mirror, partial, clean, inconclusive), as a label.",
+        1,
+        **labels,
+        verdict=summary.verdict,
+    )
+    m.add("l0mem_watch_samples", "Samples taken so far.", len(series.samples), **labels)
+    m.add(
+        "l0mem_watch_timestamp_seconds",
+        "When this file was written (Unix time).",
+        time.time() if now is None else now,
+        **labels,
+    )
+    return m
+
+
+def _drm(summary: Any) -> Iterable[tuple[str, str, bool]]:
+    for d in summary.devices:
+        yield d.pdev, "vram", False
+        yield d.pdev, "gtt", True
+
+
+def write(path: Path, metrics: Metrics) -> None:
+    """Write ``metrics`` to ``path`` atomically (never a half-written file for the collector)."""
+    write_bytes(path, metrics.text().encode())
+
+
+__all__ = ["Metrics", "audit_metrics", "watch_metrics", "write"]

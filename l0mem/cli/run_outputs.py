@@ -1,0 +1,125 @@
+"""The files ``l0mem run`` and ``l0mem watch`` write: JSON, CSV, plot and Prometheus metrics.
+
+Every output is checked before the workload starts (:func:`check`); the
+Prometheus textfile is also rewritten while it runs, every
+:data:`PROMETHEUS_EVERY` seconds, for a collector that scrapes during the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from l0mem.audit.analysis import DEFAULT_CONFIG
+from l0mem.audit.report import MissingDependencyError
+from l0mem.cli._common import check_outputs, fail
+from l0mem.cli._exits import ExitCode
+from l0mem.files import ReportWriteError
+from l0mem.watch import Series, WatchResult, WatchSample, WatchSummary, summarize
+from l0mem.watch.export import document, write_csv, write_json, write_plot
+
+
+def check(
+    command: str,
+    json_path: Path | None,
+    csv_path: Path | None,
+    plot_path: Path | None,
+    prometheus_path: Path | None = None,
+) -> None:
+    """Check every output before anything starts (exit 2 or 4)."""
+    check_outputs(
+        command,
+        [
+            ("--json", json_path),
+            ("--csv", csv_path),
+            ("--plot", plot_path),
+            ("--prometheus", prometheus_path),
+        ],
+    )
+    if plot_path is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            fail(command, ExitCode.USAGE, "--plot needs matplotlib: pip install 'l0mem[plot]'")
+
+
+# How often --prometheus is rewritten while the workload runs (the collector reads
+# it at each scrape; a fit over the whole series at every sample would cost more).
+PROMETHEUS_EVERY = 5.0
+
+
+def with_prometheus(
+    on_sample: Callable[[Series, WatchSample], None],
+    path: Path | None,
+    labels: dict[str, str],
+) -> Callable[[Series, WatchSample], None]:
+    """Return ``on_sample`` that also rewrites the metrics file every PROMETHEUS_EVERY seconds."""
+    if path is None:
+        return on_sample
+    from l0mem.cli import prometheus
+
+    last = [float("-inf")]
+
+    def sampled(series: Series, sample: WatchSample) -> None:
+        on_sample(series, sample)
+        now = time.monotonic()
+        if now - last[0] >= PROMETHEUS_EVERY:
+            last[0] = now
+            metrics = prometheus.watch_metrics(series, summarize(series), labels)
+            with contextlib.suppress(ReportWriteError):  # said once, at the end
+                prometheus.write(path, metrics)
+
+    return sampled
+
+
+def metric_labels(meta: dict[str, Any]) -> dict[str, str]:
+    """Return the labels of a watch's metrics: the mode and the command's name or the pid."""
+    labels = {"mode": str(meta["mode"])}
+    if meta.get("pid") is not None:
+        labels["pid"] = str(meta["pid"])
+    if meta.get("command"):
+        labels["command"] = os.path.basename(str(meta["command"][0]))
+    return labels
+
+
+def _write_prometheus(
+    result: WatchResult, summary: WatchSummary, meta: dict[str, Any], path: Path
+) -> None:
+    from l0mem.cli import prometheus
+
+    prometheus.write(path, prometheus.watch_metrics(result.series, summary, metric_labels(meta)))
+
+
+def write_all(
+    result: WatchResult,
+    summary: WatchSummary,
+    paths: tuple[Path | None, ...],
+    meta: dict[str, Any],
+    title: str,
+) -> list[str]:
+    json_path, csv_path, plot_path, prometheus_path = paths
+    errors = []
+    writers: list[tuple[Path | None, Callable[[Path], None]]] = [
+        (
+            json_path,
+            lambda p: write_json(document(result, summary, config=DEFAULT_CONFIG, **meta), p),
+        ),
+        (csv_path, lambda p: write_csv(result.series, p)),
+        (plot_path, lambda p: write_plot(result.series, summary, p, title=title)),
+        (prometheus_path, lambda p: _write_prometheus(result, summary, meta, p)),
+    ]
+    for path, writer in writers:
+        if path is None:
+            continue
+        try:
+            writer(path)
+        except (ReportWriteError, MissingDependencyError, ValueError) as exc:
+            errors.append(str(exc))
+    return errors
+
+
+__all__ = ["PROMETHEUS_EVERY", "check", "metric_labels", "with_prometheus", "write_all"]

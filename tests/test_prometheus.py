@@ -1,0 +1,118 @@
+"""``--prometheus``: node-exporter's textfile format, parsed by the Prometheus client's own parser."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from l0mem.cli.prometheus import Metrics
+from tests.support import sim
+from tests.support.cli import REPO_ROOT, run_l0mem
+from tests.support.own_memory import host_env
+
+MIB = 1 << 20
+NAME = re.compile(r"^l0mem_[a-z0-9_]+_(bytes|seconds|ratio|info|complete|samples)$")
+EXAMPLES = REPO_ROOT / "examples" / "monitoring"
+
+
+def _parse(path: Path) -> dict[str, list[Any]]:
+    families = text_string_to_metric_families(path.read_text())
+    return {f.name: list(f.samples) for f in families}
+
+
+def _check_names(metrics: dict[str, list[Any]]) -> None:
+    for name in metrics:
+        assert NAME.match(name), name
+
+
+def test_labels_and_values_survive_the_parser() -> None:
+    m = Metrics()
+    m.add(
+        "l0mem_x_bytes", "A help text\nwith a newline and a \\ backslash.", 3 * MIB, a='q"u\\o\nte'
+    )
+    m.add("l0mem_x_bytes", "ignored", float("nan"), a="nan is left out")
+    m.add("l0mem_y_ratio", "Ratio.", 0.25)
+    (x, y) = list(text_string_to_metric_families(m.text()))
+    assert x.name == "l0mem_x_bytes" and x.type == "gauge"
+    assert [(s.labels, s.value) for s in x.samples] == [({"a": 'q"u\\o\nte'}, 3 * MIB)]
+    assert [s.value for s in y.samples] == [0.25]
+
+
+def test_audit_writes_verdicts_and_ratios(tmp_path: Path) -> None:
+    out = tmp_path / "l0mem.prom"
+    args = ["--setups", "l0,l0-peer-resident", "--size", "256MiB", "--steps", "4", "--settle", "0"]
+    proc = run_l0mem(
+        "audit", [*args, "--prometheus", str(out)], host_env(sim.sim_env(mirror="peer-resident"))
+    )
+    assert proc.returncode == 0, proc.stderr
+    metrics = _parse(out)
+    _check_names(metrics)
+    verdicts = {s.labels["setup"]: s.labels["verdict"] for s in metrics["l0mem_audit_verdict_info"]}
+    assert verdicts == {"l0": "clean", "l0-peer-resident": "mirror"}
+    ratios = {s.labels["setup"]: s.value for s in metrics["l0mem_audit_host_per_device_ratio"]}
+    assert abs(ratios["l0-peer-resident"] - 1.0) < 0.1 and abs(ratios["l0"]) < 0.1
+    assert all(s.labels["platform"] == "simulator" for s in metrics["l0mem_audit_verdict_info"])
+    assert metrics["l0mem_audit_complete"][0].value == 1
+    # The example alert rules use only names l0mem writes.
+    used = set(re.findall(r"\bl0mem_[a-z0-9_]+", (EXAMPLES / "alerts.yml").read_text()))
+    audit_names = {n for n in used if n.startswith("l0mem_audit_")}
+    assert audit_names and audit_names <= set(metrics)
+
+
+WORKLOAD = """
+import time
+from l0mem.core import drivers
+d = drivers()[0]
+dev0, dev1 = d.devices()[:2]
+with d.create_context([dev0, dev1]) as ctx:
+    bufs = []
+    for _ in range(4):
+        bufs.append(ctx.allocate_device(dev0, 32 << 20))
+        ctx.make_resident(dev1, bufs[-1])
+        time.sleep(0.15)
+    time.sleep(0.3)
+"""
+
+
+def test_run_writes_the_workloads_metrics(tmp_path: Path) -> None:
+    out = tmp_path / "job.prom"
+    env = sim.sim_env(devices=2, mirror="peer-resident")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    proc = run_l0mem(
+        "run",
+        [
+            "--quiet",
+            "--trace",
+            "--interval",
+            "0.05",
+            "--prometheus",
+            str(out),
+            "--",
+            sys.executable,
+            "-c",
+            WORKLOAD,
+        ],
+        host_env(env, "watch"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    metrics = _parse(out)
+    _check_names(metrics)
+    (verdict,) = metrics["l0mem_watch_verdict_info"]
+    assert (
+        verdict.labels["mode"] == "run" and verdict.labels["command"] == Path(sys.executable).name
+    )
+    assert verdict.labels["verdict"] == "mirror"
+    assert metrics["l0mem_watch_host_cost_peak_bytes"][0].value >= 4 * 32 * MIB
+    assert metrics["l0mem_watch_samples"][0].value >= 5
+    used = set(re.findall(r"\bl0mem_watch_[a-z0-9_]+", (EXAMPLES / "alerts.yml").read_text()))
+    assert used and used <= set(metrics)
+
+
+def test_a_directory_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    proc = run_l0mem("run", ["--prometheus", str(tmp_path), "--", "true"], dict(os.environ))
+    assert proc.returncode == 2 and "is a directory" in proc.stderr, proc.stderr
