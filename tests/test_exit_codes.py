@@ -94,6 +94,7 @@ BASE: dict[str, tuple[str, ...]] = {
     "info": (),
     "audit": ("--setups", "l0", "--size", "64MiB", "--steps", "3", "--settle", "0"),
     "compare": (),
+    "matrix": (),
     "p2p": ("--sizes", "4K", "--reps", "1", "--warmup", "0"),
     "allreduce": ("--sizes", "16K", "--reps", "1", "--warmup", "0"),
     "bench kernels": ("--elements", "1024", "--reps", "1", "--warmup", "0"),
@@ -197,6 +198,10 @@ CASES: list[Case] = [
     Case("watch", "no device", ("--pid", str(1 << 22)), needle="no process"),
     Case("watch", "unwritable output", ("--pid", "1", *UNWRITABLE), in_process=True, needle="cannot write"),
     Case("compare", "finding", (BASELINE, str(REPORTS / "current-regressed.json")), in_process=True),
+    Case("matrix", "bad input", (BASELINE, str(REPORTS / "missing.json")), in_process=True),
+    Case("matrix", "bad input", (BASELINE, str(REPORTS / "malformed.json")), in_process=True),
+    Case("matrix", "usage", (BASELINE, "--baseline", "no-such-stack"), in_process=True),
+    Case("matrix", "unwritable output", (BASELINE, *UNWRITABLE), in_process=True, needle="cannot write"),
     Case("compare", "bad input", (BASELINE, str(REPORTS / "missing.json")), in_process=True),
     Case("compare", "bad input", (BASELINE, str(REPORTS / "malformed.json")), in_process=True),
     Case(
@@ -255,6 +260,7 @@ INTERRUPTED_IN = {
     "info": ("l0mem.cli.info", "collect"),
     "audit": ("l0mem.cli.audit", "run_audit"),
     "compare": ("l0mem.cli.compare", "compare_reports"),
+    "matrix": ("l0mem.audit.matrix", "build"),
     "p2p": ("l0mem.bench.p2p", "run_p2p"),
     "allreduce": ("l0mem.bench.allreduce", "measure"),
     "bench kernels": ("l0mem.bench.kernels", "run_kernel_bench"),
@@ -280,6 +286,8 @@ main()
 
 def _success_args(command: str) -> list[str]:
     if command == "compare":
+        return [BASELINE, str(REPORTS / "current-same.json")]
+    if command == "matrix":
         return [BASELINE, str(REPORTS / "current-same.json")]
     if command in WATCHED:
         return [*BASE[command], *WATCHED[command]]
@@ -335,7 +343,7 @@ def test_a_closed_stdout_keeps_the_success_code(command: str) -> None:
 def test_one_means_a_finding_only() -> None:
     assert [c for c, code in CLASSES.items() if code == ExitCode.REGRESSION] == ["finding"]
     findings = [row.text for row in EXIT_TABLE if row.code == ExitCode.REGRESSION]
-    assert len(findings) == 5 and all(": a " in text for text in findings)
+    assert len(findings) == 6 and all(": a " in text for text in findings)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -157,10 +157,10 @@ _PLATFORMS = {
 }
 
 
-def _judge(
+def judge_runs(
     base: SetupRun, cur: SetupRun, tolerance: float, allow_unjudged: bool
 ) -> tuple[bool, str]:
-    """Return (regressed, note) for one matched pair of runs."""
+    """Return (regressed, note) for one matched pair of runs: ``l0mem compare``'s rule."""
     bv = None if base.result is None else base.result.verdict
     cv = None if cur.result is None else cur.result.verdict
     lost_verdict = cur.status == "failed" or (cur.status != "skipped" and cv not in _RANK)
@@ -220,7 +220,7 @@ def compare_reports(
         cur = cur_runs.get(base.key)
         if cur is None:
             continue
-        regressed, note = _judge(base, cur, slope_tolerance, allow_unjudged)
+        regressed, note = judge_runs(base, cur, slope_tolerance, allow_unjudged)
         changes.append(
             RunChange(
                 setup=base.setup,
@@ -266,5 +266,6 @@ __all__ = [
     "RunChange",
     "check_comparable",
     "compare_reports",
+    "judge_runs",
     "load_pair",
 ]

@@ -36,6 +36,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("l0mem.cli.info", "info"),
     "audit": ("l0mem.cli.audit", "audit"),
     "compare": ("l0mem.cli.compare", "compare"),
+    "matrix": ("l0mem.cli.matrix", "matrix"),
     "p2p": ("l0mem.cli.p2p", "p2p"),
     "allreduce": ("l0mem.cli.allreduce", "allreduce"),
     "bench": ("l0mem.cli.bench", "bench"),

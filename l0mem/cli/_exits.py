@@ -68,7 +68,17 @@ class Row(NamedTuple):
     commands: frozenset[str]
 
 
-COMMANDS = ("info", "audit", "compare", "p2p", "allreduce", "bench kernels", "run", "watch")
+COMMANDS = (
+    "info",
+    "audit",
+    "compare",
+    "matrix",
+    "p2p",
+    "allreduce",
+    "bench kernels",
+    "run",
+    "watch",
+)
 _ALL = frozenset(COMMANDS)
 _WATCHING = frozenset({"run", "watch"})
 _BACKEND = frozenset({"p2p", "allreduce", "bench kernels"})
@@ -95,6 +105,12 @@ EXIT_TABLE: tuple[Row, ...] = (
         "`--slope-tolerance`, or, unless `--allow-unjudged`, a run with a verdict in the "
         "baseline failed, is inconclusive or is missing)",
         _only("compare"),
+    ),
+    Row(
+        ExitCode.REGRESSION,
+        "`matrix --baseline STACK`: a cell worse than the baseline row's cell of the same "
+        "set-up, by `compare`'s rule",
+        _only("matrix"),
     ),
     Row(
         ExitCode.REGRESSION,
@@ -206,8 +222,8 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.BAD_INPUT,
-        "`compare`: a report is missing, unreadable or malformed",
-        _only("compare"),
+        "`compare`, `matrix`: a report is missing, unreadable or malformed",
+        _only("compare", "matrix"),
     ),
     Row(
         ExitCode.BAD_INPUT,
@@ -226,7 +242,7 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.DRIVER_ERROR,
         "the driver or runtime failed (a lost device, at any point)",
-        _ALL - {"compare"} - _WATCHING,
+        _ALL - {"compare", "matrix"} - _WATCHING,
     ),
     Row(
         ExitCode.DRIVER_ERROR,

@@ -1,0 +1,169 @@
+"""``l0mem matrix REPORT...``: many audit reports as one matrix of driver stacks and set-ups.
+
+Rows are driver stacks (driver, loader, kernel, SYCL runtime, the
+behaviour-changing environment), columns are set-ups and remedies; a cell
+holds the verdicts, the median MiB per GiB and the number of machines, and is
+flagged when machines of one stack disagree. The simulator's, no-hardware and
+hardware reports, and reports of different schema majors, get tables of their
+own; files that are not audit reports (a ``run``/``watch`` report, a schema
+this l0mem cannot read) are counted apart. A directory stands for the
+``*.json`` files in it. ``--baseline STACK`` (the whole row, or a part unique
+to one) holds every other row to it by ``l0mem compare``'s rule: exit 1 on
+any regression.
+
+Exit codes: as ``--help`` lists them (:mod:`l0mem.cli._exits`, the one table).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+import click
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from l0mem.cli._common import (
+    check_outputs,
+    exit_epilog,
+    fail,
+    output,
+    rendering,
+    reporting,
+    save_json,
+    to_stdout,
+)
+from l0mem.cli._exits import ExitCode
+from l0mem.cli._options import json_option
+
+
+def _paths(reports: tuple[Path, ...]) -> list[Path]:
+    out: list[Path] = []
+    for p in reports:
+        out.extend(sorted(p.glob("*.json")) if p.is_dir() else [p])
+    return out
+
+
+def _read(paths: list[Path]) -> tuple[list[tuple[str, Any]], dict[str, int]]:
+    """Return the audit reports among ``paths`` and how many files of each other kind there were."""
+    from l0mem.audit.loading import load_json_data, report_from_data
+
+    reports: list[tuple[str, Any]] = []
+    apart: dict[str, int] = {}
+    for path in paths:
+        data = load_json_data(path)
+        schema = str(data.get("schema", ""))
+        if not schema.startswith("l0mem.audit/1"):
+            kind = schema.split(".", 1)[-1] if schema.startswith("l0mem.") else "unknown"
+            apart[kind] = apart.get(kind, 0) + 1
+            continue
+        reports.append((str(path), report_from_data(data, path)))
+    return reports, apart
+
+
+def _write_text(command: str, path: Path, text: str) -> None:
+    from l0mem.files import ReportWriteError, write_bytes
+
+    try:
+        write_bytes(path, text.encode())
+    except ReportWriteError as exc:
+        fail(command, ExitCode.BAD_INPUT, str(exc))
+
+
+@click.command(epilog=exit_epilog("matrix"))
+@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--baseline",
+    metavar="STACK",
+    help="Hold every other stack to this one (the whole row, or a part of it unique to one "
+    "row, e.g. a driver version): exit 1 on a regression.",
+)
+@click.option(
+    "--slope-tolerance",
+    type=click.FloatRange(0.0, 1e6),
+    default=64.0,
+    show_default=True,
+    metavar="MIB_PER_GIB",
+    help="How far a slope may rise over the baseline's before it is a regression.",
+)
+@json_option
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Also write the matrix as Markdown tables (for an issue).",
+)
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Also write one CSV row per cell.",
+)
+def matrix(
+    reports: tuple[Path, ...],
+    baseline: str | None,
+    slope_tolerance: float,
+    json_path: Path | None,
+    markdown_path: Path | None,
+    csv_path: Path | None,
+) -> None:
+    """Show many audit reports as one matrix: driver stacks against set-ups and remedies."""
+    from l0mem.audit import matrix as mx
+
+    paths = _paths(reports)
+    check_outputs(
+        "matrix",
+        [("--json", json_path), ("--markdown", markdown_path), ("--csv", csv_path)],
+        [("REPORT", p) for p in paths],
+    )
+    with reporting("matrix"):
+        read, apart = _read(paths)
+    matrices = mx.build(read)
+    stack = None
+    found: list[Any] = []
+    if baseline is not None:
+        stack = mx.find_stack(matrices, baseline)
+        if stack is None:
+            fail(
+                "matrix",
+                ExitCode.USAGE,
+                f"--baseline {baseline!r} names no one stack of the reports",
+            )
+        found = mx.regressions(matrices, stack, slope_tolerance)
+    if json_path is not None:
+        save_json("matrix", json_path, mx.to_dict(matrices, found, stack, apart))
+    if markdown_path is not None:
+        _write_text("matrix", markdown_path, mx.markdown(matrices))
+    if csv_path is not None:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(mx.csv_rows(matrices))
+        _write_text("matrix", csv_path, buf.getvalue())
+    console = output(stderr=to_stdout(json_path))
+    with rendering():
+        for m in matrices:
+            table = Table(title=m.group, box=box.SIMPLE_HEAD, title_justify="left")
+            table.add_column("stack", overflow="fold")
+            for c in m.columns:
+                table.add_column(escape(c), overflow="fold")
+            for s in m.stacks:
+                mark = " (baseline)" if s == stack else ""
+                cells = [m.cells[s][c].text() if c in m.cells[s] else "" for c in m.columns]
+                table.add_row(escape(s + mark), *(escape(t) for t in cells))
+            console.print(table)
+        console.print("cells: verdict(s), median MiB of host per GiB of device, machines (n)")
+        for kind, n in sorted(apart.items()):
+            console.print(f"not in the matrix: {n} file(s) of schema {escape(kind)}")
+        for r in found:
+            console.print(
+                f"[bold red]REGRESSION[/] {escape(r.stack)} {escape(r.column)}: {escape(r.note)}"
+            )
+    if found:
+        raise SystemExit(int(ExitCode.REGRESSION))
+
+
+__all__ = ["matrix"]

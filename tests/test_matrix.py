@@ -1,0 +1,138 @@
+"""``l0mem matrix``: many reports as driver stacks against set-ups, in every format."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from l0mem.audit.report import write_json
+from tests.support.cli import one_line, run_l0mem
+from tests.test_analysis import synthetic_report, synthetic_run
+
+PEER, PLAIN = "l0-peer-resident", "l0"
+
+
+def _report(
+    path: Path,
+    driver: str,
+    machine: str,
+    ratio: float,
+    *,
+    env: dict[str, str] | None = None,
+    simulated: bool = False,
+) -> Path:
+    runs = [synthetic_run(ratio, setup=PEER), synthetic_run(0.0, setup=PLAIN, seed=2)]
+    report = synthetic_report(runs)
+    fingerprint = {
+        "simulated": simulated,
+        "host": {"kernel_release": "6.8.0", "machine_id": machine},
+        "compute_runtime": {"driver_versions": [driver]},
+        "loader": {"components": [{"name": "loader", "version": "1.21.1"}]},
+        "sycl": {"runtime": {"intel-sycl-rt": "2025.3.3"}},
+        "environment": {"ZE_ENABLE_ALT_DRIVERS": "/x.so", **(env or {})},
+    }
+    report = dataclasses.replace(report, fingerprint=fingerprint)
+    write_json(report, path)
+    return path
+
+
+@pytest.fixture
+def reports(tmp_path: Path) -> Path:
+    d = tmp_path / "reports"
+    d.mkdir()
+    _report(d / "a1.json", "25.18.33578", "m1", 1.0)
+    _report(d / "a2.json", "25.18.33578", "m2", 1.0)
+    _report(d / "b3.json", "26.05.1", "m3", 1.0)
+    _report(d / "b4.json", "26.05.1", "m4", 0.0)  # the same stack, another verdict
+    _report(
+        d / "c5.json",
+        "26.14.2",
+        "m5",
+        0.0,
+        env={"EnableDeferBacking": "0", "NEOReadDebugKeys": "1"},
+    )
+    _report(d / "sim.json", "25.18.33578", "m1", 1.0, simulated=True)
+    (d / "watch.json").write_text(json.dumps({"schema": "l0mem.watch/1.0"}))
+    (d / "future.json").write_text(json.dumps({"schema": "l0mem.audit/2.0"}))
+    return d
+
+
+def test_every_format_keeps_stacks_machines_disagreements_and_the_simulator_apart(
+    reports: Path, tmp_path: Path
+) -> None:
+    out = {k: tmp_path / f"m.{k}" for k in ("json", "md", "csv")}
+    proc = run_l0mem(
+        "matrix",
+        [
+            str(reports),
+            "--json",
+            str(out["json"]),
+            "--markdown",
+            str(out["md"]),
+            "--csv",
+            str(out["csv"]),
+        ],
+        {},
+        columns=250,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out["json"].read_text())
+    assert data["schema"] == "l0mem.matrix/1"
+    groups = {g["group"]: g for g in data["groups"]}
+    assert set(groups) == {"hardware, schema 1", "simulator, schema 1"}
+    rows = {r["stack"].split(" | ")[0]: r for r in groups["hardware, schema 1"]["rows"]}
+    assert set(rows) == {"driver 25.18.33578", "driver 26.05.1", "driver 26.14.2"}
+    a = rows["driver 25.18.33578"]["cells"][PEER]
+    assert (a["verdicts"], a["machines"], a["disagree"]) == (["mirror", "mirror"], 2, False)
+    assert abs(a["slope_mib_per_gib"] - 1024) < 1
+    b = rows["driver 26.05.1"]["cells"][PEER]
+    assert sorted(b["verdicts"]) == ["clean", "mirror"] and b["disagree"] is True
+    # The behaviour-changing environment is part of the stack; a file path is not.
+    c_stack = rows["driver 26.14.2"]["stack"]
+    assert "EnableDeferBacking=0" in c_stack and "ZE_ENABLE_ALT_DRIVERS" not in c_stack
+    assert data["not_audit_reports"] == {"watch/1.0": 1, "audit/2.0": 1}
+    sim = groups["simulator, schema 1"]["rows"]
+    assert len(sim) == 1 and sim[0]["cells"][PEER]["machines"] == 1
+    md = out["md"].read_text()
+    assert "### hardware, schema 1" in md and "### simulator, schema 1" in md
+    assert "DISAGREE" in md and f"| stack | {PLAIN} | {PEER} |" in md
+    cells = list(csv.reader(io.StringIO(out["csv"].read_text())))
+    assert cells[0][:3] == ["group", "stack", "setup"] and len(cells) == 1 + 2 * 4
+    assert "DISAGREE" in proc.stdout and "simulator, schema 1" in proc.stdout
+    assert "not in the matrix: 1 file(s) of schema watch/1.0" in proc.stdout
+
+
+def test_a_baseline_marks_regressions_by_compares_rule(reports: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m.json"
+    proc = run_l0mem("matrix", [str(reports), "--baseline", "26.14", "--json", str(out)], {})
+    assert proc.returncode == 1, proc.stderr
+    found = json.loads(out.read_text())["regressions"]
+    worse = {(r["stack"].split(" | ")[0], r["column"]) for r in found}
+    assert worse == {("driver 25.18.33578", PEER), ("driver 26.05.1", PEER)}
+    assert all("verdict worse: clean -> mirror" in r["note"] for r in found)
+    # Held to a mirroring stack, nothing is worse.
+    ok = run_l0mem("matrix", [str(reports), "--baseline", "25.18.33578"], {})
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_bad_input_is_one_line(reports: Path, tmp_path: Path) -> None:
+    proc = run_l0mem("matrix", [str(reports), "--baseline", "no-such-driver"], {})
+    assert proc.returncode == 2 and "names no one stack" in one_line(proc, "matrix")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    proc = run_l0mem("matrix", [str(reports / "a1.json"), str(broken)], {})
+    assert proc.returncode == 4 and "broken.json" in one_line(proc, "matrix")
+    proc = run_l0mem("matrix", [str(tmp_path / "missing.json")], {})
+    assert proc.returncode == 4, proc.stderr
+
+
+def test_the_benchmark_runs_the_command_it_times(capsys: pytest.CaptureFixture[str]) -> None:
+    import benchmarks.bench_matrix as bench
+
+    assert bench.main(["--reports", "4", "--repeats", "1"]) == 0
+    assert "l0mem matrix over 4 reports" in capsys.readouterr().out
