@@ -136,3 +136,55 @@ def test_the_benchmark_runs_the_command_it_times(capsys: pytest.CaptureFixture[s
 
     assert bench.main(["--reports", "4", "--repeats", "1"]) == 0
     assert "l0mem matrix over 4 reports" in capsys.readouterr().out
+
+
+def test_a_run_report_joins_the_matrix_on_its_platform(reports: Path, tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from tests.support import sim
+    from tests.support.cli import REPO_ROOT
+    from tests.support.own_memory import host_env
+
+    workload = (
+        "import time\nfrom l0mem.core import drivers\nd = drivers()[0]\na, b = d.devices()[:2]\n"
+        "with d.create_context([a, b]) as ctx:\n"
+        "    bufs = []\n"
+        "    for _ in range(4):\n"
+        "        bufs.append(ctx.allocate_device(a, 32 << 20)); ctx.make_resident(b, bufs[-1])\n"
+        "        time.sleep(0.15)\n"
+        "    time.sleep(0.3)\n"
+    )
+    env = sim.sim_env(devices=2, mirror="peer-resident")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    job = reports / "job.json"
+    proc = run_l0mem(
+        "run",
+        [
+            "--quiet",
+            "--trace",
+            "--interval",
+            "0.05",
+            "--json",
+            str(job),
+            "--",
+            sys.executable,
+            "-c",
+            workload,
+        ],
+        host_env(env, "watch"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(job.read_text())["fingerprint"]["kernel_release"] == os.uname().release
+    out = tmp_path / "m.json"
+    proc = run_l0mem("matrix", [str(reports), "--json", str(out)], {})
+    assert proc.returncode == 0, proc.stderr
+    groups = {g["group"]: g for g in json.loads(out.read_text())["groups"]}
+    column = f"run: {Path(sys.executable).name}"
+    # Traced on the simulator: with the simulator's reports, never with hardware.
+    assert column in groups["simulator, schema 1"]["columns"]
+    assert column not in groups["hardware, schema 1"]["columns"]
+    (cell,) = [
+        r["cells"][column] for r in groups["simulator, schema 1"]["rows"] if column in r["cells"]
+    ]
+    assert cell["verdicts"] == ["mirror"] and abs(cell["slope_mib_per_gib"] - 1024) < 64

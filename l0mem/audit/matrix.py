@@ -34,12 +34,38 @@ def _versions(values: Iterable[Any]) -> str:
     return ",".join(found) or "?"
 
 
+# Packages that are the GPU driver and the loader (l0mem.probe.fingerprint lists them).
+_DRIVER_PACKAGES = ("ze-intel-gpu", "level-zero-gpu", "compute-runtime")
+_LOADER_PACKAGES = ("libze1", "level-zero", "oneapi-level-zero")
+
+
+def _packages(fp: Mapping[str, Any], names: tuple[str, ...], exact: bool) -> list[str]:
+    found = []
+    for versions in ((fp.get("host") or {}).get("packages") or {}).values():
+        for name, version in (versions or {}).items():
+            if (name in names) if exact else any(n in name for n in names):
+                found.append(str(version))
+    return found
+
+
 def stack_of(report: AuditReport) -> str:
-    """Return the driver stack a report was made on, as one line (a matrix row)."""
+    """Return the driver stack a report was made on, as one line (a matrix row).
+
+    The installed packages name the driver and the loader where the machine
+    has them (what audit and run/watch reports both record); else what the
+    driver and loader said of themselves.
+    """
     fp = report.fingerprint
-    driver = _versions((fp.get("compute_runtime") or {}).get("driver_versions") or [])
+    driver = _versions(
+        _packages(fp, _DRIVER_PACKAGES, False)
+        or (fp.get("compute_runtime") or {}).get("driver_versions")
+        or []
+    )
     components = (fp.get("loader") or {}).get("components") or []
-    loader = _versions(c.get("version") for c in components if c.get("name") == "loader")
+    loader = _versions(
+        _packages(fp, _LOADER_PACKAGES, True)
+        or [c.get("version") for c in components if c.get("name") == "loader"]
+    )
     kernel = (fp.get("host") or {}).get("kernel_release") or "?"
     runtime = (fp.get("sycl") or {}).get("runtime") or {}
     sycl = _versions(runtime.values()) if isinstance(runtime, Mapping) else "?"
@@ -59,6 +85,49 @@ def group_of(report: AuditReport) -> str:
     """Return the group a report belongs to: its platform and schema major (never mixed)."""
     major = report.schema.rsplit("/", 1)[-1].split(".")[0]
     return f"{report.platform}, schema {major}"
+
+
+def from_watch(doc: Mapping[str, Any]) -> AuditReport:
+    """Return a ``run``/``watch`` report (l0mem.watch/1) as a report of one run, for the matrix.
+
+    Its column is ``run: <command>`` or ``watch``; its verdict and slope are the
+    summary's (the audit's analysis over the series); its stack comes from the
+    host fingerprint and the workload's driver environment.
+    """
+    from l0mem.audit.runs import SetupAnalysis
+
+    command = doc.get("command") or []
+    column = f"run: {str(command[0]).rsplit('/', 1)[-1]}" if command else str(doc.get("mode"))
+    summary = doc.get("summary") or {}
+    result = SetupAnalysis.from_dict(summary["analysis"], "summary.analysis")
+    simulated = doc.get("simulated") is True
+    run = SetupRun(
+        setup=column,
+        backend="l0",
+        status="ok",
+        reason=None,
+        env={},
+        remedy=None,
+        devices=[],
+        step_bytes=0,
+        target_bytes=0,
+        samples=[],
+        result=result,
+        simulated=simulated,
+    )
+    fingerprint = {
+        "simulated": simulated,
+        "host": doc.get("fingerprint") or {},
+        "environment": doc.get("environment") or {},
+    }
+    return AuditReport(
+        l0mem_version=str(doc.get("l0mem_version")),
+        created=str(doc.get("created")),
+        fingerprint=fingerprint,
+        options={},
+        runs=[run],
+        complete=True,
+    )
 
 
 @dataclasses.dataclass
@@ -270,6 +339,7 @@ __all__ = [
     "build",
     "csv_rows",
     "find_stack",
+    "from_watch",
     "group_of",
     "machine_of",
     "markdown",

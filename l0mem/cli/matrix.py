@@ -50,12 +50,20 @@ def _paths(reports: tuple[Path, ...]) -> list[Path]:
 def _read(paths: list[Path]) -> tuple[list[tuple[str, Any]], dict[str, int]]:
     """Return the audit reports among ``paths`` and how many files of each other kind there were."""
     from l0mem.audit.loading import load_json_data, report_from_data
+    from l0mem.audit.matrix import from_watch
+    from l0mem.audit.model import ReportFormatError
 
     reports: list[tuple[str, Any]] = []
     apart: dict[str, int] = {}
     for path in paths:
         data = load_json_data(path)
         schema = str(data.get("schema", ""))
+        if schema.startswith("l0mem.watch/1.") and isinstance(data.get("summary"), dict):
+            try:
+                reports.append((str(path), from_watch(data)))
+            except (KeyError, TypeError, ReportFormatError) as exc:
+                raise ReportFormatError(f"{path}: not a readable watch report ({exc})") from None
+            continue
         if not schema.startswith("l0mem.audit/1"):
             kind = schema.split(".", 1)[-1] if schema.startswith("l0mem.") else "unknown"
             apart[kind] = apart.get(kind, 0) + 1

@@ -19,6 +19,7 @@ from l0mem.audit.report import new_figure, save_figure
 from l0mem.backends.base import is_simulator_name
 from l0mem.driverenv import recorded_environment
 from l0mem.files import PathLike, json_bytes, write_bytes
+from l0mem.probe.fingerprint import host_fingerprint
 from l0mem.watch.engine import WatchResult
 from l0mem.watch.series import (
     Series,
@@ -30,7 +31,7 @@ from l0mem.watch.summary import WatchSummary, as_setup_run, device_series, watch
 
 SCHEMA_NAME = "l0mem.watch"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 0
+SCHEMA_MINOR = 1
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 GIB = 1 << 30
 MIB = 1 << 20
@@ -85,6 +86,7 @@ def document(
         "stop_signal": _signal_name(result.stop_signal),
         "floor_stop": None if result.floor_stop is None else result.floor_stop.to_dict(),
         "environment": None if environment is None else recorded_environment(environment),
+        "fingerprint": host_fingerprint(),
         "simulated": simulated(result.trace),
         "tracing": series.tracing,
         "trace": result.trace,
