@@ -142,40 +142,14 @@ def test_a_run_report_joins_the_matrix_on_its_platform(reports: Path, tmp_path: 
     import os
     import sys
 
-    from tests.support import sim
-    from tests.support.cli import REPO_ROOT
-    from tests.support.own_memory import host_env
+    from tests.support.jobs import peer_resident_job
 
-    workload = (
-        "import time\nfrom l0mem.core import drivers\nd = drivers()[0]\na, b = d.devices()[:2]\n"
-        "with d.create_context([a, b]) as ctx:\n"
-        "    bufs = []\n"
-        "    for _ in range(4):\n"
-        "        bufs.append(ctx.allocate_device(a, 32 << 20)); ctx.make_resident(b, bufs[-1])\n"
-        "        time.sleep(0.15)\n"
-        "    time.sleep(0.3)\n"
-    )
-    env = sim.sim_env(devices=2, mirror="peer-resident")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    job = reports / "job.json"
-    proc = run_l0mem(
-        "run",
-        [
-            "--quiet",
-            "--trace",
-            "--interval",
-            "0.05",
-            "--json",
-            str(job),
-            "--",
-            sys.executable,
-            "-c",
-            workload,
-        ],
-        host_env(env, "watch"),
-    )
+    job_report = reports / "job.json"
+    job, env = peer_resident_job()
+    opts = ["--quiet", "--trace", "--interval", "0.05", "--json", str(job_report)]
+    proc = run_l0mem("run", [*opts, "--", *job], env)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(job.read_text())["fingerprint"]["kernel_release"] == os.uname().release
+    assert json.loads(job_report.read_text())["fingerprint"]["kernel_release"] == os.uname().release
     out = tmp_path / "m.json"
     proc = run_l0mem("matrix", [str(reports), "--json", str(out)], {})
     assert proc.returncode == 0, proc.stderr

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from l0mem.cli.prometheus import Metrics
 from tests.support import sim
 from tests.support.cli import REPO_ROOT, run_l0mem
+from tests.support.jobs import peer_resident_job
 from tests.support.own_memory import host_env
 
 MIB = 1 << 20
@@ -64,41 +65,11 @@ def test_audit_writes_verdicts_and_ratios(tmp_path: Path) -> None:
     assert audit_names and audit_names <= set(metrics)
 
 
-WORKLOAD = """
-import time
-from l0mem.core import drivers
-d = drivers()[0]
-dev0, dev1 = d.devices()[:2]
-with d.create_context([dev0, dev1]) as ctx:
-    bufs = []
-    for _ in range(4):
-        bufs.append(ctx.allocate_device(dev0, 32 << 20))
-        ctx.make_resident(dev1, bufs[-1])
-        time.sleep(0.15)
-    time.sleep(0.3)
-"""
-
-
 def test_run_writes_the_workloads_metrics(tmp_path: Path) -> None:
     out = tmp_path / "job.prom"
-    env = sim.sim_env(devices=2, mirror="peer-resident")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    proc = run_l0mem(
-        "run",
-        [
-            "--quiet",
-            "--trace",
-            "--interval",
-            "0.05",
-            "--prometheus",
-            str(out),
-            "--",
-            sys.executable,
-            "-c",
-            WORKLOAD,
-        ],
-        host_env(env, "watch"),
-    )
+    job, env = peer_resident_job()
+    opts = ["--quiet", "--trace", "--interval", "0.05", "--prometheus", str(out)]
+    proc = run_l0mem("run", [*opts, "--", *job], env)
     assert proc.returncode == 0, proc.stderr
     metrics = _parse(out)
     _check_names(metrics)

@@ -94,27 +94,14 @@ def from_watch(doc: Mapping[str, Any]) -> AuditReport:
     summary's (the audit's analysis over the series); its stack comes from the
     host fingerprint and the workload's driver environment.
     """
-    from l0mem.audit.runs import SetupAnalysis
+    from l0mem.audit.model import SetupAnalysis, plain_run
 
     command = doc.get("command") or []
     column = f"run: {str(command[0]).rsplit('/', 1)[-1]}" if command else str(doc.get("mode"))
     summary = doc.get("summary") or {}
     result = SetupAnalysis.from_dict(summary["analysis"], "summary.analysis")
     simulated = doc.get("simulated") is True
-    run = SetupRun(
-        setup=column,
-        backend="l0",
-        status="ok",
-        reason=None,
-        env={},
-        remedy=None,
-        devices=[],
-        step_bytes=0,
-        target_bytes=0,
-        samples=[],
-        result=result,
-        simulated=simulated,
-    )
+    run = plain_run(column, result=result, simulated=simulated)
     fingerprint = {
         "simulated": simulated,
         "host": doc.get("fingerprint") or {},

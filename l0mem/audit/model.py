@@ -207,6 +207,32 @@ def utc_now() -> str:
     return now.isoformat().replace("+00:00", "Z")
 
 
+def plain_run(
+    setup: str,
+    *,
+    samples: list[Sample] | None = None,
+    result: SetupAnalysis | None = None,
+    simulated: bool = False,
+    unavailable: dict[str, str] | None = None,
+) -> SetupRun:
+    """Return an "ok" run of ``setup`` that is no audit set-up's: a watched workload's."""
+    return SetupRun(
+        setup=setup,
+        backend="l0",
+        status="ok",
+        reason=None,
+        env={},
+        remedy=None,
+        devices=[],
+        step_bytes=0,
+        target_bytes=0,
+        samples=samples or [],
+        result=result,
+        simulated=simulated,
+        unavailable=unavailable or {},
+    )
+
+
 __all__ = [
     "BACKENDS",
     "DEFAULT_PRIORITY",
@@ -233,5 +259,6 @@ __all__ = [
     "Verdict",
     "check_utc_timestamp",
     "parse_schema",
+    "plain_run",
     "utc_now",
 ]

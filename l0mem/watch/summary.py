@@ -17,7 +17,14 @@ import dataclasses
 from typing import Any
 
 from l0mem.audit.analysis import DEFAULT_CONFIG, analyze_run, fit_signal
-from l0mem.audit.model import AnalysisConfig, Sample, SetupAnalysis, SetupRun, SignalFit
+from l0mem.audit.model import (
+    AnalysisConfig,
+    Sample,
+    SetupAnalysis,
+    SetupRun,
+    SignalFit,
+    plain_run,
+)
 from l0mem.watch.series import (
     IN_FLIGHT,
     Series,
@@ -205,19 +212,7 @@ def as_setup_run(
     else:
         samples.append(Sample(series.baseline.t, "idle", 0, dict(series.baseline.values)))
         samples += [Sample(s.t, "idle", 0, dict(s.values)) for s, _, _ in known]
-    return SetupRun(
-        setup="watch",
-        backend="l0",
-        status="ok",
-        reason=None,
-        env={},
-        remedy=None,
-        devices=[],
-        step_bytes=0,
-        target_bytes=0,
-        samples=samples,
-        unavailable=dict(series.unavailable),
-    )
+    return plain_run("watch", samples=samples, unavailable=dict(series.unavailable))
 
 
 def _no_device_reason(series: Series) -> str:
