@@ -87,3 +87,35 @@ def test_run_writes_the_workloads_metrics(tmp_path: Path) -> None:
 def test_a_directory_is_refused_before_anything_runs(tmp_path: Path) -> None:
     proc = run_l0mem("run", ["--prometheus", str(tmp_path), "--", "true"], dict(os.environ))
     assert proc.returncode == 2 and "is a directory" in proc.stderr, proc.stderr
+
+
+def test_watch_metrics_carry_vram_and_gtt_per_drm_device() -> None:
+    from l0mem.cli.prometheus import watch_metrics
+    from l0mem.watch.series import Series, WatchSample
+    from l0mem.watch.summary import summarize
+
+    pdev = "0000:10:00.0"
+    gib = 1 << 30
+    base = WatchSample(0.0, {"host.available": 64 * gib})
+    samples = tuple(
+        WatchSample(
+            0.5 * i,
+            {
+                "host.available": 64 * gib - i * gib,
+                f"drm.{pdev}.vram0.total": i * gib,
+                f"drm.{pdev}.gtt.total": i * gib // 2,
+            },
+            1,
+        )
+        for i in range(1, 6)
+    )
+    series = Series(base, samples, {})
+    text = watch_metrics(series, summarize(series), {"mode": "watch", "pid": "7"}, now=1.0).text()
+    metrics = {f.name: list(f.samples) for f in text_string_to_metric_families(text)}
+    _check_names(metrics)
+    (vram,) = metrics["l0mem_watch_drm_vram_bytes"]
+    (gtt,) = metrics["l0mem_watch_drm_gtt_bytes"]
+    assert vram.labels == {"mode": "watch", "pid": "7", "pdev": pdev} and vram.value == 5 * gib
+    assert gtt.value == 5 * gib // 2
+    assert metrics["l0mem_watch_host_cost_bytes"][0].value == 5 * gib
+    assert metrics["l0mem_watch_timestamp_seconds"][0].value == 1.0
