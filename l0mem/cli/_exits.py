@@ -222,8 +222,13 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.BAD_INPUT,
-        "`compare`, `matrix`: a report is missing, unreadable or malformed",
-        _only("compare", "matrix"),
+        "`compare`: a report is missing, unreadable or malformed",
+        _only("compare"),
+    ),
+    Row(
+        ExitCode.BAD_INPUT,
+        "`matrix`: a report is missing, unreadable or malformed",
+        _only("matrix"),
     ),
     Row(
         ExitCode.BAD_INPUT,
