@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import json
+import math
 import mmap
 import os
 import subprocess
@@ -94,7 +95,13 @@ def _readers(key: str, env: Mapping[str, str]) -> list[str]:
     """Return the library files that would read ``key`` in ``env`` (may be empty)."""
     dirs = [os.path.join(sys.prefix, "lib"), *env.get("LD_LIBRARY_PATH", "").split(":"), *_LIB_DIRS]
     if key.startswith(("SYCL_", "UR_")):
-        patterns = ["libur_adapter_level_zero*.so*"]
+        # The adapter the runtime will load: v1 or v2 when the environment says
+        # which (SYCL_UR_USE_LEVEL_ZERO_V2), either one otherwise (it depends on the device).
+        v2 = env.get("SYCL_UR_USE_LEVEL_ZERO_V2")
+        patterns = {
+            "0": ["libur_adapter_level_zero.so*"],
+            "1": ["libur_adapter_level_zero_v2.so*"],
+        }.get(v2 or "", ["libur_adapter_level_zero*.so*"])
     else:
         patterns = ["libze_intel_gpu.so*", "libze_loader.so*"]
     found = [p for d in dirs if d for pat in patterns for p in glob.glob(os.path.join(d, pat))]
@@ -227,17 +234,23 @@ def ranked(removed: Iterable[str], costs: Sequence[RemedyCost]) -> list[RemedyCo
 
     Keeping every pair direct comes first, then some pairs direct, then copies
     through the host, last a remedy that leaves no pair at all (it hid devices);
-    then copies that check out, then the direct bandwidth (higher first). A
+    then copies that check out, then the direct bandwidth (higher first, in
+    15% steps: closer is noise, and equals keep the order they came in). A
     remedy the runtime does not read is left out.
     """
     names = set(removed)
     pool = [c for c in costs if c.remedy in names and c.applicable and c.error is None]
 
-    def key(c: RemedyCost) -> tuple[int, int, float]:
+    best = max((c.direct_gbps or 0.0 for c in pool), default=0.0)
+
+    def key(c: RemedyCost) -> tuple[int, int, int]:
+        # Bandwidth in 15% steps below the best: closer than that is timing noise.
+        bw = c.direct_gbps
+        steps = math.floor(math.log(best / bw) / math.log(1.15)) if bw and best else 10**6
         return (
             {"direct": 0, "mixed": 1, "through host": 2}.get(c.route or "", 3),
             0 if c.copies_ok is not False else 1,
-            -(c.direct_gbps or 0.0),
+            steps,
         )
 
     return sorted(pool, key=key)
