@@ -11,12 +11,13 @@ import pytest
 import l0mem.core as core
 from l0mem.backends import (
     DeviceMemory,
+    HostMemory,
     PeerAccess,
     RouteKind,
     is_simulator_name,
-    staged_copy,
 )
 from l0mem.backends.levelzero import LevelZeroBackend
+from l0mem.backends.staging import Stager
 from l0mem.bench.copies import measure_copies, peer_matrix
 from l0mem.bench.p2p import run_p2p
 from l0mem.bench.timing import FALLBACK_NOTE
@@ -89,7 +90,7 @@ def test_staged_copy_goes_through_the_host(backend, clean):
     data = bytes(range(256)) * 16
     backend.upload(src, data).wait()
     clean.reset_counters()
-    down, up = staged_copy(backend, dst, src, 1000)
+    down, up = backend.staged_copy(dst, src, 1000)
     up.wait()
     down.wait()
     assert clean.bytes_moved(0, 2) == 0
@@ -207,6 +208,16 @@ class FakeBuffer:
             raise RuntimeError("device lost (close)")
 
 
+class FakePinned:
+    closed = False
+
+    def memoryview(self) -> memoryview:
+        raise AssertionError("the stager never reads its ring on the host")
+
+    def close(self) -> None:
+        self.closed = True
+
+
 class FakeCopyBackend:
     """Two devices in one context; every operation is an event timed by the fake clock."""
 
@@ -218,6 +229,7 @@ class FakeCopyBackend:
         self.clock, self.leg_ns, self.wait_ns, self.fail_copy = clock, leg_ns, wait_ns, fail_copy
         self.broken = False
         self.close_calls = self.failed_syncs = 0
+        self._stager = Stager(self)
 
     simulated = False
     no_hardware = None
@@ -263,6 +275,12 @@ class FakeCopyBackend:
 
     def download(self, src, out, *, wait_for=()) -> FakeEvent:
         return self._event(wait_for)
+
+    def allocate_host(self, device: int, nbytes: int) -> HostMemory:
+        return HostMemory(self, device, FakePinned(), 0, nbytes)
+
+    def staged_copy(self, dst, src, nbytes, *, wait_for=()) -> tuple[FakeEvent, FakeEvent]:
+        return self._stager.copy(dst, src, nbytes, wait_for)  # type: ignore[return-value]
 
     def copy(self, dst, src, nbytes=None, *, queue_device=None, wait_for=()) -> FakeEvent:
         if self.fail_copy:

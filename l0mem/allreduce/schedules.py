@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from l0mem.backends import Backend, DeviceBuffer, Event, staged_copy
+from l0mem.backends import Backend, DeviceBuffer, Event
 from l0mem.backends.kernels import add_f32, compress_bf16, decompress_add_bf16
 
 PathName = Literal["f32", "bf16"]
@@ -50,7 +50,7 @@ class Call:
         s, d = src.device, dst.device
         waits = present(*wait_for)
         if s != d and self.routes[(s, d)] == "staged":
-            down, up = staged_copy(self.backend, dst, src, nbytes, wait_for=waits)
+            down, up = self.backend.staged_copy(dst, src, nbytes, wait_for=waits)
             self.staged += 1
             self.last[s], self.last[d] = down, up
             ev = up

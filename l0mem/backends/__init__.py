@@ -7,7 +7,8 @@ kernels in :mod:`.l0_kernels`), the SYCL backend (:mod:`.sycl`, buffers and
 events in :mod:`.sycl_buffers`, kernels and work-group sizes in
 :mod:`.sycl_kernels`, device facts and the default device choice in
 :mod:`.sycl_info`), l0mem's kernel catalog and launchers (:mod:`.kernels`),
-copy routes and host-staged copies, and the device inventory with
+pinned host memory (:mod:`.host`), host-staged copies through a pinned ring
+(:mod:`.staging`), and the device inventory with
 :func:`open_backend` (:mod:`.select`), which the CLI and library users share.
 
 What it may import: :mod:`l0mem._ze`, :mod:`l0mem.core`, :mod:`l0mem.sycl` and
@@ -30,9 +31,10 @@ from l0mem.backends.base import (
     cleanup,
     copy_deadline,
     is_simulator_name,
-    staged_copy,
 )
-from l0mem.backends.levelzero import L0Buffer, LevelZeroBackend, device_memory
+from l0mem.backends.host import HostMemory
+from l0mem.backends.l0_info import device_memory
+from l0mem.backends.levelzero import L0Buffer, LevelZeroBackend
 from l0mem.backends.select import (
     DeviceSelectionError,
     NoDeviceError,
@@ -54,6 +56,7 @@ __all__ = [
     "DeviceSelectionError",
     "Event",
     "HostBuffer",
+    "HostMemory",
     "L0Buffer",
     "LevelZeroBackend",
     "NoDeviceError",
@@ -71,6 +74,5 @@ __all__ = [
     "open_backend",
     "resolve_kind",
     "select_devices",
-    "staged_copy",
     "sycl_devices",
 ]

@@ -22,6 +22,8 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from typing_extensions import Buffer, Self
 
+from l0mem.backends.host import HostMemory
+
 # Any object with the buffer protocol: bytes, bytearray, memoryview, NumPy arrays.
 HostBuffer: TypeAlias = Buffer
 RouteKind: TypeAlias = Literal["direct", "staged"]
@@ -48,6 +50,7 @@ class CopyTimeout(TimeoutError):
 def copy_deadline(nbytes: int, base: float = HANG_BASE_S) -> float:
     """Return the seconds an operation moving ``nbytes`` may take before it counts as hung."""
     return base + max(nbytes, 0) / SLOWEST_BYTES_PER_S
+
 
 # The name every device of l0mem's simulated Level Zero driver reports
 # (tests/simdriver). The device name is what the driver itself says; an
@@ -266,16 +269,31 @@ class Backend(Protocol):
         """Return a new device allocation of ``nbytes`` on ``device``."""
         ...
 
+    def allocate_host(self, device: int, nbytes: int) -> HostMemory:
+        """Return ``nbytes`` of pinned host memory in ``device``'s context (freed at close)."""
+        ...
+
     def upload(
-        self, dst: DeviceBuffer, data: HostBuffer, *, wait_for: Sequence[Event] = ()
+        self, dst: DeviceBuffer, data: HostBuffer | HostMemory, *, wait_for: Sequence[Event] = ()
     ) -> Event:
         """Copy host ``data`` into the start of ``dst``; return its event."""
         ...
 
     def download(
-        self, src: DeviceBuffer, out: HostBuffer, *, wait_for: Sequence[Event] = ()
+        self, src: DeviceBuffer, out: HostBuffer | HostMemory, *, wait_for: Sequence[Event] = ()
     ) -> Event:
         """Copy the start of ``src`` into the writable host buffer ``out``; return its event."""
+        ...
+
+    def staged_copy(
+        self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, *, wait_for: Sequence[Event] = ()
+    ) -> tuple[Event, Event]:
+        """Copy ``nbytes`` through the backend's pinned host ring; return (download, upload) events.
+
+        The copy is chunked and pipelined (:mod:`l0mem.backends.staging`); the
+        download event completes once every byte reached the host, the upload
+        event once every byte arrived.
+        """
         ...
 
     def copy(
@@ -368,6 +386,16 @@ def check_allocation_size(nbytes: int) -> None:
         raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
 
 
+def copy_size(nbytes: int | None, src: DeviceBuffer, dst: DeviceBuffer) -> int:
+    """Return the byte count of a device-to-device copy (default: all of ``src``), checked."""
+    n = src.nbytes if nbytes is None else nbytes
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"copy size must be an int >= 0, got {n!r}")
+    if n > src.nbytes or n > dst.nbytes:
+        raise ValueError(f"copy of {n} bytes does not fit the buffers ({src.nbytes}, {dst.nbytes})")
+    return n
+
+
 def cleanup(
     steps: Iterable[Callable[[], object]], *, strict: bool, after: BaseException | None = None
 ) -> None:
@@ -391,21 +419,6 @@ def cleanup(
         raise first
 
 
-def staged_copy(
-    backend: Backend,
-    dst: DeviceBuffer,
-    src: DeviceBuffer,
-    nbytes: int,
-    *,
-    wait_for: Sequence[Event] = (),
-) -> tuple[Event, Event]:
-    """Copy ``nbytes`` from ``src`` to ``dst`` through host memory; return (download, upload) events."""
-    staging = bytearray(nbytes)
-    down = backend.download(src.view(0, nbytes), staging, wait_for=wait_for)
-    up = backend.upload(dst.view(0, nbytes), staging, wait_for=[down])
-    return down, up
-
-
 __all__: list[str] = [
     "HANG_BASE_S",
     "MAX_FILL_PATTERN",
@@ -423,7 +436,7 @@ __all__: list[str] = [
     "check_fill",
     "cleanup",
     "copy_deadline",
+    "copy_size",
     "device_index",
     "is_simulator_name",
-    "staged_copy",
 ]

@@ -33,36 +33,25 @@ from l0mem.backends.base import (
     check_allocation_size,
     check_fill,
     cleanup,
+    copy_size,
     device_index,
     is_simulator_name,
 )
+from l0mem.backends.host import HostMemory
 from l0mem.backends.l0_buffers import L0Buffer
 from l0mem.backends.l0_events import L0Event, Recycler
+from l0mem.backends.l0_info import (
+    INTEL_VENDOR_ID,
+    device_memory,
+    open_contexts,
+    peer_access,
+    sysman_used,
+)
 from l0mem.backends.l0_kernels import L0Kernels
+from l0mem.backends.staging import Stager
 from l0mem.core import Context, Device, ImmediateCommandList
 from l0mem.core import Event as CoreEvent
 from l0mem.driverenv import no_hardware_reason
-
-# Intel's PCI vendor id: only Intel's driver reads NEO's debug keys.
-_INTEL = 0x8086
-
-
-def device_memory(dev: Device) -> DeviceMemory:
-    """Return what Level Zero and Sysman report about ``dev``'s memory.
-
-    Memory is host memory on an integrated GPU, a CPU device and l0mem's
-    simulator: allocating it costs host RAM whatever the driver mirrors.
-    """
-    states = dev.sysman_memory()
-    free = sum(s.free for s in states if s.location == "device") if states else None
-    return DeviceMemory(
-        total=int(dev.total_memory) or None,
-        max_alloc=int(dev.properties.max_mem_alloc_size) or None,
-        free=free,
-        host_backed=bool(dev.properties.integrated)
-        or dev.type == "CPU"
-        or is_simulator_name(dev.name),
-    )
 
 
 class LevelZeroBackend(L0Kernels):
@@ -91,21 +80,9 @@ class LevelZeroBackend(L0Kernels):
         self._closed = False
         self._hung: set[int] = set()  # devices whose queue holds an operation that hung
         self._hang_wait = HANG_BASE_S  # the bound of waits once one hung: the watchdog's
+        self._stager = Stager(self)
         try:
-            if context == "multi":
-                # A context holds devices of one driver: one context per driver.
-                by_driver: dict[int, Context] = {}
-                for d in self._devices:
-                    ctx = by_driver.get(d.driver.index)
-                    if ctx is None:
-                        members = [m for m in self._devices if m.driver.index == d.driver.index]
-                        ctx = d.driver.create_context(members)
-                        by_driver[d.driver.index] = ctx
-                        self._contexts.append(ctx)
-                    self._ctx_of.append(ctx)
-            else:
-                self._contexts = [d.driver.create_context([d]) for d in self._devices]
-                self._ctx_of = list(self._contexts)
+            open_contexts(self._devices, context, self._contexts, self._ctx_of)
             self._recyclers = [Recycler(ctx) for ctx in self._contexts]
             self._lists = [
                 self._ctx_of[i].immediate_command_list(d) for i, d in enumerate(self._devices)
@@ -131,7 +108,7 @@ class LevelZeroBackend(L0Kernels):
     @property
     def no_hardware(self) -> str | None:
         """Return why no GPU executes the work (Intel's driver in a no-hardware mode), or None."""
-        if self.simulated or not any(d.vendor_id == _INTEL for d in self._devices):
+        if self.simulated or not any(d.vendor_id == INTEL_VENDOR_ID for d in self._devices):
             return None
         return no_hardware_reason(os.environ)
 
@@ -158,27 +135,12 @@ class LevelZeroBackend(L0Kernels):
 
     def sysman_used(self, device: int) -> int | None:
         """Return the device memory in use by Sysman's count, None without Sysman."""
-        states = self._devices[self._index(device)].sysman_memory()
-        if not states:
-            return None
-        return sum(s.used for s in states if s.location == "device")
+        return sysman_used(self._devices[self._index(device)])
 
     def peer_access(self, src: int, dst: int) -> PeerAccess:
         """Return ``zeDeviceCanAccessPeer`` and the P2P properties of the pair."""
         a, b = self._devices[self._index(src)], self._devices[self._index(dst)]
-        if a is b:
-            return PeerAccess(src, dst, True, True)
-        p = a.p2p_properties(b)
-        return PeerAccess(
-            src,
-            dst,
-            bool(a.can_access_peer(b)),
-            bool(p.atomics),
-            p.logical_bandwidth,
-            p.bandwidth_unit,
-            p.logical_latency,
-            p.latency_unit,
-        )
+        return peer_access(src, dst, a, b)
 
     def same_context(self, a: int, b: int) -> bool:
         """Return whether devices ``a`` and ``b`` share a context."""
@@ -257,24 +219,42 @@ class LevelZeroBackend(L0Kernels):
             raise ValueError(f"device {i} is not in the context of the buffer's device {b.device}")
         self._ctx_of[i].make_resident(self._devices[i], b.allocation)
 
+    def allocate_host(self, device: int, nbytes: int) -> HostMemory:
+        """Return ``nbytes`` of pinned host memory in ``device``'s context (``zeMemAllocHost``)."""
+        i = self._index(device)
+        check_allocation_size(nbytes)
+        alloc = self._ctx_of[i].allocate_host(nbytes)
+        return HostMemory(self, i, alloc, alloc.address, nbytes)
+
     def upload(
-        self, dst: DeviceBuffer, data: HostBuffer, *, wait_for: Sequence[Event] = ()
+        self, dst: DeviceBuffer, data: HostBuffer | HostMemory, *, wait_for: Sequence[Event] = ()
     ) -> L0Event:
         """Copy host ``data`` into the start of ``dst``; return its event."""
         return self._host_copy(dst, data, False, wait_for)
 
     def download(
-        self, src: DeviceBuffer, out: HostBuffer, *, wait_for: Sequence[Event] = ()
+        self, src: DeviceBuffer, out: HostBuffer | HostMemory, *, wait_for: Sequence[Event] = ()
     ) -> L0Event:
         """Copy the start of ``src`` into the writable host buffer ``out``; return its event."""
         return self._host_copy(src, out, True, wait_for)
 
     def _host_copy(
-        self, buf: DeviceBuffer, host: HostBuffer, to_host: bool, wait_for: Sequence[Event]
+        self,
+        buf: DeviceBuffer,
+        host: HostBuffer | HostMemory,
+        to_host: bool,
+        wait_for: Sequence[Event],
     ) -> L0Event:
         """Copy all of ``host`` into the start of ``buf``, or (``to_host``) the other way."""
         b = self._buffer(buf)
-        n = memoryview(host).nbytes
+        if isinstance(host, HostMemory):
+            if host.owner is not self:
+                raise ValueError("the pinned host memory belongs to another backend")
+            pinned: HostMemory | None = host
+            n = host.nbytes
+        else:
+            pinned = None
+            n = memoryview(host).nbytes
         if n > b.nbytes:
             raise ValueError(
                 f"output of {n} bytes is larger than the buffer of {b.nbytes} bytes"
@@ -290,6 +270,12 @@ class LevelZeroBackend(L0Kernels):
             # (zeCommandListAppendMemoryCopy refuses a null pointer): order only.
             cl.barrier(wait_for=waits, signal=ev.core)
             return ev.submitted(waits)
+        if pinned is not None:
+            # Pinned memory is addressed directly: no host stage, the driver's fast path.
+            ends = (pinned.address, address) if to_host else (address, pinned.address)
+            cl.copy(*ends, n, wait_for=waits, signal=ev.core)
+            return ev.submitted(waits)
+        assert not isinstance(host, HostMemory)
         copy = cl.copy_to_host if to_host else cl.copy_from_host
         copy(address, host, wait_for=waits, signal=ev.core)
         return ev.submitted(waits)
@@ -309,11 +295,7 @@ class LevelZeroBackend(L0Kernels):
         shares the buffers' context; otherwise it is staged through host memory.
         """
         d, s = self._buffer(dst, "copy destination"), self._buffer(src, "copy source")
-        n = s.nbytes if nbytes is None else nbytes
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"copy size must be an int >= 0, got {n!r}")
-        if n > s.nbytes or n > d.nbytes:
-            raise ValueError(f"copy of {n} bytes exceeds the buffers ({s.nbytes}, {d.nbytes})")
+        n = copy_size(nbytes, s, d)
         q = s.device if queue_device is None else self._index(queue_device)
         if n == 0:
             d.check_open()  # a closed buffer refuses even an empty copy
@@ -332,11 +314,16 @@ class LevelZeroBackend(L0Kernels):
             return ev.submitted(waits)
         # Separate contexts cannot address each other's memory, nor a device without
         # peer access its peer's: stage through the host (what copy_route reports).
-        # The upload waits for the download on the device within one context, on
-        # the host across contexts; its event completes after both.
-        staging = bytearray(n)
-        down = self.download(s.view(0, n), staging, wait_for=wait_for)
-        return self.upload(d.view(0, n), staging, wait_for=[down])
+        return self.staged_copy(d, s, n, wait_for=wait_for)[1]
+
+    def staged_copy(
+        self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, *, wait_for: Sequence[Event] = ()
+    ) -> tuple[L0Event, L0Event]:
+        """Copy ``nbytes`` through the backend's pinned host ring; return (download, upload) events."""
+        d, s = self._buffer(dst, "copy destination"), self._buffer(src, "copy source")
+        down, up = self._stager.copy(d, s, copy_size(nbytes, s, d), wait_for)
+        assert isinstance(down, L0Event) and isinstance(up, L0Event)
+        return down, up
 
     def fill(
         self,
@@ -398,6 +385,10 @@ class LevelZeroBackend(L0Kernels):
         self._drop_kernels()
         self._lists = []
         first: BaseException | None = None
+        try:
+            self._stager.close()  # pinned memory before the contexts it lives in
+        except Exception as err:
+            first = err
         for ctx in self._contexts:
             try:
                 ctx.close()

@@ -35,16 +35,19 @@ from l0mem.backends.base import (
     RouteKind,
     check_allocation_size,
     check_fill,
+    copy_size,
     device_index,
     is_simulator_name,
 )
-from l0mem.backends.sycl_buffers import SyclBuffer, SyclEvent, host_view
+from l0mem.backends.host import HostMemory
+from l0mem.backends.staging import Stager
+from l0mem.backends.sycl_buffers import SyclBuffer, SyclEvent, UsmHost, host_view, usm_allocate
 from l0mem.backends.sycl_info import (
-    default_context,
     default_devices,
     device_memory,
     device_name,
     direct_copy_hazard,
+    open_queues,
     peer_access,
 )
 from l0mem.backends.sycl_kernels import (
@@ -98,20 +101,12 @@ class SyclBackend(SyclKernels):
         self._closed = False
         self._hung: set[int] = set()  # devices whose queue holds an operation that hung
         self._start_kernels()
-        self._contexts: list[Any] = []
-        self._queues: list[Any] = []
         try:
             chosen = default_devices() if devices is None else devices
             self._devices = [resolve_device(d) for d in chosen]
             if not self._devices:
                 raise ValueError("the backend needs at least one device")
-            props = ["in_order", "enable_profiling"] if profiling else ["in_order"]
-            for dev in self._devices:
-                # A list argument makes dpctl build a new context instead of
-                # returning its cached per-device (platform default) one.
-                ctx = default_context(dev) if context == "default" else dpctl.SyclContext([dev])
-                self._contexts.append(ctx)
-                self._queues.append(dpctl.SyclQueue(ctx, dev, property=props))
+            self._contexts, self._queues = open_queues(self._devices, context, profiling)
         except creation_errors as err:
             raise SyclNoDeviceError(f"no usable SYCL device: {err}") from None
         self.context_mode = context
@@ -119,6 +114,8 @@ class SyclBackend(SyclKernels):
         self._pending = [KeepAlive() for _ in self._devices]
         self._complete = dpctl.event_status_type.complete
         self._buffers: weakref.WeakSet[SyclBuffer] = weakref.WeakSet()
+        self._host: weakref.WeakSet[UsmHost] = weakref.WeakSet()
+        self._stager = Stager(self)
         if work_group_size is not None:
             self.set_work_group_size(work_group_size)
 
@@ -228,35 +225,46 @@ class SyclBackend(SyclKernels):
         """Return a new USM device allocation (``malloc_device``) of ``nbytes`` on ``device``."""
         i = self._index(device)
         check_allocation_size(nbytes)
-        dpctl = load_dpctl()
-        try:
-            mem = dpctl.memory.MemoryUSMDevice(nbytes, queue=self._queues[i])
-        except dpctl.memory.USMAllocationError as exc:
-            raise MemoryError(
-                f"cannot allocate {nbytes} bytes on {self.device_name(i)}: {exc}"
-            ) from exc
+        mem = usm_allocate("device", nbytes, self._queues[i], self.device_name(i))
         buf = SyclBuffer(self, i, mem)
         self._buffers.add(buf)
         return buf
 
+    def allocate_host(self, device: int, nbytes: int) -> HostMemory:
+        """Return ``nbytes`` of host USM (``malloc_host``) in ``device``'s context."""
+        i = self._index(device)
+        check_allocation_size(nbytes)
+        usm = UsmHost(usm_allocate("host", nbytes, self._queues[i], self.device_name(i)))
+        self._host.add(usm)
+        return HostMemory(self, i, usm, usm.address, nbytes)
+
     def upload(
-        self, dst: DeviceBuffer, data: HostBuffer, *, wait_for: Sequence[Event] = ()
+        self, dst: DeviceBuffer, data: HostBuffer | HostMemory, *, wait_for: Sequence[Event] = ()
     ) -> SyclEvent:
         """Copy host ``data`` into the start of ``dst``; return its event."""
         return self._host_copy(dst, data, False, wait_for)
 
     def download(
-        self, src: DeviceBuffer, out: HostBuffer, *, wait_for: Sequence[Event] = ()
+        self, src: DeviceBuffer, out: HostBuffer | HostMemory, *, wait_for: Sequence[Event] = ()
     ) -> SyclEvent:
         """Copy the start of ``src`` into the writable host buffer ``out``; return its event."""
         return self._host_copy(src, out, True, wait_for)
 
     def _host_copy(
-        self, buf: DeviceBuffer, data: HostBuffer, to_host: bool, wait_for: Sequence[Event]
+        self,
+        buf: DeviceBuffer,
+        data: HostBuffer | HostMemory,
+        to_host: bool,
+        wait_for: Sequence[Event],
     ) -> SyclEvent:
         """Copy all of host ``data`` into the start of ``buf``, or (``to_host``) the other way."""
         kind, way = ("download", "from") if to_host else ("upload", "into")
         b = self._buffer(buf, "download source" if to_host else "upload destination")
+        if isinstance(data, HostMemory):
+            if data.owner is not self:
+                raise ValueError("the pinned host memory belongs to another backend")
+            # The view carries the USM pointer, which the runtime knows as host USM.
+            data = data.memoryview()
         host = host_view(
             data, writable=to_host, what=f"{kind} {'destination' if to_host else 'source'}"
         )
@@ -294,11 +302,7 @@ class SyclBackend(SyclKernels):
         """
         d = self._buffer(dst, "copy destination")
         s = self._buffer(src, "copy source")
-        n = s.nbytes if nbytes is None else nbytes
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise ValueError(f"copy size must be an int >= 0, got {n!r}")
-        if n < 0 or n > s.nbytes or n > d.nbytes:
-            raise ValueError(f"copy of {n} bytes does not fit the buffers ({s.nbytes}, {d.nbytes})")
+        n = copy_size(nbytes, s, d)
         q = s.device if queue_device is None else self._index(queue_device)
         direct_ok = self.same_context(d.device, s.device) and self.same_context(q, s.device)
         if staged is None and direct_ok and d.device != s.device:
@@ -316,12 +320,18 @@ class SyclBackend(SyclKernels):
             ev = self._queues[q].memcpy_async(dmem, smem, n, self._deps(q, wait_for))
             self._keep(q, ev, (dmem, smem))
             return self._event(q, [ev])
-        # Through host memory: download, then an upload that waits for it (in the
-        # queue within one context, on the host across contexts).
-        staging = bytearray(n)
-        down = self.download(s.view(0, n), staging, wait_for=wait_for)
-        up = self.upload(d.view(0, n), staging, wait_for=[down])
+        down, up = self.staged_copy(d, s, n, wait_for=wait_for)
         return self._event(d.device, [*down.dpctl_events, *up.dpctl_events])
+
+    def staged_copy(
+        self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, *, wait_for: Sequence[Event] = ()
+    ) -> tuple[SyclEvent, SyclEvent]:
+        """Copy ``nbytes`` through the backend's pinned host ring; return (download, upload) events."""
+        d = self._buffer(dst, "copy destination")
+        s = self._buffer(src, "copy source")
+        down, up = self._stager.copy(d, s, copy_size(nbytes, s, d), wait_for)
+        assert isinstance(down, SyclEvent) and isinstance(up, SyclEvent)
+        return down, up
 
     def fill(
         self,
@@ -397,8 +407,11 @@ class SyclBackend(SyclKernels):
                 if not self._hung:
                     q.wait()
         finally:
+            self._stager.close()
             for buf in list(self._buffers):
                 buf.close()
+            for host in list(self._host):
+                host.close()
             for pending in self._pending:
                 pending.clear()
             self._drop_kernels()

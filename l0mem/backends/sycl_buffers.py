@@ -94,6 +94,40 @@ class SyclEvent:
         return total
 
 
+def usm_allocate(kind: str, nbytes: int, queue: Any, where: str) -> Any:
+    """Return a dpctl USM allocation (``device`` or ``host``) on ``queue``; MemoryError if refused."""
+    memory = load_dpctl().memory
+    make = memory.MemoryUSMDevice if kind == "device" else memory.MemoryUSMHost
+    try:
+        return make(nbytes, queue=queue)
+    except memory.USMAllocationError as exc:
+        raise MemoryError(f"cannot allocate {nbytes} bytes of {kind} USM on {where}: {exc}") from exc
+
+
+class UsmHost:
+    """A host USM allocation (dpctl ``MemoryUSMHost``) as :class:`.host.HostMemory` holds it."""
+
+    def __init__(self, memory: Any) -> None:
+        """Own ``memory``; dpctl frees it once neither this nor work in flight refers to it."""
+        self._memory: Any = memory
+        self.address = int(memory.__sycl_usm_array_interface__["data"][0])
+
+    @property
+    def closed(self) -> bool:
+        """Return whether :meth:`close` has run."""
+        return self._memory is None
+
+    def memoryview(self) -> memoryview:
+        """Return a writable byte view that keeps the allocation alive while it lives."""
+        if self._memory is None:
+            raise ValueError("the host USM allocation is closed")
+        return memoryview(self._memory).cast("B")
+
+    def close(self) -> None:
+        """Drop the allocation; views and work in flight keep it until they are done."""
+        self._memory = None
+
+
 class _Span:
     """USM array interface over part of an allocation that keeps the allocation alive.
 

@@ -1,4 +1,4 @@
-"""What the SYCL backend knows about dpctl devices: the default choice, names, memory, peers, contexts.
+"""What the SYCL backend knows about dpctl devices: the default choice, names, memory, peers, contexts, queues.
 
 :func:`default_devices` is the one default choice of SYCL devices:
 ``SyclBackend()`` without devices and :func:`l0mem.backends.select_devices`
@@ -10,7 +10,8 @@ What it may import: dpctl through :mod:`l0mem.sycl`; :mod:`.base`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from l0mem.backends.base import DeviceMemory, PeerAccess, is_simulator_name
 from l0mem.sycl import load_dpctl
@@ -68,6 +69,22 @@ def default_context(device: Any) -> Any:
         return platform_ctx
     # Sub-devices are not in the platform's default context.
     return load_dpctl().SyclQueue(device).sycl_context
+
+
+def open_queues(
+    devices: Sequence[Any], context: Literal["default", "single"], profiling: bool
+) -> tuple[list[Any], list[Any]]:
+    """Return (context, in-order queue) per device: ``default`` contexts, or one new one each."""
+    dpctl = load_dpctl()
+    props = ["in_order", "enable_profiling"] if profiling else ["in_order"]
+    contexts, queues = [], []
+    for dev in devices:
+        # A list argument makes dpctl build a new context instead of
+        # returning its cached per-device (platform default) one.
+        ctx = default_context(dev) if context == "default" else dpctl.SyclContext([dev])
+        contexts.append(ctx)
+        queues.append(dpctl.SyclQueue(ctx, dev, property=props))
+    return contexts, queues
 
 
 def direct_copy_hazard(src: Any, dst: Any) -> bool:

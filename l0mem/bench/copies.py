@@ -61,7 +61,6 @@ from l0mem.backends import (
     PeerAccess,
     RouteKind,
     cleanup,
-    staged_copy,
 )
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import (
@@ -265,7 +264,7 @@ def _measure_one(
     if kind == "staged":
 
         def op() -> Sequence[Event]:
-            return staged_copy(backend, dst, src, n)
+            return backend.staged_copy(dst, src, n)
 
         # Device time of the two legs would leave out the host wait between them.
         timing = "host"

@@ -31,7 +31,6 @@ from l0mem.backends import (
     NoDeviceError,
     cleanup,
     copy_deadline,
-    staged_copy,
 )
 from l0mem.bench.fit import HostTooSmall, check_fits
 
@@ -139,7 +138,7 @@ def _copy(
     backend: Backend, route: Route, dst: DeviceBuffer, src: DeviceBuffer, n: int
 ) -> Sequence[Event]:
     if route == "staged":
-        return staged_copy(backend, dst, src, n)
+        return backend.staged_copy(dst, src, n)
     return (backend.copy(dst, src, n),)
 
 

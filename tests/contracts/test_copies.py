@@ -6,7 +6,7 @@ from functools import partial
 
 import pytest
 
-from l0mem.backends import Backend, Event, staged_copy
+from l0mem.backends import Backend, Event
 from tests.contracts import cases
 from tests.contracts.cases import Case
 from tests.contracts.helpers import filled, pairs, random_bytes, read
@@ -111,13 +111,13 @@ def test_staged_copy_between_every_pair(backend: Backend) -> None:
         data = random_bytes(N, seed=1000 + 10 * s + d)
         src, dst = backend.allocate(s, N + 16), filled(backend, d, N + 16, 0x99)
         up = backend.upload(src, data)
-        down, upl = staged_copy(backend, dst, src, N, wait_for=[up])
+        down, upl = backend.staged_copy(dst, src, N, wait_for=[up])
         assert isinstance(down, Event) and isinstance(upl, Event)
         upl.wait()
         down.wait()
         got = read(backend, dst)
         assert got[:N] == data and got[N:] == b"\x99" * 16, (s, d)
-        empty = staged_copy(backend, dst, src, 0)
+        empty = backend.staged_copy(dst, src, 0)
         for ev in empty:
             ev.wait()
         assert read(backend, dst, 8) == data[:8]

@@ -795,6 +795,14 @@ SIM_EXPORT uint64_t zesim_device_used(uint32_t device)
     return v;
 }
 
+SIM_EXPORT uint64_t zesim_host_used(void)
+{
+    pthread_mutex_lock(&sim_lock);
+    uint64_t v = sim_host_alloc_bytes();
+    pthread_mutex_unlock(&sim_lock);
+    return v;
+}
+
 SIM_EXPORT uint64_t zesim_subdevice_used(uint32_t device, uint32_t sub)
 {
     if (device >= SIM_MAX_DEVICES || sub >= SIM_MAX_SUBDEVICES)

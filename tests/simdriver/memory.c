@@ -46,6 +46,16 @@ sim_alloc_t *sim_alloc_find(const void *ptr)
     return NULL;
 }
 
+/* Bytes of live host allocations (zeMemAllocHost), with sim_lock held. */
+uint64_t sim_host_alloc_bytes(void)
+{
+    uint64_t n = 0;
+    for (sim_alloc_t *a = sim_allocs; a; a = a->next)
+        if (a->type == ZE_MEMORY_TYPE_HOST)
+            n += a->size;
+    return n;
+}
+
 /* Device index of the memory at ptr, or -1 for host and shared memory. */
 int sim_ptr_device(const void *ptr)
 {

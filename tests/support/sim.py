@@ -220,7 +220,7 @@ class SimControl:
         lib.zesim_kernel_launches.restype = ctypes.c_uint64
         lib.zesim_reset_counters.argtypes = []
         lib.zesim_reset_counters.restype = None
-        for counter in ("zesim_corrupted_bytes", "zesim_peer_copies"):
+        for counter in ("zesim_corrupted_bytes", "zesim_peer_copies", "zesim_host_used"):
             getattr(lib, counter).argtypes = []
             getattr(lib, counter).restype = ctypes.c_uint64
         self._lib = lib
@@ -255,6 +255,10 @@ class SimControl:
         allocation made on the root device.
         """
         return int(self._lib.zesim_subdevice_used(device, sub))
+
+    def host_used(self) -> int:
+        """Return the bytes of live host allocations (``zeMemAllocHost``), every context's."""
+        return int(self._lib.zesim_host_used())
 
     def bytes_moved(self, src: int, dst: int) -> int:
         """Return bytes copied from `src` to `dst` (device index, or -1 for host memory)."""
