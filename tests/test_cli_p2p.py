@@ -35,7 +35,7 @@ def test_simulator_three_devices_partial_peers(tmp_path):
         out,
     )
     assert "simulator" in proc.stdout
-    assert data["schema"] == "l0mem.p2p/1" and data["backend"] == "l0" and data["simulated"]
+    assert data["schema"] == "l0mem.p2p/1.1" and data["backend"] == "l0" and data["simulated"]
     assert [d["index"] for d in data["devices"]] == [0, 1, 2]
     assert data["sizes"] == [4096, 65536] and data["reps"] == 3
     access = {(p["src"], p["dst"]): p["can_access"] for p in data["peers"]}
@@ -43,7 +43,9 @@ def test_simulator_three_devices_partial_peers(tmp_path):
         (s, d): (s, d) in {(0, 1), (1, 0)} for s in range(3) for d in range(3) if s != d
     }
     copies = {(c["kind"], c["src"], c["dst"], c["nbytes"]): c for c in data["copies"]}
-    assert len(copies) == 2 * (3 + 6 + 6)
+    # Per size: same device, to and from pinned host memory per device; direct, staged and
+    # both legs at once per pair.
+    assert len(copies) == 2 * (3 * 3 + 6 * 3)
     for (kind, s, d, _), c in copies.items():
         if kind == "direct" and {s, d} != {0, 1}:
             assert c["skipped"] == "no peer access" and c["gbps"] is None
@@ -145,11 +147,12 @@ def test_table_keeps_full_numbers_at_80_columns(tmp_path):
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
     copies = json.loads(out.read_text())["copies"]
     measured = [c for c in copies if not c["skipped"]]
-    assert len(measured) == 2 * (3 + 6 + 6) - 2 * 4
+    assert len(measured) == 2 * (3 * 3 + 6 * 3) - 2 * 4
     for c in measured:
         text = f"{c['gbps']:.2f}"
         assert text in proc.stdout, text
-        assert f"({c['gbps_min']:.2f}-{c['gbps_max']:.2f})" in proc.stdout
+        if c["kind"] not in ("download", "upload", "legs"):  # medians, in the staging table
+            assert f"({c['gbps_min']:.2f}-{c['gbps_max']:.2f})" in proc.stdout
 
 
 def test_staged_copies_are_host_timed(tmp_path):
@@ -158,7 +161,14 @@ def test_staged_copies_are_host_timed(tmp_path):
         "p2p", ["--sizes", "4K", "--reps", "2", "--warmup", "0"], sim.sim_env(devices=2), out
     )
     timing = {c["kind"]: c["timing"] for c in data["copies"]}
-    assert timing == {"same_device": "device", "direct": "device", "staged": "host"}
+    assert timing == {
+        "same_device": "device",
+        "direct": "device",
+        "staged": "host",
+        "download": "host",
+        "upload": "host",
+        "legs": "host",
+    }
     assert any("host clock" in n for n in data["notes"])
 
 
@@ -190,6 +200,8 @@ def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
         CopyTiming("direct", 0, 1, n, fast),
         CopyTiming("staged", 0, 1, n, Measurement((70000, 80000, 95000), n, "host")),
         CopyTiming("direct", 1, 0, n, skipped="no peer access"),
+        CopyTiming("download", 0, 0, n, Measurement((40000,), n, "host")),
+        CopyTiming("upload", 1, 1, n, Measurement((50000,), n, "host")),
     ]
     result = P2PResult(
         backend="l0",
@@ -210,6 +222,10 @@ def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
         assert m is not None
         assert f"{m.gbps:.2f}" in text and f"({m.gbps_min:.2f}-{m.gbps_max:.2f})" in text
     assert "n/a" in text
+    # The staged copy (13.11 GB/s) against its slower leg, the upload (20.97 GB/s).
+    ratio = f"{(n / 80000) / (n / 50000):.2f}"
+    row = next(line for line in text.splitlines() if "0>1" in line and ratio in line)
+    assert "13.11" in row and "26.21" in row and "20.97" in row
 
 
 # ------------------------------------------------------------ copies checked

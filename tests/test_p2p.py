@@ -111,9 +111,11 @@ def test_measure_copies_covers_every_pair_and_kind(backend, clean):
     for n in sizes:
         for s in range(3):
             assert ("same_device", s, s, n) in keys
+            assert ("download", s, s, n) in keys and ("upload", s, s, n) in keys
             for d in range(3):
                 if s != d:
                     assert ("direct", s, d, n) in keys and ("staged", s, d, n) in keys
+                    assert ("legs", s, d, n) in keys
     for t in timings:
         if t.kind == "direct" and {t.src, t.dst} != {0, 1}:
             assert t.skipped == "no peer access" and t.measured is None
@@ -123,7 +125,7 @@ def test_measure_copies_covers_every_pair_and_kind(backend, clean):
         m = t.measured
         assert t.skipped is None and m is not None and len(m.samples_ns) == 3
         assert m.bytes_moved == t.nbytes
-        assert m.timing == ("host" if t.kind == "staged" else "device")
+        assert m.timing == ("device" if t.kind in ("same_device", "direct") else "host")
         assert m.gbps_min <= m.gbps <= m.gbps_max
         assert m.spread >= 0
     # 4 direct-copy rounds (1 warm-up + 3) per size and direction between 0 and 1 only.
@@ -133,7 +135,7 @@ def test_measure_copies_covers_every_pair_and_kind(backend, clean):
 
 def test_host_timing_is_used_when_asked(backend):
     timings = measure_copies(backend, [0], sizes=[1024], reps=2, warmup=0, timing="host")
-    assert [t.kind for t in timings] == ["same_device"]
+    assert [t.kind for t in timings] == ["same_device", "download", "upload"]
     m = timings[0].measured
     assert m is not None and m.timing == "host" and all(ns > 0 for ns in m.samples_ns)
 
@@ -143,18 +145,45 @@ def test_run_p2p_labels_the_simulator(backend):
     result = run_p2p(backend, sizes=[2048], reps=2, warmup=0)
     assert result.simulated and any("simulator" in n for n in result.notes)
     d = result.to_dict()
-    assert d["schema"] == "l0mem.p2p/1" and d["simulated"] is True
+    assert d["schema"] == "l0mem.p2p/1.1" and d["simulated"] is True
     assert len(d["peers"]) == 6 and len(d["devices"]) == 3
-    assert {c["kind"] for c in d["copies"]} == {"same_device", "direct", "staged"}
+    kinds = {"same_device", "direct", "staged", "download", "upload", "legs"}
+    assert {c["kind"] for c in d["copies"]} == kinds
     assert result.timing("staged", 0, 2, 2048) is not None
     assert result.timing("staged", 0, 2, 4096) is None
+
+
+def test_staged_copies_are_held_against_their_legs_of_the_same_run(backend):
+    result = run_p2p(backend, sizes=[4096, 65536], reps=2, warmup=0, verify=False)
+    ratios = {(r.src, r.dst, r.nbytes): r for r in result.staging}
+    staged = [c for c in result.copies if c.kind == "staged"]
+    assert len(staged) == 12 and set(ratios) == {(c.src, c.dst, c.nbytes) for c in staged}
+    for c in staged:
+        r = ratios[(c.src, c.dst, c.nbytes)]
+        down = result.timing("download", c.src, c.src, c.nbytes)
+        up = result.timing("upload", c.dst, c.dst, c.nbytes)
+        assert down and up and down.measured and up.measured and c.measured
+        assert (r.gbps, r.download_gbps, r.upload_gbps) == (
+            c.measured.gbps,
+            down.measured.gbps,
+            up.measured.gbps,
+        )
+        assert r.leg_gbps == min(down.measured.gbps, up.measured.gbps)
+        legs = result.timing("legs", c.src, c.dst, c.nbytes)
+        assert legs and legs.measured and r.together_gbps == legs.measured.gbps
+        assert r.ratio == pytest.approx(c.measured.gbps / r.leg_gbps)
+    rows = result.to_dict()["staging"]
+    assert [row["ratio"] for row in rows] == [r.ratio for r in result.staging]
+    assert list(rows[0]) == _documented_keys("staging[]")
 
 
 def test_timestamp_not_ready_after_the_wait_falls_back_to_host_timing(backend, clean):
     # Issue 9: a real driver answered NOT_READY for the timestamp of a completed copy.
     clean.set("timestamp_not_ready", "1")
     result = run_p2p(backend, sizes=[2048], reps=2, warmup=0)
-    measured = [c.measured for c in result.copies if c.measured and c.kind != "staged"]
+    measured = [
+        c.measured for c in result.copies if c.measured and c.kind in ("same_device", "direct")
+    ]
     assert measured and all(m.timing == "host" and m.note == FALLBACK_NOTE for m in measured)
     assert all(ns > 0 for m in measured for ns in m.samples_ns)
     assert FALLBACK_NOTE in result.notes

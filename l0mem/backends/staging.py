@@ -17,13 +17,16 @@ Between contexts, device-side waits are not possible: the ring lives in the
 destination's context (the source's queue writes it as host memory), and the
 host waits, each wait bounded by the watchdog (:func:`copy_deadline`), for a
 chunk's download before its upload is submitted and for a slot's upload
-before the slot is written again. A hang is then a :class:`CopyTimeout`.
+before the slot is written again; downloads are submitted up to ``slots - 1``
+chunks ahead of those waits, so the source's queue never idles on the host.
+A hang is then a :class:`CopyTimeout`.
 
 What it may import: :mod:`.base` and :mod:`.host`.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -33,11 +36,16 @@ from l0mem.backends.host import HostMemory
 if TYPE_CHECKING:
     from l0mem.backends.base import Backend
 
-# 8 MiB chunks keep the per-chunk submission cost (tens of microseconds from
-# Python) under 2% of a chunk's time on a 25 GB/s link; three slots let a
-# download run ahead while an upload and its predecessor are still in flight.
-CHUNK_BYTES = 8 << 20
-SLOTS = 3
+# Measured with benchmarks/bench_staging.py (simulator with a 1 GB/s link model,
+# SYCL CPU sub-devices): 4 MiB chunks reach 0.94 of the slower leg at 64 MiB
+# and 0.8 at 16 MiB where 8 MiB chunks reach 0.88 and 0.66 (a pipeline of n
+# chunks runs at n / (n + 1) of its slower stage at best), while 2 MiB chunks
+# double the host's waits between contexts, which cost more than they gain on
+# the SYCL CPU runtime. Between contexts the downloads run slots - 1 chunks
+# ahead: two slots (one ahead) reach 0.7 there, three or four 0.9 and more. A
+# ring of 4 x 4 MiB is 16 MiB of pinned memory per context.
+CHUNK_BYTES = 4 << 20
+SLOTS = 4
 
 
 class _Ring:
@@ -99,7 +107,8 @@ class Stager:
             nothing = backend.download(src.view(0, 0), bytearray(), wait_for=wait_for)
             return nothing, backend.upload(dst.view(0, 0), b"", wait_for=[nothing])
         ring = self._ring(dst.device)
-        across = not backend.same_context(src.device, dst.device)
+        if not backend.same_context(src.device, dst.device):
+            return self._across(ring, dst, src, nbytes, wait_for)
         down: Event | None = None
         up: Event | None = None
         for start in range(0, nbytes, self.chunk):
@@ -109,18 +118,44 @@ class Stager:
             waits = list(wait_for) if down is None else [down]
             last_reader = ring.read_by[i]
             if last_reader is not None:
-                if across:
-                    last_reader.wait(copy_deadline(self.chunk))
-                else:
-                    waits.append(last_reader)
+                waits.append(last_reader)
             down = backend.download(src.view(start, n), slot, wait_for=waits)
-            if across:
-                down.wait(copy_deadline(n))
-            up_waits = [] if across else [down]
-            if up is not None:
-                up_waits.append(up)
-            up = backend.upload(dst.view(start, n), slot, wait_for=up_waits)
+            up = backend.upload(dst.view(start, n), slot, wait_for=[down] if up is None else [down, up])
             ring.read_by[i] = up
+        assert down is not None and up is not None
+        return down, up
+
+    def _across(
+        self, ring: _Ring, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, wait_for: Sequence[Event]
+    ) -> tuple[Event, Event]:
+        """Stage between contexts: downloads run ``slots - 1`` chunks ahead of the host's waits."""
+        backend = self._backend
+        pending: deque[tuple[int, int, int, Event]] = deque()  # (start, size, slot, download)
+        down: Event | None = None
+        up: Event | None = None
+
+        def send_oldest() -> None:
+            nonlocal up
+            start, n, i, ev = pending.popleft()
+            ev.wait(copy_deadline(n))
+            waits = [] if up is None else [up]
+            up = backend.upload(dst.view(start, n), ring.slots[i].view(0, n), wait_for=waits)
+            ring.read_by[i] = up
+
+        for start in range(0, nbytes, self.chunk):
+            n = min(self.chunk, nbytes - start)
+            i = ring.take()
+            last_reader = ring.read_by[i]
+            if last_reader is not None:
+                # Sent by an earlier step (the lookahead is one slot short of the ring).
+                last_reader.wait(copy_deadline(self.chunk))
+            waits = list(wait_for) if down is None else [down]
+            down = backend.download(src.view(start, n), ring.slots[i].view(0, n), wait_for=waits)
+            pending.append((start, n, i, down))
+            if len(pending) == len(ring.slots) - 1:
+                send_oldest()
+        while pending:
+            send_oldest()
         assert down is not None and up is not None
         return down, up
 

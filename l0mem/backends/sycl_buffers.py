@@ -6,7 +6,7 @@ itself only for type checking.
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -61,19 +61,29 @@ class SyclEvent:
             for ev in self._events:
                 ev.wait()
             return
-        # dpctl has no timed wait: poll, sleeping longer as the wait goes on.
         complete = load_dpctl().event_status_type.complete
-        deadline = time.monotonic() + timeout
-        pause = 0.0001
-        while not all(ev.execution_status == complete for ev in self._events):
-            if time.monotonic() >= deadline:
-                if self._on_hang is not None:
-                    self._on_hang(timeout)
-                raise CopyTimeout(f"an operation did not complete within {timeout:.1f} s (a hang)")
-            time.sleep(pause)
-            pause = min(pause * 2, 0.01)
-        for ev in self._events:
-            ev.wait()  # complete: returns at once, and lets dpctl release the event's work
+        if all(ev.execution_status == complete for ev in self._events):
+            for ev in self._events:
+                ev.wait()  # complete: returns at once, and lets dpctl release the event's work
+            return
+        # dpctl has no timed wait, but its wait releases the GIL: a waiter thread
+        # waits, this one waits for it with the bound. Polling instead would
+        # oversleep every short operation (or spin on a core the runtime needs).
+        finished = threading.Event()
+
+        def waiter() -> None:
+            try:
+                for ev in self._events:
+                    ev.wait()
+            finally:
+                finished.set()
+
+        # A daemon: a hung operation keeps its waiter blocked, not the process.
+        threading.Thread(target=waiter, name="l0mem-sycl-wait", daemon=True).start()
+        if not finished.wait(timeout):
+            if self._on_hang is not None:
+                self._on_hang(timeout)
+            raise CopyTimeout(f"an operation did not complete within {timeout:.1f} s (a hang)")
 
     def elapsed_ns(self) -> int | None:
         """Return the device-measured duration in ns (summed over parts), or None without profiling."""

@@ -58,6 +58,7 @@ from l0mem.backends import (
     CopyTimeout,
     DeviceBuffer,
     Event,
+    HostMemory,
     PeerAccess,
     RouteKind,
     cleanup,
@@ -70,9 +71,19 @@ from l0mem.bench.timing import (
     unmeasured_dict,
 )
 
-SCHEMA = "l0mem.p2p/1"
+SCHEMA = "l0mem.p2p/1.1"
 DEFAULT_SIZES = (1 << 20, 16 << 20, 64 << 20)
-CopyKind = Literal["same_device", "direct", "staged"]
+CopyKind = Literal["same_device", "direct", "staged", "download", "upload", "legs"]
+COPY_KINDS: tuple[CopyKind, ...] = (
+    "same_device",
+    "direct",
+    "staged",
+    "download",
+    "upload",
+    "legs",
+)
+# The legs of a host-staged copy, each between one device and pinned host memory.
+HOST_LEGS = ("download", "upload")
 
 # ------------------------------------------------------------------ peer matrix
 
@@ -141,13 +152,14 @@ class CopyTiming:
 def check_sizes(backend: Backend, sizes: Sequence[int]) -> None:
     """Raise NoDeviceError (a device too small) or HostTooSmall before any buffer is made."""
     biggest = max(sizes)
-    # A source and a destination buffer per device; the staged copy's host buffer.
+    # A source and a destination buffer per device; pinned host memory per device
+    # for the legs, and the staging rings.
     check_fits(
         backend,
         range(backend.device_count()),
         per_device=2 * biggest,
         largest=biggest,
-        host=2 * biggest,
+        host=(backend.device_count() + 1) * biggest,
         what=f"--sizes {biggest:,} bytes",
     )
 
@@ -160,12 +172,19 @@ def measure_copies(
     reps: int = 10,
     warmup: int = 2,
     timing: TimingRequest = "auto",
-    kinds: Sequence[CopyKind] = ("same_device", "direct", "staged"),
+    kinds: Sequence[CopyKind] = COPY_KINDS,
     rows: list[CopyTiming] | None = None,
     watchdog: float = HANG_BASE_S,
     hung: dict[int, str] | None = None,
 ) -> list[CopyTiming]:
     """Time same-device, direct and host-staged copies for every ordered pair and size; return them.
+
+    ``download`` and ``upload`` time each device's copies to and from pinned
+    host memory of its context (:meth:`Backend.allocate_host`): the legs of a
+    staged copy at the host link's speed, what a staged copy is held against.
+    ``legs`` times, per pair, the download from ``src`` and an upload to
+    ``dst`` submitted together (independent bytes): how far this driver or
+    runtime runs the two legs at once, the ceiling of any staging pipeline.
 
     Each timing is also appended to ``rows`` as soon as it is finished, so a
     caller keeps what was measured when the sweep is interrupted. A copy that
@@ -181,7 +200,7 @@ def measure_copies(
     if not sizes or any(s < 1 for s in sizes):
         raise ValueError("sizes must be a non-empty list of positive byte counts")
     for k in kinds:
-        if k not in ("same_device", "direct", "staged"):
+        if k not in COPY_KINDS:
             raise ValueError(f"unknown copy kind {k!r}")
     # Without hardware the copies are still made (the driver's answers are what
     # is tested) but once only, and no time is reported: none would be true.
@@ -191,6 +210,7 @@ def measure_copies(
     biggest = max(sizes)
     srcs: dict[int, DeviceBuffer] = {}
     dsts: dict[int, DeviceBuffer] = {}
+    pinned: dict[int, HostMemory] = {}
     results: list[CopyTiming] = [] if rows is None else rows
     out_of_run: dict[int, str] = {} if hung is None else hung
     ok = False
@@ -200,6 +220,8 @@ def measure_copies(
             dsts[i] = backend.allocate(i, biggest)
             backend.fill(srcs[i], b"\x5a")
             backend.fill(dsts[i], b"\x00")
+            if any(k in (*HOST_LEGS, "legs") for k in kinds):
+                pinned[i] = backend.allocate_host(i, biggest)
         backend.synchronize()
         for n in sizes:
             for s in idx:
@@ -211,12 +233,15 @@ def measure_copies(
                             for x in (s, d)
                             if x in out_of_run
                         ]
-                        if gone and (kind == "same_device") == (s == d):
+                        if gone and (kind in ("same_device", *HOST_LEGS)) == (s == d):
                             results.append(CopyTiming(kind, s, d, n, skipped=gone[0]))
                             continue
                         try:
+                            host = (
+                                (pinned[s].view(0, n), pinned[d].view(0, n)) if pinned else None
+                            )
                             row = _measure_one(
-                                backend, kind, s, d, src, dst, n, reps, warmup, timing, watchdog
+                                backend, kind, (s, d), (src, dst, host), reps, warmup, timing, watchdog
                             )
                         except CopyTimeout:
                             row = CopyTiming(kind, s, d, n, skipped="hung", hung=True)
@@ -237,48 +262,53 @@ def measure_copies(
             if not out_of_run
             else [lambda i=i: backend.synchronize(i) for i in idx if i not in out_of_run]
         )
-        cleanup([*waits, *(b.close for b in buffers)], strict=ok and not out_of_run)
+        releases = [*(b.close for b in buffers), *(p.close for p in pinned.values())]
+        cleanup([*waits, *releases], strict=ok and not out_of_run)
     return list(results)
 
 
 def _measure_one(
     backend: Backend,
     kind: CopyKind,
-    s: int,
-    d: int,
-    src: DeviceBuffer,
-    dst: DeviceBuffer,
-    n: int,
+    pair: tuple[int, int],
+    ends: tuple[DeviceBuffer, DeviceBuffer, tuple[HostMemory, HostMemory] | None],
     reps: int,
     warmup: int,
     timing: TimingRequest,
     watchdog: float,
 ) -> CopyTiming | None:
-    if (kind == "same_device") != (s == d):
+    s, d = pair
+    src, dst, host = ends
+    n = src.nbytes
+    if (kind in ("same_device", *HOST_LEGS)) != (s == d):
         return None
     if kind == "direct":
         route, why = backend.copy_route(s, d)
         if route != "direct":
             return CopyTiming(kind, s, d, n, skipped=why)
 
-    if kind == "staged":
-
-        def op() -> Sequence[Event]:
+    def op() -> Sequence[Event]:
+        if kind == "staged":
             return backend.staged_copy(dst, src, n)
+        if kind in (*HOST_LEGS, "legs"):
+            assert host is not None
+            down = backend.download(src, host[0]) if kind != "upload" else None
+            up = backend.upload(dst, host[1]) if kind != "download" else None
+            return [ev for ev in (down, up) if ev is not None]
+        return (backend.copy(dst, src, n),)
 
-        # Device time of the two legs would leave out the host wait between them.
+    if kind in ("staged", "legs", *HOST_LEGS):
+        # Device time of the two legs would leave out the host wait between them;
+        # the legs alone are timed the same way, so that the ratio compares like.
         timing = "host"
-    else:
-
-        def op() -> Sequence[Event]:
-            return (backend.copy(dst, src, n),)
-
     measured = time_op(op, n, reps=reps, warmup=warmup, timing=timing, watchdog=watchdog)
     return CopyTiming(kind, s, d, n, measured)
 
 
 __all__ = [
+    "COPY_KINDS",
     "DEFAULT_SIZES",
+    "HOST_LEGS",
     "SCHEMA",
     "CopyTiming",
     "PeerInfo",

@@ -32,6 +32,43 @@ from l0mem.driverenv import recorded_environment
 
 
 @dataclass(frozen=True)
+class StagingRatio:
+    """A host-staged copy held against the slower of its legs (pinned download, pinned upload)."""
+
+    src: int
+    dst: int
+    nbytes: int
+    gbps: float  # the staged copy's median bandwidth
+    download_gbps: float  # device src to pinned host memory, same run
+    upload_gbps: float  # pinned host memory to device dst, same run
+    together_gbps: float | None = None  # both legs submitted at once (bytes of one), same run
+
+    @property
+    def leg_gbps(self) -> float:
+        """Return the bandwidth of the slower leg: what a staged copy could reach at best."""
+        return min(self.download_gbps, self.upload_gbps)
+
+    @property
+    def ratio(self) -> float:
+        """Return the staged copy's bandwidth over the slower leg's (1.0: the link's speed)."""
+        return self.gbps / self.leg_gbps if self.leg_gbps > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (keys of docs/p2p-json.md ``staging[]``)."""
+        return {
+            "src": self.src,
+            "dst": self.dst,
+            "nbytes": self.nbytes,
+            "gbps": self.gbps,
+            "download_gbps": self.download_gbps,
+            "upload_gbps": self.upload_gbps,
+            "leg_gbps": self.leg_gbps,
+            "together_gbps": self.together_gbps,
+            "ratio": self.ratio,
+        }
+
+
+@dataclass(frozen=True)
 class P2PResult:
     """One ``l0mem p2p`` run: the peer matrix and every copy timing."""
 
@@ -62,6 +99,32 @@ class P2PResult:
         return None
 
     @property
+    def staging(self) -> list[StagingRatio]:
+        """Return every measured staged copy against its legs measured in the same run."""
+        out = []
+        for c in self.copies:
+            if c.kind != "staged" or c.measured is None:
+                continue
+            down = self.timing("download", c.src, c.src, c.nbytes)
+            up = self.timing("upload", c.dst, c.dst, c.nbytes)
+            if down is None or up is None or down.measured is None or up.measured is None:
+                continue
+            legs = self.timing("legs", c.src, c.dst, c.nbytes)
+            together = legs.measured.gbps if legs and legs.measured else None
+            out.append(
+                StagingRatio(
+                    c.src,
+                    c.dst,
+                    c.nbytes,
+                    c.measured.gbps,
+                    down.measured.gbps,
+                    up.measured.gbps,
+                    together,
+                )
+            )
+        return out
+
+    @property
     def failures(self) -> list[str]:
         """Return one line per copy that corrupted data or hung (timed or checked)."""
         out = [c.describe() for c in self.checks if not c.ok]
@@ -73,7 +136,7 @@ class P2PResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the run as a JSON-ready dict (schema ``l0mem.p2p/1``, see docs/p2p-json.md)."""
+        """Return the run as a JSON-ready dict (schema ``l0mem.p2p/1.1``, see docs/p2p-json.md)."""
         return {
             "schema": SCHEMA,
             "l0mem_version": __version__,
@@ -87,6 +150,7 @@ class P2PResult:
             "warmup": self.warmup,
             "peers": [p.to_dict() for p in self.peers],
             "copies": [c.to_dict() for c in self.copies],
+            "staging": [r.to_dict() for r in self.staging],
             "notes": list(self.notes),
             "complete": self.complete,
             "verify_only": self.verify_only,
@@ -203,9 +267,14 @@ def _p2p_result(
         notes.append("SYCL CPU devices: every copy moves host memory; no GPU link is measured")
     if any(c.kind == "staged" and not c.skipped for c in copies):
         notes.append(
-            "host-staged copies are timed with the host clock, first enqueue to last completion"
+            "host-staged copies and their legs (to and from pinned host memory) are timed with "
+            "the host clock, first enqueue to last completion"
         )
-    if any(c.measured.timing == "host" for c in copies if c.measured and c.kind != "staged"):
+    if any(
+        c.measured.timing == "host"
+        for c in copies
+        if c.measured and c.kind in ("same_device", "direct")
+    ):
         notes.append("host timing: some operations carry no device timestamps")
     # Why device timing fell back, once each (an unready or backward timestamp, say).
     for why in dict.fromkeys(c.measured.note for c in copies if c.measured and c.measured.note):
@@ -228,4 +297,4 @@ def _p2p_result(
     )
 
 
-__all__ = ["P2PResult", "run_p2p"]
+__all__ = ["P2PResult", "StagingRatio", "run_p2p"]

@@ -7,10 +7,13 @@ copies between the two (direct or host-staged, and why). It then times, for
 each size of the sweep, the same-device copy (the reference), the direct
 device-to-device copy and the host-staged copy (device to host to device) for
 every ordered pair: median GB/s with the slowest-fastest range and the spread.
+Each device's copies to and from pinned host memory (the legs of a staged
+copy) are timed too, and every staged copy is shown against the slower of
+its legs from the same run.
 Device event timestamps are used where the backend has them, the host clock
 otherwise; host-staged copies always with the host clock, from the first
 enqueue to the last completion. ``--json PATH`` writes the run atomically
-(schema ``l0mem.p2p/1``, documented in docs/p2p-json.md; non-finite numbers
+(schema ``l0mem.p2p/1.1``, documented in docs/p2p-json.md; non-finite numbers
 are written as null); the path is checked before any device is opened.
 Numbers from l0mem's simulated driver are labelled as a simulator's; with
 Intel's driver in a mode without hardware (NEO's ``SetCommandStreamReceiver``
@@ -147,7 +150,7 @@ def _render_checks(result: Any, console: Console) -> None:
 
 
 def _render_timings(result: Any, console: Console) -> None:
-    """Print the bandwidth table and what was not measured."""
+    """Print the bandwidth table, the staged copies against their legs, and what was not measured."""
     table = _table(
         "Copy bandwidth, GB/s (1e9 bytes/s): median (slowest-fastest)",
         ("size", "src>dst", "same device", "direct", "host-staged", "clock"),
@@ -155,10 +158,16 @@ def _render_timings(result: Any, console: Console) -> None:
     )
     rows: dict[tuple[int, int, int], dict[str, Any]] = {}
     for c in result.copies:
+        if c.kind in ("download", "upload", "legs"):
+            continue  # the legs: in the staging table
         rows.setdefault((c.nbytes, c.src, c.dst), {})[c.kind] = c
     for (nbytes, src, dst), kinds in rows.items():
         clocks = sorted(
-            {c.measured.timing for k, c in kinds.items() if c.measured and k != "staged"}
+            {
+                c.measured.timing
+                for k, c in kinds.items()
+                if c.measured and k in ("same_device", "direct")
+            }
         )
         table.add_row(
             format_size(nbytes),
@@ -171,6 +180,7 @@ def _render_timings(result: Any, console: Console) -> None:
         "clock: how the same-device and direct copies were timed (device timestamps, or the "
         "host clock where events carry none)."
     )
+    _render_staging(result, console)
     skipped = sorted(
         {
             f"{c.src}>{c.dst}: {c.skipped}"
@@ -185,6 +195,35 @@ def _render_timings(result: Any, console: Console) -> None:
         console.print(f"[yellow]Not measured: {escape(result.no_hardware)}.[/yellow]")
     else:
         console.print(f"{result.reps} repetitions after {result.warmup} warm-up rounds per copy.")
+
+
+def _render_staging(result: Any, console: Console) -> None:
+    """Print each staged copy's bandwidth over the slower of its legs, measured in the same run."""
+    ratios = result.staging
+    if not ratios:
+        return
+    table = _table(
+        "Host-staged copies against the host link (same run)",
+        ("size", "src>dst", "staged", "src to host", "host to dst", "both at once", "ratio"),
+        justify="right",
+    )
+    for r in ratios:
+        table.add_row(
+            format_size(r.nbytes),
+            f"{r.src}>{r.dst}",
+            f"{r.gbps:.2f}",
+            f"{r.download_gbps:.2f}",
+            f"{r.upload_gbps:.2f}",
+            "-" if r.together_gbps is None else f"{r.together_gbps:.2f}",
+            f"{r.ratio:.2f}",
+        )
+    console.print(table)
+    console.print(
+        "GB/s, medians. src to host, host to dst: the legs, each device's copies into and out "
+        "of pinned host memory; both at once: the two submitted together, the most any "
+        "staging can reach where the legs cannot overlap. ratio: the staged copy over the "
+        "slower leg; 1.00 is the host link's speed."
+    )
 
 
 @click.command(epilog=exit_epilog("p2p"))

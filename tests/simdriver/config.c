@@ -28,6 +28,7 @@ static const char *const sim_keys[] = {
     "corrupt_rate",
     "corrupt_seed",
     "hang_copy_at",
+    "link_gbps",
 };
 #define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
 
@@ -256,6 +257,15 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             return -1;
         }
         c->mirror_ratio = r;
+    } else if (!strcmp(key, "link_gbps")) {
+        char *end;
+        errno = 0;
+        double g = strtod(value, &end);
+        if (*value == '\0' || *end != '\0' || errno || !isfinite(g) || g < 0 || g > 1000) {
+            snprintf(err, errlen, "link_gbps=%s: expected GB/s from 0 (off) to 1000", value);
+            return -1;
+        }
+        c->link_gbps = g;
     } else if (!strcmp(key, "mirror_release") || !strcmp(key, "sysman") ||
                !strcmp(key, "dmabuf") || !strcmp(key, "defer_backing_mirror") ||
                !strcmp(key, "timestamp_not_ready") || !strcmp(key, "fill_noop")) {

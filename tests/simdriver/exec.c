@@ -5,6 +5,16 @@
  * appended; a regular list records commands and runs them, in order, inside
  * zeCommandQueueExecuteCommandLists. Timestamps come from CLOCK_MONOTONIC_RAW
  * taken around each command, in device ticks of SIM_TIMER_HZ.
+ *
+ * The link model (link_gbps > 0): bytes still move at once, but each root
+ * device has one engine whose commands complete in host time as a device's
+ * would. A command starts when its engine is free and what it waits for has
+ * completed, and lasts its real time, or, for a copy between a device and the
+ * host or another device, its bytes at link_gbps (twice that time for
+ * pageable host memory, which a driver stages through its own buffer). Its
+ * event counts as complete from then on (ready_ns): host waits and queries
+ * see it then. Engines of different devices run at once, so a download on one
+ * device overlaps an upload on another, as on a machine with one link each.
  */
 #include "zesim.h"
 
@@ -71,8 +81,64 @@ static void event_signal(sim_event_t *e, uint64_t t0, uint64_t t1)
         return;
     e->ts_start = t0;
     e->ts_end = t1;
+    e->ready_ns = 0;
     e->signaled = 1;
     pthread_cond_broadcast(&sim_cond);
+}
+
+/* ------------------------------------------------------------- link model */
+
+static uint64_t engine_free_ns[SIM_MAX_DEVICES]; /* when each root device's engine is idle */
+
+static int ready(uint64_t ready_ns)
+{
+    return ready_ns == 0 || sim_host_ns() >= ready_ns;
+}
+
+/* Wait, with sim_lock held (released while waiting), until ready_ns or timeout; 1 if ready. */
+static int wait_ready(uint64_t ready_ns, uint64_t timeout)
+{
+    uint64_t now = sim_host_ns();
+    if (ready_ns <= now)
+        return 1;
+    uint64_t left = ready_ns - now;
+    if (timeout < left)
+        return 0;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    uint64_t ns = (uint64_t)dl.tv_nsec + left % 1000000000ull;
+    dl.tv_sec += (time_t)(left / 1000000000ull + ns / 1000000000ull);
+    dl.tv_nsec = (long)(ns % 1000000000ull);
+    while (sim_host_ns() < ready_ns)
+        if (pthread_cond_timedwait(&sim_cond, &sim_lock, &dl) == ETIMEDOUT)
+            break;
+    return 1;
+}
+
+/* The modelled duration of a copy across a link, in ns (0: it does not cross one). */
+static uint64_t link_ns(const sim_cmd_t *c)
+{
+    int s = sim_ptr_device(c->u.copy.src), d = sim_ptr_device(c->u.copy.dst);
+    if (c->kind != CMD_COPY || s == d)
+        return 0;
+    /* Memory the simulator did not allocate is pageable host memory. */
+    double factor = (c->u.copy.src_id && c->u.copy.dst_id) ? 1.0 : 2.0;
+    return (uint64_t)((double)c->u.copy.size * factor / sim_cfg.link_gbps); /* GB/s = bytes/ns */
+}
+
+/* Place a command that ran from t0 to t1 (host ns) on dev's engine; return its end (host ns). */
+static uint64_t engine_place(const sim_cmd_t *c, const sim_device_t *dev, uint64_t t0,
+                             uint64_t t1, uint64_t *start)
+{
+    uint64_t *engine = &engine_free_ns[dev ? dev->index : 0];
+    uint64_t begin = t0 > *engine ? t0 : *engine;
+    for (uint32_t i = 0; i < c->nwait; i++)
+        if (c->wait[i]->ready_ns > begin)
+            begin = c->wait[i]->ready_ns;
+    uint64_t modelled = link_ns(c);
+    *start = begin;
+    *engine = begin + (modelled ? modelled : t1 - t0);
+    return *engine;
 }
 
 /* --------------------------------------------------------------- commands */
@@ -172,14 +238,14 @@ static ze_result_t never_runs(sim_cmd_t *c)
     return SIM_HUNG;
 }
 
-static ze_result_t run_cmd(sim_cmd_t *c)
+static ze_result_t run_cmd(sim_cmd_t *c, const sim_device_t *dev)
 {
     ze_result_t r = wait_events(c->nwait, c->wait);
     if (r == SIM_HUNG)
         return never_runs(c);
     if (r)
         return r;
-    uint64_t t0 = sim_ticks();
+    uint64_t t0 = sim_host_ns();
     switch (c->kind) {
     case CMD_COPY:
         r = run_copy(c);
@@ -197,7 +263,7 @@ static ze_result_t run_cmd(sim_cmd_t *c)
         break;
     case CMD_RESET:
         if (sim_obj_is(c->u.ev.event, MAGIC_EVENT))
-            c->u.ev.event->signaled = c->u.ev.event->never = 0;
+            c->u.ev.event->signaled = c->u.ev.event->never = 0, c->u.ev.event->ready_ns = 0;
         break;
     case CMD_TS_WRITE:
         *c->u.ts.dst = sim_ticks() & ((1ull << SIM_GLOBAL_TS_BITS) - 1);
@@ -223,8 +289,16 @@ static ze_result_t run_cmd(sim_cmd_t *c)
     }
     if (r)
         return r;
-    if (c->signal)
-        event_signal(c->signal, t0, sim_ticks());
+    uint64_t t1 = sim_host_ns(), tick = 1000000000ull / SIM_TIMER_HZ;
+    if (sim_cfg.link_gbps > 0) {
+        uint64_t start, end = engine_place(c, dev, t0, t1, &start);
+        if (c->signal && sim_obj_is(c->signal, MAGIC_EVENT)) {
+            event_signal(c->signal, start / tick, end / tick);
+            c->signal->ready_ns = end;
+        }
+    } else if (c->signal) {
+        event_signal(c->signal, t0 / tick, t1 / tick);
+    }
     return ZE_RESULT_SUCCESS;
 }
 
@@ -261,7 +335,7 @@ static ze_result_t cmd_end(sim_list_t *l, sim_cmd_t *c)
 {
     if (l->immediate) {
         /* In order: behind a hung copy nothing runs or signals, as on a stuck engine. */
-        ze_result_t r = l->hung ? never_runs(c) : run_cmd(c);
+        ze_result_t r = l->hung ? never_runs(c) : run_cmd(c, l->device);
         cmd_release(c);
         if (r == SIM_HUNG) {
             l->hung = 1;
@@ -597,7 +671,7 @@ ze_result_t ZE_APICALL sim_zeCommandQueueExecuteCommandLists(ze_command_queue_ha
     for (uint32_t i = 0; i < n; i++) {
         sim_list_t *l = (sim_list_t *)lists[i];
         for (size_t j = 0; j < l->ncmds; j++) {
-            r = q->hung ? never_runs(&l->cmds[j]) : run_cmd(&l->cmds[j]);
+            r = q->hung ? never_runs(&l->cmds[j]) : run_cmd(&l->cmds[j], q->device);
             if (r == SIM_HUNG)
                 q->hung = 1; /* the submission never completes: no fence either */
             else if (r)
@@ -608,6 +682,8 @@ ze_result_t ZE_APICALL sim_zeCommandQueueExecuteCommandLists(ze_command_queue_ha
         return sim_leave(ZE_RESULT_SUCCESS);
     if (fence) {
         ((sim_fence_t *)fence)->signaled = 1;
+        ((sim_fence_t *)fence)->ready_ns =
+            sim_cfg.link_gbps > 0 ? engine_free_ns[q->device->index] : 0;
         pthread_cond_broadcast(&sim_cond);
     }
     return sim_leave(ZE_RESULT_SUCCESS);
@@ -623,6 +699,9 @@ ze_result_t ZE_APICALL sim_zeCommandQueueSynchronize(ze_command_queue_handle_t h
     SIM_CHECK(h, MAGIC_QUEUE);
     if (((sim_queue_t *)h)->hung)
         return sim_leave(host_sync(&never, timeout, "zeCommandQueueSynchronize", "a hung copy"));
+    if (sim_cfg.link_gbps > 0 &&
+        !wait_ready(engine_free_ns[((sim_queue_t *)h)->device->index], host_wait_timeout(timeout)))
+        return sim_leave(ZE_RESULT_NOT_READY);
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 
@@ -724,8 +803,11 @@ ze_result_t ZE_APICALL sim_zeEventHostSynchronize(ze_event_handle_t h, uint64_t 
     if (r)
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_EVENT);
-    return sim_leave(host_sync(&((sim_event_t *)h)->signaled, timeout, "zeEventHostSynchronize",
-                               "an event nothing signaled"));
+    sim_event_t *e = (sim_event_t *)h;
+    r = host_sync(&e->signaled, timeout, "zeEventHostSynchronize", "an event nothing signaled");
+    if (!r && !wait_ready(e->ready_ns, host_wait_timeout(timeout)))
+        r = ZE_RESULT_NOT_READY;
+    return sim_leave(r);
 }
 
 ze_result_t ZE_APICALL sim_zeEventQueryStatus(ze_event_handle_t h)
@@ -734,7 +816,8 @@ ze_result_t ZE_APICALL sim_zeEventQueryStatus(ze_event_handle_t h)
     if (r)
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_EVENT);
-    return sim_leave(((sim_event_t *)h)->signaled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY);
+    sim_event_t *e = (sim_event_t *)h;
+    return sim_leave(e->signaled && ready(e->ready_ns) ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY);
 }
 
 ze_result_t ZE_APICALL sim_zeEventHostReset(ze_event_handle_t h)
@@ -744,6 +827,7 @@ ze_result_t ZE_APICALL sim_zeEventHostReset(ze_event_handle_t h)
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_EVENT);
     ((sim_event_t *)h)->signaled = ((sim_event_t *)h)->never = 0;
+    ((sim_event_t *)h)->ready_ns = 0;
     return sim_leave(ZE_RESULT_SUCCESS);
 }
 
@@ -759,7 +843,7 @@ ze_result_t ZE_APICALL sim_zeEventQueryKernelTimestamp(ze_event_handle_t h,
     if (!sim_obj_is(e->pool, MAGIC_POOL) || !(e->pool->flags & ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP))
         return sim_leave(ZE_RESULT_ERROR_INVALID_ARGUMENT);
     /* The fault seen on a real driver: NOT_READY although the event is signalled. */
-    if (!e->signaled || sim_cfg.timestamp_not_ready)
+    if (!e->signaled || !ready(e->ready_ns) || sim_cfg.timestamp_not_ready)
         return sim_leave(ZE_RESULT_NOT_READY);
     uint64_t mask = (1ull << SIM_KERNEL_TS_BITS) - 1;
     ts->global.kernelStart = ts->context.kernelStart = e->ts_start & mask;
@@ -802,8 +886,11 @@ ze_result_t ZE_APICALL sim_zeFenceHostSynchronize(ze_fence_handle_t h, uint64_t 
     if (r)
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_FENCE);
-    return sim_leave(host_sync(&((sim_fence_t *)h)->signaled, timeout, "zeFenceHostSynchronize",
-                               "a fence no submission signals"));
+    sim_fence_t *f = (sim_fence_t *)h;
+    r = host_sync(&f->signaled, timeout, "zeFenceHostSynchronize", "a fence no submission signals");
+    if (!r && !wait_ready(f->ready_ns, host_wait_timeout(timeout)))
+        r = ZE_RESULT_NOT_READY;
+    return sim_leave(r);
 }
 
 ze_result_t ZE_APICALL sim_zeFenceQueryStatus(ze_fence_handle_t h)
@@ -812,7 +899,8 @@ ze_result_t ZE_APICALL sim_zeFenceQueryStatus(ze_fence_handle_t h)
     if (r)
         return sim_leave(r);
     SIM_CHECK(h, MAGIC_FENCE);
-    return sim_leave(((sim_fence_t *)h)->signaled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY);
+    sim_fence_t *f = (sim_fence_t *)h;
+    return sim_leave(f->signaled && ready(f->ready_ns) ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY);
 }
 
 ze_result_t ZE_APICALL sim_zeFenceReset(ze_fence_handle_t h)

@@ -74,6 +74,7 @@ typedef struct sim_config {
     double corrupt_rate;           /* peer copies: this share of the bytes is flipped (seeded) */
     uint64_t corrupt_seed;
     uint64_t hang_copy_at;         /* the K-th peer copy never completes; 0: off */
+    double link_gbps;              /* copy engines with a host link of this speed; 0: off */
     char shared_state[256];  /* file shared by simulator processes for device-wide usage; "": off */
 } sim_config_t;
 
@@ -142,11 +143,13 @@ typedef struct sim_event {
     int never; /* its command hung, or waits behind one: it will not be signalled */
     uint64_t ts_start;
     uint64_t ts_end;
+    uint64_t ready_ns; /* link model: host time from which it counts as complete (0: at once) */
 } sim_event_t;
 
 typedef struct sim_fence {
     uint32_t magic;
     int signaled;
+    uint64_t ready_ns; /* link model: as for events */
 } sim_fence_t;
 
 typedef struct sim_module sim_module_t;

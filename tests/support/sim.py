@@ -56,6 +56,7 @@ CONFIG_KEYS = frozenset(
         "corrupt_rate",
         "corrupt_seed",
         "hang_copy_at",
+        "link_gbps",
         "config",
     }
 )

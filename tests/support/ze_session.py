@@ -47,6 +47,7 @@ def reset(control: Any) -> None:
     control.set("peers", "all")
     control.set("timestamp_not_ready", "0")
     control.set("fill_noop", "0")
+    control.set("link_gbps", "0")
     for key in ("corrupt_offsets", "corrupt_rate", "hang_copy_at"):
         control.set(key, "off")
     control.reset_counters()

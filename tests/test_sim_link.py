@@ -1,0 +1,73 @@
+"""The simulator's link model (``link_gbps``): copies take a link's time on per-device engines."""
+
+from __future__ import annotations
+
+import pytest
+
+from l0mem.backends.levelzero import L0Event
+from tests.support import core_fixtures
+
+sim = core_fixtures.sim
+clean = core_fixtures.clean
+backend = core_fixtures.backend3
+
+MIB = 1 << 20
+TICK_NS = 10  # the simulator's timer: 100 MHz
+
+
+def _span(ev: object) -> tuple[int, int]:
+    """Return the modelled (start, end) of an event's command, in ns."""
+    assert isinstance(ev, L0Event)
+    ev.wait()
+    start, end = ev.core.kernel_timestamp()
+    return start * TICK_NS, end * TICK_NS
+
+
+def test_copies_across_a_link_last_their_bytes_at_its_speed(backend, clean):
+    clean.set("link_gbps", "2")  # 2 bytes per ns
+    a, b = backend.allocate(0, MIB), backend.allocate(1, MIB)
+    pinned = backend.allocate_host(0, MIB)
+    cases = {
+        "download into pinned memory": (backend.download(a, pinned), MIB / 2),
+        "upload from pinned memory": (backend.upload(a, pinned), MIB / 2),
+        "download into pageable memory": (backend.download(a, bytearray(MIB)), MIB),
+        "peer copy": (backend.copy(b, a), MIB / 2),
+    }
+    for what, (ev, ns) in cases.items():
+        start, end = _span(ev)
+        assert end - start == pytest.approx(ns, abs=2 * TICK_NS), what
+    # A copy within one device crosses no link: it lasts what the memory copy took.
+    start, end = _span(backend.copy(a.view(0, MIB // 2), a.view(MIB // 2, MIB // 2)))
+    assert end - start < MIB / 4 / 2
+    pinned.close()
+
+
+def test_engines_of_two_devices_overlap_and_waits_order_them(backend, clean):
+    clean.set("link_gbps", "0.5")
+    src, dst = backend.allocate(0, MIB), backend.allocate(1, MIB)
+    h0, h1 = backend.allocate_host(0, MIB), backend.allocate_host(1, MIB)
+    down = backend.download(src, h0)
+    up = backend.upload(dst, h1)  # independent bytes, another device's engine
+    # On a third device, idle: only what it waits for holds it back.
+    after = backend.upload(backend.allocate(2, MIB), h0, wait_for=[down])
+    d0, d1 = _span(down)
+    u0, u1 = _span(up)
+    a0, _ = _span(after)
+    assert u0 < d1 and d0 < u1, "the two engines did not run at once"
+    assert a0 >= d1 - TICK_NS, "a command started before what it waits for ended"
+    # One engine runs its commands one after another.
+    again = backend.download(src, h0)
+    assert _span(again)[0] >= d1 - TICK_NS
+    h0.close(), h1.close()
+
+
+def test_an_event_counts_as_complete_only_from_its_modelled_end(backend, clean):
+    clean.set("link_gbps", "0.0001")  # 64 KiB take 0.66 s
+    buf, pinned = backend.allocate(0, 65536), backend.allocate_host(0, 65536)
+    ev = backend.download(buf, pinned)
+    assert isinstance(ev, L0Event)
+    assert not ev.core.query()
+    assert not ev.core.wait(1_000_000)  # 1 ms
+    assert ev.core.wait(None)
+    assert ev.core.query()
+    pinned.close()
