@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from rich import box
@@ -28,7 +29,14 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.args import positive
-from l0mem.backends import Backend, DeviceBuffer, Event, NoDeviceError, open_backend
+from l0mem.backends import (
+    Backend,
+    DeviceBuffer,
+    Event,
+    HostMemory,
+    NoDeviceError,
+    open_backend,
+)
 from l0mem.backends.staging import Stager
 from l0mem.bench.timing import time_ops
 from l0mem.units import format_size, parse_sizes
@@ -39,6 +47,14 @@ def naive_staged(backend: Backend, dst: DeviceBuffer, src: DeviceBuffer, n: int)
     staging = bytearray(n)
     down = backend.download(src.view(0, n), staging)
     return (down, backend.upload(dst.view(0, n), staging, wait_for=[down]))
+
+
+def _leg(op: Callable[..., Event], buf: DeviceBuffer, host: HostMemory, n: int) -> Sequence[Event]:
+    return (op(buf.view(0, n), host.view(0, n)),)
+
+
+def _ring_copy(stager: Stager, dst: DeviceBuffer, src: DeviceBuffer, n: int) -> Sequence[Event]:
+    return stager.copy(dst.view(0, n), src.view(0, n), n)
 
 
 def measure(
@@ -61,18 +77,12 @@ def measure(
         backend.fill(src, b"\x5a").wait()
         for n in sizes:
             ops: dict[Any, tuple[Callable[[], Sequence[Event]], int]] = {
-                "download": (
-                    lambda n=n: (backend.download(src.view(0, n), down_host.view(0, n)),),
-                    n,
-                ),
-                "upload": (lambda n=n: (backend.upload(dst.view(0, n), up_host.view(0, n)),), n),
-                "naive": (lambda n=n: naive_staged(backend, dst, src, n), n),
+                "download": (partial(_leg, backend.download, src, down_host, n), n),
+                "upload": (partial(_leg, backend.upload, dst, up_host, n), n),
+                "naive": (partial(naive_staged, backend, dst, src, n), n),
             }
             for shape, stager in stagers.items():
-                ops[shape] = (
-                    lambda n=n, s=stager: s.copy(dst.view(0, n), src.view(0, n), n),
-                    n,
-                )
+                ops[shape] = (partial(_ring_copy, stager, dst, src, n), n)
             got = time_ops(ops, reps=reps, warmup=warmup, timing="host")
             leg = min(got["download"].gbps, got["upload"].gbps)
             for shape in shapes:

@@ -48,6 +48,8 @@ def _check_report(data, n_dev, nbytes, threshold):
         assert r["wire_gbps"] == pytest.approx(r["total_bytes_crossed"] / t["median"])
         bus = r["nbytes"] / t["median"] * 2 * (n_dev - 1) / n_dev
         assert r["busbw_gbps"] == pytest.approx(bus) and bus > 0
+        assert r["critical_path_ns"] > 0
+        assert r["time_to_critical_path"] == pytest.approx(t["median"] / r["critical_path_ns"])
     for nelem in sizes:
         f32, bf16 = rows[(nelem, "f32")], rows[(nelem, "bf16")]
         assert 2 * bf16["total_bytes_crossed"] == f32["total_bytes_crossed"]

@@ -76,15 +76,17 @@ from l0mem.allreduce.reduce import (
     error_bound,
     roundings,
 )
-from l0mem.allreduce.schedules import PathName, scratch_bytes
+from l0mem.allreduce.schedules import ACCUMULATORS, PathName, Step, scratch_bytes
 
 __all__ = [
+    "ACCUMULATORS",
     "BF16_UNIT",
     "DEFAULT_THRESHOLD",
     "F32_UNIT",
     "AllReduce",
     "AllReduceStats",
     "PathName",
+    "Step",
     "Transport",
     "allreduce",
     "error_bound",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from l0mem.allreduce.schedules import Call, PathName, layout, pair, ring, scratch_bytes
+from l0mem.allreduce.schedules import Call, PathName, Step, layout, pair, ring, scratch_bytes
 from l0mem.backends import HANG_BASE_S, Backend, DeviceBuffer, Event, cleanup, copy_deadline
 
 DEFAULT_THRESHOLD = 32768
@@ -59,6 +59,8 @@ class AllReduceStats:
     kernel_launches: int
     fills: int
     done: tuple[Event, ...] = field(default=(), repr=False, compare=False)
+    # What the call enqueued, in order, with what each step waited for.
+    steps: tuple[Step, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def total_bytes(self) -> int:
@@ -218,6 +220,7 @@ class AllReduce:
             kernel_launches=call.launches,
             fills=call.fills,
             done=done,
+            steps=tuple(call.steps),
         )
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ counting bytes and remembering each device's last event; :func:`pair` and
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from l0mem.backends import Backend, DeviceBuffer, Event
@@ -23,9 +24,41 @@ def _align(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
 
 
+# The launchers of the steps that add into an FP32 accumulator.
+ACCUMULATORS: dict[str, Callable[..., Event]] = {
+    "decompress_add": decompress_add_bf16,
+    "add": add_f32,
+}
+
+
 def present(*events: Event | None) -> list[Event]:
     """Return the events that exist (a device without an earlier call has no guard)."""
     return [e for e in events if e is not None]
+
+
+StepOp = Literal["copy", "staged_copy", "compress", "decompress_add", "add", "fill"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation a call enqueued: what, where, how big, and the earlier steps it waits for.
+
+    ``size`` is bytes for copies and fills, elements for kernels; a kernel or
+    a fill has ``src == dst``, its device.
+    """
+
+    op: StepOp
+    src: int
+    dst: int
+    size: int
+    after: tuple[int, ...] = ()
+
+    @property
+    def queues(self) -> tuple[int, ...]:
+        """Return the device queues the step occupies: a copy the source's (a staged one both)."""
+        if self.op == "staged_copy":
+            return (self.src, self.dst)
+        return (self.src,) if self.op == "copy" else (self.dst,)
 
 
 class Call:
@@ -42,6 +75,19 @@ class Call:
         self.launches = 0
         self.fills = 0
         self.last: dict[int, Event] = {}
+        self.steps: list[Step] = []
+        self._step_of: dict[int, int] = {}  # id(event) -> step; the events are kept below
+        self._events: list[Event] = []
+
+    def _record(
+        self, op: StepOp, src: int, dst: int, size: int, waits: Sequence[Event], *made: Event
+    ) -> None:
+        """Add a step that waited for ``waits`` and signals ``made``."""
+        after = sorted({self._step_of[id(ev)] for ev in waits if id(ev) in self._step_of})
+        for ev in made:
+            self._step_of[id(ev)] = len(self.steps)
+            self._events.append(ev)
+        self.steps.append(Step(op, src, dst, size, tuple(after)))
 
     def copy(
         self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, wait_for: Sequence[Event] = ()
@@ -53,10 +99,12 @@ class Call:
             down, up = self.backend.staged_copy(dst, src, nbytes, wait_for=waits)
             self.staged += 1
             self.last[s], self.last[d] = down, up
+            self._record("staged_copy", s, d, nbytes, waits, down, up)
             ev = up
         else:
             ev = self.backend.copy(dst, src, nbytes, queue_device=s, wait_for=waits)
             self.last[s] = ev
+            self._record("copy", s, d, nbytes, waits, ev)
         if s != d:
             self.bytes[(s, d)] = self.bytes.get((s, d), 0) + nbytes
             self.copies += 1
@@ -69,32 +117,35 @@ class Call:
         self.launches += 1
         ev = compress_bf16(self.backend, src, dst, n)
         self.last[src.device] = ev
+        self._record("compress", src.device, src.device, n, (), ev)
         return ev
 
     def decompress_add(
         self, src: DeviceBuffer, acc: DeviceBuffer, n: int, wait_for: Sequence[Event] = ()
     ) -> Event:
         """Add ``n`` BF16 elements of ``src`` into the FP32 ``acc``."""
-        return self._accumulate(decompress_add_bf16, src, acc, n, wait_for)
+        return self._accumulate("decompress_add", src, acc, n, wait_for)
 
     def add(
         self, src: DeviceBuffer, acc: DeviceBuffer, n: int, wait_for: Sequence[Event] = ()
     ) -> Event:
         """Add ``n`` FP32 elements of ``src`` into ``acc``."""
-        return self._accumulate(add_f32, src, acc, n, wait_for)
+        return self._accumulate("add", src, acc, n, wait_for)
 
     def _accumulate(
         self,
-        kernel: Callable[..., Event],
+        op: Literal["decompress_add", "add"],
         src: DeviceBuffer,
         acc: DeviceBuffer,
         n: int,
         wait_for: Sequence[Event],
     ) -> Event:
-        """Launch ``kernel`` (a launcher adding ``src`` into ``acc``) on ``acc``'s device."""
+        """Launch the kernel adding ``src`` into ``acc`` on ``acc``'s device."""
         self.launches += 1
+        kernel = ACCUMULATORS[op]
         ev = kernel(self.backend, src, acc, n, wait_for=wait_for)
         self.last[acc.device] = ev
+        self._record(op, acc.device, acc.device, n, wait_for, ev)
         return ev
 
     def zero(self, buf: DeviceBuffer) -> Event:
@@ -102,6 +153,7 @@ class Call:
         self.fills += 1
         ev = self.backend.fill(buf, _ZERO_F32)
         self.last[buf.device] = ev
+        self._record("fill", buf.device, buf.device, buf.nbytes, (), ev)
         return ev
 
 

@@ -8,7 +8,10 @@ inputs and returns the JSON-ready report (schema ``l0mem.allreduce/1``,
 docs/allreduce-json.md): time from the first enqueue until every device has
 finished (inputs re-uploaded, untimed, before each repetition), bytes
 crossed, bus bandwidth in the NCCL convention ``4 nelem / time * 2 (N-1) / N``,
-the wire rate, and the largest error as a fraction of the path's bound. The
+the wire rate, the call's time over its critical path (the longest chain of
+its copies and kernels, each timed alone in the same run:
+:mod:`l0mem.bench.critical`), and the largest error as a fraction of the
+path's bound. The
 time and the rates are :class:`l0mem.bench.timing.Measurement`'s. Where no
 GPU executes (:attr:`l0mem.backends.Backend.no_hardware`) both paths run once
 and the report has no results: ``ok`` is null and ``no_hardware`` says why.
@@ -24,6 +27,7 @@ from typing import Any, Literal
 from l0mem import __version__
 from l0mem.allreduce import AllReduce, AllReduceStats, error_bound, scratch_bytes
 from l0mem.backends import HANG_BASE_S, Backend, Event, NoDeviceError, cleanup, copy_deadline
+from l0mem.bench.critical import critical_path_ns, step_key, step_times
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import MeasurementInterrupted, time_op
 from l0mem.driverenv import recorded_environment
@@ -217,6 +221,12 @@ def _one(
         prepare=load,
         watchdog=watchdog,
     )
+    # Each distinct step alone, in this run: the time the schedule would take if
+    # its steps cost only that (l0mem.bench.critical).
+    costs = step_times(backend, stats.steps, reps=reps, warmup=warmup, watchdog=watchdog)
+    critical = critical_path_ns(
+        stats.steps, lambda st: costs[step_key(st)].median_ns if step_key(st) in costs else 0.0
+    )
     n = len(devices)
     payload = 4 * nelem
     return {
@@ -238,6 +248,8 @@ def _one(
         "local_copies": stats.local_copies,
         "staged_copies": stats.staged_copies,
         "kernel_launches": stats.kernel_launches,
+        "critical_path_ns": critical,
+        "time_to_critical_path": m.median_ns / critical if critical > 0 else None,
         "busbw_gbps": m.rate(payload) * 2 * (n - 1) / n,
         "wire_gbps": m.gbps,
         **check,

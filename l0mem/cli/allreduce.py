@@ -84,6 +84,7 @@ _COLUMNS = (
     "path",
     "time\nms",
     "spread",
+    "vs\npath",
     "crossed",
     "bus\nGB/s",
     "max\nerror",
@@ -123,6 +124,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             f"{r['path']}{' *' if r['auto'] else ''}",
             _ms(t["median"]),
             f"{t['spread']:.0%}",
+            _num(r.get("time_to_critical_path"), ".2f"),
             format_bytes(r["total_bytes_crossed"], digits=1),
             _num(r["busbw_gbps"], ".2f"),
             _num(r["max_abs_error"], ".2g"),
@@ -131,7 +133,9 @@ def render(report: dict[str, Any], console: Console) -> None:
         )
     console.print(table)
     console.print(
-        "ms: median time, spread: (slowest - fastest) / median; crossed: bytes between devices "
+        "ms: median time, spread: (slowest - fastest) / median; vs path: the time over the "
+        "critical path of its copies and kernels, each timed alone in this run (1.00: no "
+        "overhead); crossed: bytes between devices "
         "per call; bus GB/s: 4 elements / time x 2(N-1)/N. * = the path the threshold picks. "
         "err/bound <= 1 means within the bound the path's BF16/FP32 roundings allow (vs. an "
         "FP64 sum). --json has every sample and the wire rate."
