@@ -216,8 +216,11 @@ def pair(
         for d in (a, b):
             call.add(regions[d]["in"], bufs[d], nelem, [sent[peer[d]]])
         return
+    # Both compressions first: a staged copy between contexts holds the host until
+    # its downloads are done, and the other device's kernel should not wait for that.
     for d in (a, b):
         call.compress(bufs[d], regions[d]["out"], nelem)
+    for d in (a, b):
         sent[d] = call.copy(
             regions[peer[d]]["in"], regions[d]["out"], 2 * nelem, present(guard.get(peer[d]))
         )

@@ -111,7 +111,9 @@ def step_times(
     """Time one stand-in for each distinct step alone; return a Measurement per :func:`step_key`.
 
     Copies and kernels are timed with device timestamps where the backend has
-    them, a staged copy with the host clock (as ``l0mem p2p`` times it).
+    them; a staged copy with the host clock (as ``l0mem p2p`` times it), and a
+    fill too: a backend may fill on the host before it returns (dpctl's
+    memset blocks), which a device timestamp would not see.
     """
     out: dict[StepKey, Measurement] = {}
     for step in steps:
@@ -120,7 +122,7 @@ def step_times(
             continue
         with _buffers(backend, _wanted(step)) as bufs:
             op = _operation(backend, step, bufs)
-            timing: TimingRequest = "host" if step.op == "staged_copy" else "auto"
+            timing: TimingRequest = "host" if step.op in ("staged_copy", "fill") else "auto"
             out[key] = time_op(
                 op, step.size, reps=reps, warmup=warmup, timing=timing, watchdog=watchdog
             )
