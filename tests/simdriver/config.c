@@ -110,6 +110,18 @@ static int parse_bytes(const char *v, uint64_t *out)
     return 0;
 }
 
+/* A finite number from 0 to max; 0 on success, -1 otherwise (out untouched). */
+static int parse_number(const char *v, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || errno || !isfinite(d) || d < 0 || d > max)
+        return -1;
+    *out = d;
+    return 0;
+}
+
 static int parse_bool(const char *v, int *out)
 {
     if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
@@ -249,23 +261,15 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             return -1;
         }
     } else if (!strcmp(key, "mirror_ratio")) {
-        char *end;
-        errno = 0;
-        double r = strtod(value, &end);
-        if (*value == '\0' || *end != '\0' || errno || !isfinite(r) || r < 0 || r > 64) {
+        if (parse_number(value, 64, &c->mirror_ratio)) {
             snprintf(err, errlen, "mirror_ratio=%s: expected a number from 0 to 64", value);
             return -1;
         }
-        c->mirror_ratio = r;
     } else if (!strcmp(key, "link_gbps")) {
-        char *end;
-        errno = 0;
-        double g = strtod(value, &end);
-        if (*value == '\0' || *end != '\0' || errno || !isfinite(g) || g < 0 || g > 1000) {
+        if (parse_number(value, 1000, &c->link_gbps)) {
             snprintf(err, errlen, "link_gbps=%s: expected GB/s from 0 (off) to 1000", value);
             return -1;
         }
-        c->link_gbps = g;
     } else if (!strcmp(key, "mirror_release") || !strcmp(key, "sysman") ||
                !strcmp(key, "dmabuf") || !strcmp(key, "defer_backing_mirror") ||
                !strcmp(key, "timestamp_not_ready") || !strcmp(key, "fill_noop")) {
@@ -348,10 +352,8 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
         }
         sim_faults_reset();
     } else if (!strcmp(key, "corrupt_rate")) {
-        char *end;
-        errno = 0;
-        double r = is_off(value) ? 0.0 : strtod(value, &end);
-        if (!is_off(value) && (end == value || *end || errno || !(r >= 0.0 && r <= 1.0))) {
+        double r = 0.0;
+        if (!is_off(value) && parse_number(value, 1, &r)) {
             snprintf(err, errlen, "corrupt_rate=%s: expected a share of bytes from 0 to 1, or off",
                      value);
             return -1;

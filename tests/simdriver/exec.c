@@ -39,6 +39,17 @@ uint64_t sim_ticks(void)
     return sim_host_ns() / (1000000000ull / SIM_TIMER_HZ);
 }
 
+/* The CLOCK_MONOTONIC time (sim_cond's clock) ns from now. */
+static struct timespec deadline_in(uint64_t ns)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    uint64_t sum = (uint64_t)dl.tv_nsec + ns % 1000000000ull;
+    dl.tv_sec += (time_t)(ns / 1000000000ull + sum / 1000000000ull);
+    dl.tv_nsec = (long)(sum % 1000000000ull);
+    return dl;
+}
+
 /* Wait with sim_lock held until *flag is set or timeout_ns passes; returns 1 if set. */
 static int wait_flag(const int *flag, uint64_t timeout_ns)
 {
@@ -46,11 +57,7 @@ static int wait_flag(const int *flag, uint64_t timeout_ns)
         return 1;
     if (timeout_ns == 0)
         return 0;
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    uint64_t ns = (uint64_t)dl.tv_nsec + timeout_ns % 1000000000ull;
-    dl.tv_sec += (time_t)(timeout_ns / 1000000000ull + ns / 1000000000ull);
-    dl.tv_nsec = (long)(ns % 1000000000ull);
+    struct timespec dl = deadline_in(timeout_ns);
     while (!*flag) {
         if (pthread_cond_timedwait(&sim_cond, &sim_lock, &dl) == ETIMEDOUT)
             return *flag;
@@ -104,11 +111,7 @@ static int wait_ready(uint64_t ready_ns, uint64_t timeout)
     uint64_t left = ready_ns - now;
     if (timeout < left)
         return 0;
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    uint64_t ns = (uint64_t)dl.tv_nsec + left % 1000000000ull;
-    dl.tv_sec += (time_t)(left / 1000000000ull + ns / 1000000000ull);
-    dl.tv_nsec = (long)(ns % 1000000000ull);
+    struct timespec dl = deadline_in(left);
     while (sim_host_ns() < ready_ns)
         if (pthread_cond_timedwait(&sim_cond, &sim_lock, &dl) == ETIMEDOUT)
             break;
