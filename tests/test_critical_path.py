@@ -7,7 +7,13 @@ import pytest
 import l0mem.core as core
 from l0mem.allreduce import AllReduce, Step
 from l0mem.backends.levelzero import LevelZeroBackend
-from l0mem.bench.critical import critical_path_ns, step_key, step_times
+from l0mem.bench.critical import (
+    critical_path_ns,
+    critical_path_of,
+    download_key,
+    step_key,
+    step_times,
+)
 from tests.support import core_fixtures
 
 sim = core_fixtures.sim
@@ -37,9 +43,13 @@ def test_steps_on_one_queue_add_up_and_queues_run_at_once():
     # Without the wait the add runs after the compress on its own queue.
     loose = [*steps[:3], Step("add", 1, 1, 10)]
     assert critical_path_ns(loose, cost) == 5 + 20
-    # A staged copy holds both queues.
-    staged = [Step("staged_copy", 0, 1, 40), Step("compress", 1, 1, 10)]
-    assert critical_path_ns(staged, _cost({"staged_copy": 30.0, "compress": 5.0})) == 35
+    # A staged copy holds both queues; given its download's time, its source's only for that.
+    staged = [Step("staged_copy", 0, 1, 40), Step("compress", 1, 1, 10), Step("add", 0, 0, 10)]
+    costs = _cost({"staged_copy": 30.0, "compress": 5.0, "add": 3.0})
+    assert critical_path_ns(staged, costs) == 35
+    assert critical_path_ns(staged[::2], costs) == 33
+    assert critical_path_ns(staged[::2], costs, lambda st: 12.0) == 30
+    assert critical_path_ns(staged, costs, lambda st: 12.0) == 35
     assert critical_path_ns([], cost) == 0
 
 
@@ -74,13 +84,22 @@ def test_staged_and_ring_calls_record_every_step(backend, clean):
     assert all(s.after for s in stats.steps if s.op == "decompress_add" and s.size < 999)
 
 
-def test_each_distinct_step_is_timed_once(backend):
+@pytest.mark.parametrize("peers", ["all", "none"])
+def test_each_distinct_step_is_timed_once(backend, clean, peers):
+    clean.set("peers", peers)
     bufs = [backend.allocate(d, 4 * 4096) for d in (0, 1)]
     with AllReduce(backend, [0, 1]) as ar:
         stats = ar(bufs, 4096, path="bf16")
         stats.wait()
     times = step_times(backend, stats.steps, reps=2, warmup=0)
-    assert set(times) == {step_key(s) for s in stats.steps}
+    staged = [s for s in stats.steps if s.op == "staged_copy"]
+    assert bool(staged) == (peers == "none")
+    assert set(times) == {step_key(s) for s in stats.steps} | {download_key(s) for s in staged}
     assert all(len(m.samples_ns) == 2 and m.median_ns > 0 for m in times.values())
-    critical = critical_path_ns(stats.steps, lambda s: times[step_key(s)].median_ns)
-    assert critical >= max(m.median_ns for m in times.values())
+    critical = critical_path_of(stats.steps, times)
+    assert critical == critical_path_ns(
+        stats.steps,
+        lambda s: times[step_key(s)].median_ns,
+        lambda s: times[download_key(s)].median_ns,
+    )
+    assert critical >= max(times[step_key(s)].median_ns for s in stats.steps)

@@ -16,7 +16,7 @@ from itertools import count
 import pytest
 
 from l0mem.backends import HostMemory
-from l0mem.backends.base import copy_deadline
+from l0mem.backends.base import CopyTimeout, copy_deadline
 from l0mem.backends.staging import Stager
 
 
@@ -148,11 +148,47 @@ def test_across_contexts_every_host_wait_has_the_watchdogs_bound() -> None:
     src, dst = Buf(bytearray(16 * 4 + 3), 0), Buf(bytearray(16 * 4 + 3), 1)
     stager.copy(dst, src, 16 * 4 + 3)  # type: ignore[arg-type]
     timeouts = [t for _, t in backend.host_waits]
-    # Five downloads waited for, and the uploads of chunks 0..2 before their slots were reused.
-    assert len(timeouts) == 5 + 3
-    assert all(t is not None and t >= copy_deadline(3) for t in timeouts)
+    # Five downloads waited for, and the uploads of chunks 0..2 before their slots were reused,
+    # each with the whole copy's bound (a wait may cover work queued ahead of the chunk).
+    assert timeouts == [copy_deadline(16 * 4 + 3)] * (5 + 3)
     # The ring is in the destination's context.
     assert stager.pinned_bytes == 32
+
+
+def test_across_contexts_what_the_copy_waits_for_is_waited_for_on_the_host() -> None:
+    backend = LazyBackend(2, (0, 1))
+    stager = Stager(backend, chunk=16, slots=2)  # type: ignore[arg-type]
+    data = _pattern(40, 3)
+    src, dst = Buf(bytearray(40), 0), Buf(bytearray(40), 1)
+    # An upload into the source, on the destination's context's clock: not done yet.
+    filled = backend.upload(src, data)
+    filled.device_ctx = 1
+    stager.copy(dst, src, 40, wait_for=[filled])[1].wait()  # type: ignore[arg-type]
+    assert backend.host_waits[0] == (filled.id, copy_deadline(40))
+    assert bytes(dst.mem) == data
+
+
+def test_a_copy_that_fails_retires_its_ring() -> None:
+    backend = LazyBackend(2, (0, 1))
+    stager = Stager(backend, chunk=16, slots=2)  # type: ignore[arg-type]
+    src, dst = Buf(bytearray(64), 0), Buf(bytearray(64), 1)
+    stager.copy(dst, src, 64)[1].wait()  # type: ignore[arg-type]
+    real_download = backend.download
+
+    def hung_download(*args, **kwargs):
+        ev = real_download(*args, **kwargs)
+        ev.wait = lambda timeout=None: (_ for _ in ()).throw(CopyTimeout("hung"))  # type: ignore[method-assign]
+        return ev
+
+    backend.download = hung_download  # type: ignore[method-assign]
+    with pytest.raises(CopyTimeout):
+        stager.copy(dst, src, 64)  # type: ignore[arg-type]
+    backend.download = real_download  # type: ignore[method-assign]
+    stager.copy(dst, src, 64)[1].wait()  # type: ignore[arg-type]
+    # The failed copy's ring was not used again: a second one was made; close frees both.
+    assert len(backend.pinned) == 2 and stager.pinned_bytes == 2 * 32
+    stager.close()
+    assert all(p.closed for p in backend.pinned)
 
 
 def test_close_frees_every_ring_once() -> None:

@@ -15,11 +15,14 @@ them so that chunk i+1 comes down while chunk i goes up:
 
 Between contexts, device-side waits are not possible: the ring lives in the
 destination's context (the source's queue writes it as host memory), and the
-host waits, each wait bounded by the watchdog (:func:`copy_deadline`), for a
-chunk's download before its upload is submitted and for a slot's upload
-before the slot is written again; downloads are submitted up to ``slots - 1``
+host waits, each wait bounded by the watchdog (:func:`copy_deadline` of the
+copy), for what the copy was told to wait for, for a chunk's download before
+its upload is submitted and for a slot's upload before the slot is written
+again; downloads are submitted up to ``slots - 1``
 chunks ahead of those waits, so the source's queue never idles on the host.
-A hang is then a :class:`CopyTimeout`.
+A hang is then a :class:`CopyTimeout`. A copy that fails part way leaves its
+ring to work still in flight: the ring is retired (freed at close) and the
+next copy makes a new one.
 
 What it may import: :mod:`.base` and :mod:`.host`.
 """
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
 # ring of 4 x 4 MiB is 16 MiB of pinned memory per context.
 CHUNK_BYTES = 4 << 20
 SLOTS = 4
+STAGING_RING_BYTES = CHUNK_BYTES * SLOTS  # pinned host memory of one context's ring
 
 
 class _Ring:
@@ -77,11 +81,12 @@ class Stager:
         self.chunk = chunk
         self.slot_count = slots
         self._rings: list[_Ring] = []
+        self._retired: list[_Ring] = []  # rings a failed copy left with work in flight
 
     @property
     def pinned_bytes(self) -> int:
         """Return how many bytes of pinned host memory the rings hold."""
-        return sum(r.memory.nbytes for r in self._rings)
+        return sum(r.memory.nbytes for r in (*self._rings, *self._retired))
 
     def _ring(self, device: int) -> _Ring:
         """Return the ring of ``device``'s context, allocating it on first use."""
@@ -103,12 +108,33 @@ class Stager:
         byte has reached the host, the second once every byte has arrived.
         """
         backend = self._backend
+        across = not backend.same_context(src.device, dst.device)
+        if across:
+            # Another context's events cannot be waited for on the device: the host
+            # waits, bounded by the watchdog, before anything is submitted.
+            for ev in wait_for:
+                ev.wait(copy_deadline(nbytes))
+            wait_for = ()
         if nbytes == 0:
             nothing = backend.download(src.view(0, 0), bytearray(), wait_for=wait_for)
             return nothing, backend.upload(dst.view(0, 0), b"", wait_for=[nothing])
         ring = self._ring(dst.device)
-        if not backend.same_context(src.device, dst.device):
-            return self._across(ring, dst, src, nbytes, wait_for)
+        try:
+            if across:
+                return self._across(ring, dst, src, nbytes)
+            return self._within(ring, dst, src, nbytes, wait_for)
+        except BaseException:
+            # Work already submitted may still write the ring's slots: the ring is
+            # not used again, and is freed only at close, after that work.
+            self._rings.remove(ring)
+            self._retired.append(ring)
+            raise
+
+    def _within(
+        self, ring: _Ring, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, wait_for: Sequence[Event]
+    ) -> tuple[Event, Event]:
+        """Stage within one context: every order is a device-side wait, the host never waits."""
+        backend = self._backend
         down: Event | None = None
         up: Event | None = None
         for start in range(0, nbytes, self.chunk):
@@ -126,18 +152,21 @@ class Stager:
         return down, up
 
     def _across(
-        self, ring: _Ring, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, wait_for: Sequence[Event]
+        self, ring: _Ring, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int
     ) -> tuple[Event, Event]:
         """Stage between contexts: downloads run ``slots - 1`` chunks ahead of the host's waits."""
         backend = self._backend
         pending: deque[tuple[int, int, int, Event]] = deque()  # (start, size, slot, download)
         down: Event | None = None
         up: Event | None = None
+        # A wait may also cover work queued ahead on the same queue: the bound is
+        # the whole copy's, not one chunk's.
+        bound = copy_deadline(nbytes)
 
         def send_oldest() -> None:
             nonlocal up
             start, n, i, ev = pending.popleft()
-            ev.wait(copy_deadline(n))
+            ev.wait(bound)
             waits = [] if up is None else [up]
             up = backend.upload(dst.view(start, n), ring.slots[i].view(0, n), wait_for=waits)
             ring.read_by[i] = up
@@ -148,8 +177,8 @@ class Stager:
             last_reader = ring.read_by[i]
             if last_reader is not None:
                 # Sent by an earlier step (the lookahead is one slot short of the ring).
-                last_reader.wait(copy_deadline(self.chunk))
-            waits = list(wait_for) if down is None else [down]
+                last_reader.wait(bound)
+            waits = [] if down is None else [down]
             down = backend.download(src.view(start, n), ring.slots[i].view(0, n), wait_for=waits)
             pending.append((start, n, i, down))
             if len(pending) == len(ring.slots) - 1:
@@ -161,10 +190,11 @@ class Stager:
 
     def close(self) -> None:
         """Free every ring (after the backend's work has finished); idempotent."""
-        rings, self._rings = self._rings, []
+        rings, self._rings = [*self._rings, *self._retired], []
+        self._retired = []
         for ring in rings:
             ring.read_by = [None] * len(ring.slots)
         cleanup([r.memory.close for r in rings], strict=True)
 
 
-__all__ = ["CHUNK_BYTES", "SLOTS", "Stager"]
+__all__ = ["CHUNK_BYTES", "SLOTS", "STAGING_RING_BYTES", "Stager"]

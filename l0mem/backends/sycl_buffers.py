@@ -70,11 +70,14 @@ class SyclEvent:
         # waits, this one waits for it with the bound. Polling instead would
         # oversleep every short operation (or spin on a core the runtime needs).
         finished = threading.Event()
+        failure: list[BaseException] = []
 
         def waiter() -> None:
             try:
                 for ev in self._events:
                     ev.wait()
+            except BaseException as err:  # raised again in the waiting thread
+                failure.append(err)
             finally:
                 finished.set()
 
@@ -84,6 +87,8 @@ class SyclEvent:
             if self._on_hang is not None:
                 self._on_hang(timeout)
             raise CopyTimeout(f"an operation did not complete within {timeout:.1f} s (a hang)")
+        if failure:
+            raise failure[0]
 
     def elapsed_ns(self) -> int | None:
         """Return the device-measured duration in ns (summed over parts), or None without profiling."""

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from l0mem import __version__
 from l0mem.allreduce import AllReduce, AllReduceStats, error_bound, scratch_bytes
 from l0mem.backends import HANG_BASE_S, Backend, Event, NoDeviceError, cleanup, copy_deadline
-from l0mem.bench.critical import critical_path_ns, step_key, step_times
+from l0mem.bench.critical import critical_path_of, step_times
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import MeasurementInterrupted, time_op
 from l0mem.driverenv import recorded_environment
@@ -224,9 +224,7 @@ def _one(
     # Each distinct step alone, in this run: the time the schedule would take if
     # its steps cost only that (l0mem.bench.critical).
     costs = step_times(backend, stats.steps, reps=reps, warmup=warmup, watchdog=watchdog)
-    critical = critical_path_ns(
-        stats.steps, lambda st: costs[step_key(st)].median_ns if step_key(st) in costs else 0.0
-    )
+    critical = critical_path_of(stats.steps, costs)
     n = len(devices)
     payload = 4 * nelem
     return {

@@ -63,6 +63,7 @@ from l0mem.backends import (
     RouteKind,
     cleanup,
 )
+from l0mem.backends.staging import STAGING_RING_BYTES
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import (
     Measurement,
@@ -153,13 +154,14 @@ def check_sizes(backend: Backend, sizes: Sequence[int]) -> None:
     """Raise NoDeviceError (a device too small) or HostTooSmall before any buffer is made."""
     biggest = max(sizes)
     # A source and a destination buffer per device; pinned host memory per device
-    # for the legs, and the staging rings.
+    # for the legs, and a staging ring per context (at most one per device).
+    n = backend.device_count()
     check_fits(
         backend,
-        range(backend.device_count()),
+        range(n),
         per_device=2 * biggest,
         largest=biggest,
-        host=(backend.device_count() + 1) * biggest,
+        host=n * (biggest + STAGING_RING_BYTES),
         what=f"--sizes {biggest:,} bytes",
     )
 

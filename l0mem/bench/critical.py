@@ -5,7 +5,8 @@ kernels, fills) on the devices' in-order queues, each waiting for the steps
 whose events it names. :func:`step_times` times, in the run that timed the
 call, one operation like each distinct step (same kind, devices and size) on
 its own; :func:`critical_path_ns` lays the call's steps out with those times,
-each starting once its queue is free and what it waits for has finished: the
+each starting once its queue is free and what it waits for has finished (a
+staged copy holds its source's queue for its download only): the
 time the call would take if the steps cost only what they cost alone. The
 all-reduce's time over it is the overhead of the schedule as run (launches,
 host waits, staging), which the benchmark reports per size.
@@ -35,8 +36,16 @@ def step_key(step: Step) -> StepKey:
     return (step.op, step.src, step.dst, step.size)
 
 
-def critical_path_ns(steps: Sequence[Step], cost_ns: Callable[[Step], float]) -> float:
-    """Return when the last step ends, each step starting once its queues and its waits are free."""
+def critical_path_ns(
+    steps: Sequence[Step],
+    cost_ns: Callable[[Step], float],
+    source_ns: Callable[[Step], float] | None = None,
+) -> float:
+    """Return when the last step ends, each step starting once its queues and its waits are free.
+
+    A staged copy holds its source's queue only for ``source_ns(step)`` (its
+    download, when given) and its destination's until it ends.
+    """
     finish: list[float] = []
     free: dict[int, float] = {}
     for step in steps:
@@ -47,7 +56,26 @@ def critical_path_ns(steps: Sequence[Step], cost_ns: Callable[[Step], float]) ->
         finish.append(end)
         for q in step.queues:
             free[q] = end
+        if step.op == "staged_copy" and source_ns is not None:
+            free[step.src] = start + min(source_ns(step), end - start)
     return max(finish, default=0.0)
+
+
+def download_key(step: Step) -> StepKey:
+    """Return the key of a staged copy's download leg (device to pinned host memory)."""
+    return ("download", step.src, step.src, step.size)
+
+
+def critical_path_of(steps: Sequence[Step], times: Mapping[StepKey, Measurement]) -> float:
+    """Return :func:`critical_path_ns` with the medians of :func:`step_times` (0 for steps without)."""
+
+    def median(key: StepKey) -> float:
+        m = times.get(key)
+        return m.median_ns if m is not None else 0.0
+
+    return critical_path_ns(
+        steps, lambda st: median(step_key(st)), lambda st: median(download_key(st))
+    )
 
 
 @contextmanager
@@ -126,7 +154,25 @@ def step_times(
             out[key] = time_op(
                 op, step.size, reps=reps, warmup=warmup, timing=timing, watchdog=watchdog
             )
+            if step.op == "staged_copy":
+                # How long the source's queue is held: the download into pinned memory.
+                with backend.allocate_host(step.src, step.size) as pinned:
+                    out[download_key(step)] = time_op(
+                        lambda: (backend.download(bufs[0], pinned),),
+                        step.size,
+                        reps=reps,
+                        warmup=warmup,
+                        timing="host",
+                        watchdog=watchdog,
+                    )
     return out
 
 
-__all__ = ["StepKey", "critical_path_ns", "step_key", "step_times"]
+__all__ = [
+    "StepKey",
+    "critical_path_ns",
+    "critical_path_of",
+    "download_key",
+    "step_key",
+    "step_times",
+]

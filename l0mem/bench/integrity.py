@@ -32,6 +32,7 @@ from l0mem.backends import (
     cleanup,
     copy_deadline,
 )
+from l0mem.backends.staging import STAGING_RING_BYTES
 from l0mem.bench.fit import HostTooSmall, check_fits
 
 Route = Literal["same_device", "direct", "staged"]
@@ -115,8 +116,8 @@ def _check_fits(backend: Backend, devices: Sequence[int], sizes: Sequence[int]) 
         devices,
         per_device=2 * biggest,
         largest=biggest,
-        # the pattern, its complement and the read-back, a chunk each; a staged copy's buffer
-        host=3 * min(biggest, CHUNK) + biggest,
+        # the pattern, its complement and the read-back, a chunk each; the staging rings
+        host=3 * min(biggest, CHUNK) + len(devices) * STAGING_RING_BYTES,
         what=f"copy checks of {max(sizes):,} bytes",
     )
 

@@ -109,23 +109,28 @@ def test_without_cpu_copies_nothing_moves() -> None:
 
 def test_backend_stages_copies_between_root_devices() -> None:
     # A direct CPU copy between two root devices crashes the driver (below): the
-    # backend never makes one without peer access, and the staged bytes arrive.
+    # backend never makes one without peer access, and the staged bytes arrive,
+    # through its pinned ring (zeMemAllocHost), in several chunks, within one
+    # context and between two.
     code = """
 from l0mem.backends import LevelZeroBackend, level_zero_devices
-data = bytes(range(256)) * 64
-with LevelZeroBackend(level_zero_devices()) as b:
-    assert b.copy_route(0, 1) == ("staged", "no peer access")
-    src, dst = b.allocate(0, len(data)), b.allocate(1, len(data))
-    b.upload(src, data).wait()
-    b.copy(dst, src).wait()
-    out = bytearray(len(data))
-    b.download(dst, out).wait()
-    print("SAME", bytes(out) == data)
+from l0mem.backends.staging import CHUNK_BYTES
+data = bytes(range(251)) * (2 * CHUNK_BYTES // 251 + 7)
+for mode, why in (("multi", "no peer access"), ("single", "separate contexts")):
+    with LevelZeroBackend(level_zero_devices(), context=mode) as b:
+        assert b.copy_route(0, 1) == ("staged", why)
+        src, dst = b.allocate(0, len(data)), b.allocate(1, len(data))
+        b.upload(src, data).wait()
+        b.copy(dst, src).wait()
+        out = bytearray(len(data))
+        b.download(dst, out).wait()
+        print(mode, "SAME", bytes(out) == data)
 """
     environ = neo.env("bmg", CreateMultipleRootDevices="2", **neo.CPU_COPIES)
     proc = neo.run_code(code, environ)
     neo.no_traceback(proc)
-    assert proc.returncode == 0 and "SAME True" in proc.stdout, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert "multi SAME True" in proc.stdout and "single SAME True" in proc.stdout, proc.stdout
 
 
 def test_fact_a_direct_cpu_copy_between_root_devices_kills_the_process() -> None:

@@ -270,6 +270,7 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             snprintf(err, errlen, "link_gbps=%s: expected GB/s from 0 (off) to 1000", value);
             return -1;
         }
+        sim_engines_reset();
     } else if (!strcmp(key, "mirror_release") || !strcmp(key, "sysman") ||
                !strcmp(key, "dmabuf") || !strcmp(key, "defer_backing_mirror") ||
                !strcmp(key, "timestamp_not_ready") || !strcmp(key, "fill_noop")) {

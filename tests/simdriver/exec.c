@@ -97,6 +97,12 @@ static void event_signal(sim_event_t *e, uint64_t t0, uint64_t t1)
 
 static uint64_t engine_free_ns[SIM_MAX_DEVICES]; /* when each root device's engine is idle */
 
+/* A new link speed starts from idle engines (config.c, when link_gbps is set). */
+void sim_engines_reset(void)
+{
+    memset(engine_free_ns, 0, sizeof(engine_free_ns));
+}
+
 static int ready(uint64_t ready_ns)
 {
     return ready_ns == 0 || sim_host_ns() >= ready_ns;
@@ -109,13 +115,13 @@ static int wait_ready(uint64_t ready_ns, uint64_t timeout)
     if (ready_ns <= now)
         return 1;
     uint64_t left = ready_ns - now;
-    if (timeout < left)
-        return 0;
-    struct timespec dl = deadline_in(left);
-    while (sim_host_ns() < ready_ns)
+    /* Not ready within the timeout: wait it out, as a device's event would be waited on. */
+    uint64_t wait = timeout < left ? timeout : left;
+    struct timespec dl = deadline_in(wait);
+    while (sim_host_ns() < now + wait)
         if (pthread_cond_timedwait(&sim_cond, &sim_lock, &dl) == ETIMEDOUT)
             break;
-    return 1;
+    return ready(ready_ns);
 }
 
 /* The modelled duration of a copy across a link, in ns (0: it does not cross one). */

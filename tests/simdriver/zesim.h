@@ -334,6 +334,7 @@ uint64_t sim_root_part(uint64_t size, uint32_t sub);
 /* Whether context ctx may use device d (a root it names, or a sub-device of one). */
 int sim_context_has(const sim_context_t *ctx, const sim_device_t *d);
 uint64_t sim_host_alloc_bytes(void);
+void sim_engines_reset(void);
 
 /* The device handle that owns allocation a, or NULL for host memory. */
 ze_device_handle_t sim_alloc_owner(const sim_alloc_t *a);
