@@ -93,7 +93,13 @@ class LazyBackend:
         ev.device_ctx = self.contexts[device]
         return ev
 
+    def _check_pinned(self, device: int, host: object) -> None:
+        if isinstance(host, HostMemory):
+            assert self.same_context(host.device, device), "pinned memory of another context"
+
     def download(self, src: Buf, out: HostMemory | bytearray, *, wait_for=()) -> LazyEvent:
+        self._check_pinned(src.device, out)
+
         def run() -> None:
             view = out.memoryview() if isinstance(out, HostMemory) else memoryview(out)
             view[: len(view)] = src.mem[src.offset : src.offset + len(view)]
@@ -101,6 +107,8 @@ class LazyBackend:
         return self._op(src.device, "down", run, wait_for)
 
     def upload(self, dst: Buf, data: HostMemory | bytes, *, wait_for=()) -> LazyEvent:
+        self._check_pinned(dst.device, data)
+
         def run() -> None:
             view = data.memoryview() if isinstance(data, HostMemory) else memoryview(data)
             dst.mem[dst.offset : dst.offset + len(view)] = bytes(view)
@@ -131,7 +139,9 @@ def test_every_chunk_arrives_whatever_order_the_work_runs_in(contexts, slots) ->
     up2 = stager.copy(dst2, src2, len(other), wait_for=[up])[1]  # type: ignore[arg-type]
     up2.wait()
     assert bytes(dst2.mem) == other and bytes(dst.mem) == data
-    assert len(backend.pinned) == 1 and len(backend.pinned[0].data) == 16 * slots
+    # A ring per context the copies went through, each made once.
+    assert len(backend.pinned) == len(set(contexts))
+    assert all(len(p.data) == 16 * slots for p in backend.pinned)
 
 
 def test_one_context_never_waits_on_the_host() -> None:
@@ -151,8 +161,8 @@ def test_across_contexts_every_host_wait_has_the_watchdogs_bound() -> None:
     # Five downloads waited for, and the uploads of chunks 0..2 before their slots were reused,
     # each with the whole copy's bound (a wait may cover work queued ahead of the chunk).
     assert timeouts == [copy_deadline(16 * 4 + 3)] * (5 + 3)
-    # The ring is in the destination's context.
-    assert stager.pinned_bytes == 32
+    # A ring in each context: pinned memory is only used by its own context's devices.
+    assert stager.pinned_bytes == 2 * 32
 
 
 def test_across_contexts_what_the_copy_waits_for_is_waited_for_on_the_host() -> None:
@@ -186,7 +196,7 @@ def test_a_copy_that_fails_retires_its_ring() -> None:
     backend.download = real_download  # type: ignore[method-assign]
     stager.copy(dst, src, 64)[1].wait()  # type: ignore[arg-type]
     # The failed copy's ring was not used again: a second one was made; close frees both.
-    assert len(backend.pinned) == 2 and stager.pinned_bytes == 2 * 32
+    assert len(backend.pinned) == 4 and stager.pinned_bytes == 4 * 32
     stager.close()
     assert all(p.closed for p in backend.pinned)
 

@@ -13,13 +13,17 @@ them so that chunk i+1 comes down while chunk i goes up:
 - the upload of a chunk waits for its download and for the previous upload
   (so the last upload's event covers the whole copy).
 
-Between contexts, device-side waits are not possible: the ring lives in the
-destination's context (the source's queue writes it as host memory), and the
-host waits, each wait bounded by the watchdog (:func:`copy_deadline` of the
-copy), for what the copy was told to wait for, for a chunk's download before
-its upload is submitted and for a slot's upload before the slot is written
-again; downloads are submitted up to ``slots - 1``
-chunks ahead of those waits, so the source's queue never idles on the host.
+Between contexts, device-side waits are not possible, and pinned memory of
+one context must not be used by another's devices (Intel's driver crashes in
+``zeCommandListAppendMemoryCopy`` when a list writes another context's host
+allocation: tests/conformance/test_memory.py). A chunk goes down into the
+source context's ring, the host copies it into the destination context's
+ring, and it goes up from there. The host waits, each wait bounded by the
+watchdog (:func:`copy_deadline` of the copy), for what the copy was told to
+wait for, for a chunk's download before it copies it on, and for a slot's
+upload before the slot is written again; downloads are submitted up to
+``slots - 1`` chunks ahead of those waits, so the source's queue never idles
+on the host.
 A hang is then a :class:`CopyTimeout`. A copy that fails part way leaves its
 ring to work still in flight: the ring is retired (freed at close) and the
 next copy makes a new one.
@@ -119,15 +123,18 @@ class Stager:
             nothing = backend.download(src.view(0, 0), bytearray(), wait_for=wait_for)
             return nothing, backend.upload(dst.view(0, 0), b"", wait_for=[nothing])
         ring = self._ring(dst.device)
+        rings = [ring, self._ring(src.device)] if across else [ring]
         try:
             if across:
-                return self._across(ring, dst, src, nbytes)
+                return self._across(rings[1], ring, dst, src, nbytes)
             return self._within(ring, dst, src, nbytes, wait_for)
         except BaseException:
-            # Work already submitted may still write the ring's slots: the ring is
-            # not used again, and is freed only at close, after that work.
-            self._rings.remove(ring)
-            self._retired.append(ring)
+            # Work already submitted may still use the rings' slots: they are not
+            # used again, and are freed only at close, after that work.
+            for r in rings:
+                if r in self._rings:
+                    self._rings.remove(r)
+                    self._retired.append(r)
             raise
 
     def _within(
@@ -152,9 +159,14 @@ class Stager:
         return down, up
 
     def _across(
-        self, ring: _Ring, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int
+        self, near: _Ring, far: _Ring, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int
     ) -> tuple[Event, Event]:
-        """Stage between contexts: downloads run ``slots - 1`` chunks ahead of the host's waits."""
+        """Stage between contexts through a ring in each; downloads run ``slots - 1`` chunks ahead.
+
+        A chunk goes down into the source context's ring (``near``), the host
+        copies it into the destination context's ring (``far``), and it goes up
+        from there: pinned memory is only ever used by its own context's devices.
+        """
         backend = self._backend
         pending: deque[tuple[int, int, int, Event]] = deque()  # (start, size, slot, download)
         down: Event | None = None
@@ -167,21 +179,27 @@ class Stager:
             nonlocal up
             start, n, i, ev = pending.popleft()
             ev.wait(bound)
+            j = far.take()
+            last_reader = far.read_by[j]
+            if last_reader is not None:
+                last_reader.wait(bound)
+            far.slots[j].view(0, n).memoryview()[:] = near.slots[i].view(0, n).memoryview()
+            near.read_by[i] = None  # the host has read it: free
             waits = [] if up is None else [up]
-            up = backend.upload(dst.view(start, n), ring.slots[i].view(0, n), wait_for=waits)
-            ring.read_by[i] = up
+            up = backend.upload(dst.view(start, n), far.slots[j].view(0, n), wait_for=waits)
+            far.read_by[j] = up
 
         for start in range(0, nbytes, self.chunk):
             n = min(self.chunk, nbytes - start)
-            i = ring.take()
-            last_reader = ring.read_by[i]
+            i = near.take()
+            last_reader = near.read_by[i]
             if last_reader is not None:
-                # Sent by an earlier step (the lookahead is one slot short of the ring).
+                # A copy within the source's context read it last.
                 last_reader.wait(bound)
             waits = [] if down is None else [down]
-            down = backend.download(src.view(start, n), ring.slots[i].view(0, n), wait_for=waits)
+            down = backend.download(src.view(start, n), near.slots[i].view(0, n), wait_for=waits)
             pending.append((start, n, i, down))
-            if len(pending) == len(ring.slots) - 1:
+            if len(pending) == len(near.slots) - 1:
                 send_oldest()
         while pending:
             send_oldest()

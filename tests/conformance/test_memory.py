@@ -146,3 +146,23 @@ print("RETURNED")
     environ = neo.env("bmg", CreateMultipleRootDevices="2", **neo.CPU_COPIES)
     proc = neo.run_code(code, environ)
     assert proc.returncode < 0 and "RETURNED" not in proc.stdout, (proc.returncode, proc.stderr)
+
+
+def test_fact_a_copy_into_another_contexts_host_allocation_kills_the_process() -> None:
+    # Why the staging ring between contexts has a ring in each: the source's
+    # list writing the destination context's pinned memory crashes the driver.
+    code = """
+import l0mem.core as core
+drv = core.drivers()[0]
+d0, d1 = drv.devices()[:2]
+mine, theirs = drv.create_context([d0]), drv.create_context([d1])
+a = mine.allocate_device(d0, 4096)
+mine.immediate_command_list(d0).copy(mine.allocate_host(4096), a, 4096)
+print("OWN CONTEXT", flush=True)
+mine.immediate_command_list(d0).copy(theirs.allocate_host(4096), a, 4096)
+print("RETURNED")
+"""
+    environ = neo.env("bmg", CreateMultipleRootDevices="2", **neo.CPU_COPIES)
+    proc = neo.run_code(code, environ)
+    assert "OWN CONTEXT" in proc.stdout, proc.stderr
+    assert proc.returncode < 0 and "RETURNED" not in proc.stdout, (proc.returncode, proc.stderr)
