@@ -308,8 +308,10 @@ class FakeCopyBackend:
     def allocate_host(self, device: int, nbytes: int) -> HostMemory:
         return HostMemory(self, device, FakePinned(), 0, nbytes)
 
-    def staged_copy(self, dst, src, nbytes, *, wait_for=()) -> tuple[FakeEvent, FakeEvent]:
-        return self._stager.copy(dst, src, nbytes, wait_for)  # type: ignore[return-value]
+    def staged_copy(
+        self, dst, src, nbytes, *, wait_for=(), watchdog=10.0
+    ) -> tuple[FakeEvent, FakeEvent]:
+        return self._stager.copy(dst, src, nbytes, wait_for, watchdog)  # type: ignore[return-value]
 
     def copy(self, dst, src, nbytes=None, *, queue_device=None, wait_for=()) -> FakeEvent:
         if self.fail_copy:

@@ -165,6 +165,15 @@ def test_across_contexts_every_host_wait_has_the_watchdogs_bound() -> None:
     assert stager.pinned_bytes == 2 * 32
 
 
+def test_across_contexts_the_waits_take_the_callers_watchdog() -> None:
+    backend = LazyBackend(2, (0, 1))
+    stager = Stager(backend, chunk=16, slots=2)  # type: ignore[arg-type]
+    src, dst = Buf(bytearray(40), 0), Buf(bytearray(40), 1)
+    stager.copy(dst, src, 40, watchdog=0.5)[1].wait()  # type: ignore[arg-type]
+    timeouts = {t for _, t in backend.host_waits if t is not None}
+    assert timeouts == {copy_deadline(40, 0.5)}
+
+
 def test_across_contexts_what_the_copy_waits_for_is_waited_for_on_the_host() -> None:
     backend = LazyBackend(2, (0, 1))
     stager = Stager(backend, chunk=16, slots=2)  # type: ignore[arg-type]

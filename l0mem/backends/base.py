@@ -206,13 +206,21 @@ class Backend(Protocol):
         ...
 
     def staged_copy(
-        self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, *, wait_for: Sequence[Event] = ()
+        self,
+        dst: DeviceBuffer,
+        src: DeviceBuffer,
+        nbytes: int,
+        *,
+        wait_for: Sequence[Event] = (),
+        watchdog: float = HANG_BASE_S,
     ) -> tuple[Event, Event]:
         """Copy ``nbytes`` through the backend's pinned host ring; return (download, upload) events.
 
         The copy is chunked and pipelined (:mod:`l0mem.backends.staging`); the
         download event completes once every byte reached the host, the upload
-        event once every byte arrived.
+        event once every byte arrived. Between contexts the host waits inside
+        the call, each wait bounded by :func:`copy_deadline` with base
+        ``watchdog``: a hang raises :class:`CopyTimeout`.
         """
         ...
 

@@ -317,11 +317,17 @@ class LevelZeroBackend(L0Kernels):
         return self.staged_copy(d, s, n, wait_for=wait_for)[1]
 
     def staged_copy(
-        self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, *, wait_for: Sequence[Event] = ()
+        self,
+        dst: DeviceBuffer,
+        src: DeviceBuffer,
+        nbytes: int,
+        *,
+        wait_for: Sequence[Event] = (),
+        watchdog: float = HANG_BASE_S,
     ) -> tuple[L0Event, L0Event]:
         """Copy ``nbytes`` through the backend's pinned host ring; return (download, upload) events."""
         d, s = self._buffer(dst, "copy destination"), self._buffer(src, "copy source")
-        down, up = self._stager.copy(d, s, copy_size(nbytes, s, d), wait_for)
+        down, up = self._stager.copy(d, s, copy_size(nbytes, s, d), wait_for, watchdog)
         assert isinstance(down, L0Event) and isinstance(up, L0Event)
         return down, up
 

@@ -19,7 +19,7 @@ one context must not be used by another's devices (Intel's driver crashes in
 allocation: tests/conformance/test_memory.py). A chunk goes down into the
 source context's ring, the host copies it into the destination context's
 ring, and it goes up from there. The host waits, each wait bounded by the
-watchdog (:func:`copy_deadline` of the copy), for what the copy was told to
+watchdog (:func:`copy_deadline` of the copy, from the caller's watchdog base), for what the copy was told to
 wait for, for a chunk's download before it copies it on, and for a slot's
 upload before the slot is written again; downloads are submitted up to
 ``slots - 1`` chunks ahead of those waits, so the source's queue never idles
@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from l0mem.backends.base import DeviceBuffer, Event, cleanup, copy_deadline
+from l0mem.backends.base import HANG_BASE_S, DeviceBuffer, Event, cleanup, copy_deadline
 from l0mem.backends.host import HostMemory
 
 if TYPE_CHECKING:
@@ -104,7 +104,12 @@ class Stager:
         return ring
 
     def copy(
-        self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, wait_for: Sequence[Event] = ()
+        self,
+        dst: DeviceBuffer,
+        src: DeviceBuffer,
+        nbytes: int,
+        wait_for: Sequence[Event] = (),
+        watchdog: float = HANG_BASE_S,
     ) -> tuple[Event, Event]:
         """Copy ``nbytes`` from the start of ``src`` to the start of ``dst`` through the ring.
 
@@ -117,7 +122,7 @@ class Stager:
             # Another context's events cannot be waited for on the device: the host
             # waits, bounded by the watchdog, before anything is submitted.
             for ev in wait_for:
-                ev.wait(copy_deadline(nbytes))
+                ev.wait(copy_deadline(nbytes, watchdog))
             wait_for = ()
         if nbytes == 0:
             nothing = backend.download(src.view(0, 0), bytearray(), wait_for=wait_for)
@@ -126,7 +131,7 @@ class Stager:
         rings = [ring, self._ring(src.device)] if across else [ring]
         try:
             if across:
-                return self._across(rings[1], ring, dst, src, nbytes)
+                return self._across(rings[1], ring, dst, src, nbytes, watchdog)
             return self._within(ring, dst, src, nbytes, wait_for)
         except BaseException:
             # Work already submitted may still use the rings' slots: they are not
@@ -159,7 +164,13 @@ class Stager:
         return down, up
 
     def _across(
-        self, near: _Ring, far: _Ring, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int
+        self,
+        near: _Ring,
+        far: _Ring,
+        dst: DeviceBuffer,
+        src: DeviceBuffer,
+        nbytes: int,
+        watchdog: float,
     ) -> tuple[Event, Event]:
         """Stage between contexts through a ring in each; downloads run ``slots - 1`` chunks ahead.
 
@@ -173,7 +184,7 @@ class Stager:
         up: Event | None = None
         # A wait may also cover work queued ahead on the same queue: the bound is
         # the whole copy's, not one chunk's.
-        bound = copy_deadline(nbytes)
+        bound = copy_deadline(nbytes, watchdog)
 
         def send_oldest() -> None:
             nonlocal up

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from typing_extensions import Self
 
 from l0mem.backends.base import (
+    HANG_BASE_S,
     BackendClosedError,
     CopyTimeout,
     DeviceBuffer,
@@ -329,12 +330,18 @@ class SyclBackend(SyclKernels):
         return self._event(d.device, [*down.dpctl_events, *up.dpctl_events])
 
     def staged_copy(
-        self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int, *, wait_for: Sequence[Event] = ()
+        self,
+        dst: DeviceBuffer,
+        src: DeviceBuffer,
+        nbytes: int,
+        *,
+        wait_for: Sequence[Event] = (),
+        watchdog: float = HANG_BASE_S,
     ) -> tuple[SyclEvent, SyclEvent]:
         """Copy ``nbytes`` through the backend's pinned host ring; return (download, upload) events."""
         d = self._buffer(dst, "copy destination")
         s = self._buffer(src, "copy source")
-        down, up = self._stager.copy(d, s, copy_size(nbytes, s, d), wait_for)
+        down, up = self._stager.copy(d, s, copy_size(nbytes, s, d), wait_for, watchdog)
         assert isinstance(down, SyclEvent) and isinstance(up, SyclEvent)
         return down, up
 

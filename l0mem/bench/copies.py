@@ -291,7 +291,7 @@ def _measure_one(
 
     def op() -> Sequence[Event]:
         if kind == "staged":
-            return backend.staged_copy(dst, src, n)
+            return backend.staged_copy(dst, src, n, watchdog=watchdog)
         if kind in (*HOST_LEGS, "legs"):
             assert host is not None
             down = backend.download(src, host[0]) if kind != "upload" else None

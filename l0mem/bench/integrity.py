@@ -136,10 +136,10 @@ def _chunks(nbytes: int) -> Iterator[tuple[int, int, int]]:
 
 
 def _copy(
-    backend: Backend, route: Route, dst: DeviceBuffer, src: DeviceBuffer, n: int
+    backend: Backend, route: Route, dst: DeviceBuffer, src: DeviceBuffer, n: int, watchdog: float
 ) -> Sequence[Event]:
     if route == "staged":
-        return backend.staged_copy(dst, src, n)
+        return backend.staged_copy(dst, src, n, watchdog=watchdog)
     return (backend.copy(dst, src, n),)
 
 
@@ -164,7 +164,9 @@ def check_copy(
             data = pattern(np, seed, src.device, nbytes, i)
             backend.upload(src.view(so + start, n), data).wait(bound)
             backend.upload(dst.view(do + start, n), data ^ 0xFF).wait(bound)
-        for ev in _copy(backend, route, dst.view(do, nbytes), src.view(so, nbytes), nbytes):
+        for ev in _copy(
+            backend, route, dst.view(do, nbytes), src.view(so, nbytes), nbytes, watchdog
+        ):
             ev.wait(copy_deadline(nbytes, watchdog))
         wrong, first = 0, None
         out = np.empty(min(nbytes, CHUNK), dtype=np.uint8)
