@@ -90,5 +90,4 @@ class BufferBase(ABC):
         return f"<{type(self).__name__} device={self._device} offset={self._offset} {state}>"
 
 
-
 __all__ = ["BufferBase"]

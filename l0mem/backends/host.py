@@ -46,14 +46,14 @@ class HostMemory(BufferBase):
         nbytes: int,
         *,
         offset: int = 0,
-        view_of: HostMemory | None = None,
+        is_view: bool = False,
     ) -> None:
         """Wrap ``allocation`` (starting at ``address``) of ``owner`` (a backend) in ``device``'s context."""
         super().__init__(device, offset, nbytes)
         self.owner = owner
         self._allocation = allocation
         self._base = address
-        self._is_view = view_of is not None
+        self._is_view = is_view
 
     @property
     def closed(self) -> bool:
@@ -71,8 +71,13 @@ class HostMemory(BufferBase):
             self._base,
             nbytes,
             offset=offset,
-            view_of=self,
+            is_view=True,
         )
+
+    def check_owner(self, backend: object) -> None:
+        """Raise ValueError unless this memory was allocated by ``backend``."""
+        if self.owner is not backend:
+            raise ValueError("the pinned host memory belongs to another backend")
 
     def memoryview(self) -> memoryview:
         """Return a writable byte view of this memory, which keeps it allocated while it lives."""

@@ -248,8 +248,7 @@ class LevelZeroBackend(L0Kernels):
         """Copy all of ``host`` into the start of ``buf``, or (``to_host``) the other way."""
         b = self._buffer(buf)
         if isinstance(host, HostMemory):
-            if host.owner is not self:
-                raise ValueError("the pinned host memory belongs to another backend")
+            host.check_owner(self)
             pinned: HostMemory | None = host
             n = host.nbytes
         else:

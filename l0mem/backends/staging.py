@@ -19,14 +19,14 @@ one context must not be used by another's devices (Intel's driver crashes in
 allocation: tests/conformance/test_memory.py). A chunk goes down into the
 source context's ring, the host copies it into the destination context's
 ring, and it goes up from there. The host waits, each wait bounded by the
-watchdog (:func:`copy_deadline` of the copy, from the caller's watchdog base), for what the copy was told to
-wait for, for a chunk's download before it copies it on, and for a slot's
-upload before the slot is written again; downloads are submitted up to
-``slots - 1`` chunks ahead of those waits, so the source's queue never idles
-on the host.
-A hang is then a :class:`CopyTimeout`. A copy that fails part way leaves its
-ring to work still in flight: the ring is retired (freed at close) and the
-next copy makes a new one.
+watchdog (:func:`copy_deadline` of the copy, from the caller's watchdog
+base), for what the copy was told to wait for, for a chunk's download before
+it copies it on, and for a slot's upload before the slot is written again;
+downloads are submitted up to ``slots - 1`` chunks ahead of those waits, so
+the source's queue never idles on the host. A hang is then a
+:class:`CopyTimeout`. A copy that fails part way leaves its rings to work
+still in flight: they are retired (freed at close) and the next copy makes
+new ones.
 
 What it may import: :mod:`.base` and :mod:`.host`.
 """
@@ -127,16 +127,16 @@ class Stager:
         if nbytes == 0:
             nothing = backend.download(src.view(0, 0), bytearray(), wait_for=wait_for)
             return nothing, backend.upload(dst.view(0, 0), b"", wait_for=[nothing])
-        ring = self._ring(dst.device)
-        rings = [ring, self._ring(src.device)] if across else [ring]
+        far = self._ring(dst.device)
+        near = self._ring(src.device) if across else far
         try:
             if across:
-                return self._across(rings[1], ring, dst, src, nbytes, watchdog)
-            return self._within(ring, dst, src, nbytes, wait_for)
+                return self._across(near, far, dst, src, nbytes, watchdog)
+            return self._within(far, dst, src, nbytes, wait_for)
         except BaseException:
             # Work already submitted may still use the rings' slots: they are not
             # used again, and are freed only at close, after that work.
-            for r in rings:
+            for r in (far,) if near is far else (near, far):
                 if r in self._rings:
                     self._rings.remove(r)
                     self._retired.append(r)
@@ -219,10 +219,8 @@ class Stager:
 
     def close(self) -> None:
         """Free every ring (after the backend's work has finished); idempotent."""
-        rings, self._rings = [*self._rings, *self._retired], []
-        self._retired = []
-        for ring in rings:
-            ring.read_by = [None] * len(ring.slots)
+        rings = [*self._rings, *self._retired]
+        self._rings, self._retired = [], []
         cleanup([r.memory.close for r in rings], strict=True)
 
 

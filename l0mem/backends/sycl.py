@@ -267,8 +267,7 @@ class SyclBackend(SyclKernels):
         kind, way = ("download", "from") if to_host else ("upload", "into")
         b = self._buffer(buf, "download source" if to_host else "upload destination")
         if isinstance(data, HostMemory):
-            if data.owner is not self:
-                raise ValueError("the pinned host memory belongs to another backend")
+            data.check_owner(self)
             # The view carries the USM pointer, which the runtime knows as host USM.
             data = data.memoryview()
         host = host_view(

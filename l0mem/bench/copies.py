@@ -84,7 +84,14 @@ COPY_KINDS: tuple[CopyKind, ...] = (
     "legs",
 )
 # The legs of a host-staged copy, each between one device and pinned host memory.
-HOST_LEGS = ("download", "upload")
+HOST_LEGS: tuple[CopyKind, ...] = ("download", "upload")
+# What runs on pinned host memory: the legs alone, and both at once ("legs").
+PINNED_KINDS: tuple[CopyKind, ...] = (*HOST_LEGS, "legs")
+# The kinds of one device (src == dst); the others are of a pair of devices.
+ONE_DEVICE_KINDS: tuple[CopyKind, ...] = ("same_device", *HOST_LEGS)
+# The kinds timed with device timestamps where events carry them; the others always
+# with the host clock.
+DEVICE_TIMED_KINDS: tuple[CopyKind, ...] = ("same_device", "direct")
 
 # ------------------------------------------------------------------ peer matrix
 
@@ -222,7 +229,7 @@ def measure_copies(
             dsts[i] = backend.allocate(i, biggest)
             backend.fill(srcs[i], b"\x5a")
             backend.fill(dsts[i], b"\x00")
-            if any(k in (*HOST_LEGS, "legs") for k in kinds):
+            if any(k in PINNED_KINDS for k in kinds):
                 pinned[i] = backend.allocate_host(i, biggest)
         backend.synchronize()
         for n in sizes:
@@ -235,7 +242,7 @@ def measure_copies(
                             for x in (s, d)
                             if x in out_of_run
                         ]
-                        if gone and (kind in ("same_device", *HOST_LEGS)) == (s == d):
+                        if gone and (kind in ONE_DEVICE_KINDS) == (s == d):
                             results.append(CopyTiming(kind, s, d, n, skipped=gone[0]))
                             continue
                         try:
@@ -282,7 +289,7 @@ def _measure_one(
     s, d = pair
     src, dst, host = ends
     n = src.nbytes
-    if (kind in ("same_device", *HOST_LEGS)) != (s == d):
+    if (kind in ONE_DEVICE_KINDS) != (s == d):
         return None
     if kind == "direct":
         route, why = backend.copy_route(s, d)
@@ -292,14 +299,14 @@ def _measure_one(
     def op() -> Sequence[Event]:
         if kind == "staged":
             return backend.staged_copy(dst, src, n, watchdog=watchdog)
-        if kind in (*HOST_LEGS, "legs"):
+        if kind in PINNED_KINDS:
             assert host is not None
             down = backend.download(src, host[0]) if kind != "upload" else None
             up = backend.upload(dst, host[1]) if kind != "download" else None
             return [ev for ev in (down, up) if ev is not None]
         return (backend.copy(dst, src, n),)
 
-    if kind in ("staged", "legs", *HOST_LEGS):
+    if kind not in DEVICE_TIMED_KINDS:
         # Device time of the two legs would leave out the host wait between them;
         # the legs alone are timed the same way, so that the ratio compares like.
         timing = "host"
@@ -310,7 +317,10 @@ def _measure_one(
 __all__ = [
     "COPY_KINDS",
     "DEFAULT_SIZES",
+    "DEVICE_TIMED_KINDS",
     "HOST_LEGS",
+    "ONE_DEVICE_KINDS",
+    "PINNED_KINDS",
     "SCHEMA",
     "CopyTiming",
     "PeerInfo",

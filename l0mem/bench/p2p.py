@@ -19,6 +19,7 @@ from l0mem import __version__
 from l0mem.backends import HANG_BASE_S, Backend
 from l0mem.bench.copies import (
     DEFAULT_SIZES,
+    DEVICE_TIMED_KINDS,
     SCHEMA,
     CopyKind,
     CopyTiming,
@@ -101,24 +102,25 @@ class P2PResult:
     @property
     def staging(self) -> list[StagingRatio]:
         """Return every measured staged copy against its legs measured in the same run."""
+        measured = {(c.kind, c.src, c.dst, c.nbytes): c.measured for c in self.copies}
         out = []
         for c in self.copies:
             if c.kind != "staged" or c.measured is None:
                 continue
-            down = self.timing("download", c.src, c.src, c.nbytes)
-            up = self.timing("upload", c.dst, c.dst, c.nbytes)
-            if down is None or up is None or down.measured is None or up.measured is None:
+            down = measured.get(("download", c.src, c.src, c.nbytes))
+            up = measured.get(("upload", c.dst, c.dst, c.nbytes))
+            if down is None or up is None:
                 continue
-            legs = self.timing("legs", c.src, c.dst, c.nbytes)
-            together = legs.measured.gbps if legs and legs.measured else None
+            legs = measured.get(("legs", c.src, c.dst, c.nbytes))
+            together = legs.gbps if legs is not None else None
             out.append(
                 StagingRatio(
                     c.src,
                     c.dst,
                     c.nbytes,
                     c.measured.gbps,
-                    down.measured.gbps,
-                    up.measured.gbps,
+                    down.gbps,
+                    up.gbps,
                     together,
                 )
             )
@@ -273,7 +275,7 @@ def _p2p_result(
     if any(
         c.measured.timing == "host"
         for c in copies
-        if c.measured and c.kind in ("same_device", "direct")
+        if c.measured and c.kind in DEVICE_TIMED_KINDS
     ):
         notes.append("host timing: some operations carry no device timestamps")
     # Why device timing fell back, once each (an unready or backward timestamp, say).

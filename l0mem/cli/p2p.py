@@ -151,6 +151,8 @@ def _render_checks(result: Any, console: Console) -> None:
 
 def _render_timings(result: Any, console: Console) -> None:
     """Print the bandwidth table, the staged copies against their legs, and what was not measured."""
+    from l0mem.bench.copies import DEVICE_TIMED_KINDS, PINNED_KINDS
+
     table = _table(
         "Copy bandwidth, GB/s (1e9 bytes/s): median (slowest-fastest)",
         ("size", "src>dst", "same device", "direct", "host-staged", "clock"),
@@ -158,7 +160,7 @@ def _render_timings(result: Any, console: Console) -> None:
     )
     rows: dict[tuple[int, int, int], dict[str, Any]] = {}
     for c in result.copies:
-        if c.kind in ("download", "upload", "legs"):
+        if c.kind in PINNED_KINDS:
             continue  # the legs: in the staging table
         rows.setdefault((c.nbytes, c.src, c.dst), {})[c.kind] = c
     for (nbytes, src, dst), kinds in rows.items():
@@ -166,7 +168,7 @@ def _render_timings(result: Any, console: Console) -> None:
             {
                 c.measured.timing
                 for k, c in kinds.items()
-                if c.measured and k in ("same_device", "direct")
+                if c.measured and k in DEVICE_TIMED_KINDS
             }
         )
         table.add_row(
