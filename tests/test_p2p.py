@@ -264,6 +264,10 @@ class FakeCopyBackend:
     no_hardware = None
     closed = False
 
+    @property
+    def staging_ring_bytes(self) -> int:
+        return self._stager.ring_bytes
+
     def same_context(self, a: int, b: int) -> bool:
         return True
 

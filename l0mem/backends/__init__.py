@@ -1,7 +1,8 @@
 """Backends: one interface over Level Zero (:mod:`l0mem.core`) and SYCL (:mod:`l0mem.sycl`).
 
 What lives here: the :class:`Backend` protocol with its capability queries
-(:mod:`.base`), the buffer base every buffer shares (:mod:`.buffers`), the Level Zero backend
+(:mod:`.base`), the buffer base every buffer shares (:mod:`.buffers`), what both
+backend classes share (:mod:`.common`), the Level Zero backend
 (:mod:`.levelzero`, buffers in :mod:`.l0_buffers`, events in :mod:`.l0_events`,
 kernels in :mod:`.l0_kernels`), the SYCL backend (:mod:`.sycl`, buffers and
 events in :mod:`.sycl_buffers`, kernels and work-group sizes in

@@ -205,6 +205,11 @@ class Backend(Protocol):
         """Copy the start of ``src`` into the writable host buffer ``out``; return its event."""
         ...
 
+    @property
+    def staging_ring_bytes(self) -> int:
+        """Return the pinned host bytes of one context's staging ring (made on first staged copy)."""
+        ...
+
     def staged_copy(
         self,
         dst: DeviceBuffer,
@@ -291,12 +296,25 @@ def check_fill(pattern: bytes, nbytes: int) -> None:
     backends apply the same rule so that code written for one runs on the other.
     """
     size = len(pattern)
-    if size == 0 or size & (size - 1) or size > MAX_FILL_PATTERN:
+    if size == 0:
+        raise ValueError("fill pattern must not be empty")
+    if size & (size - 1) or size > MAX_FILL_PATTERN:
         raise ValueError(
             f"fill pattern size must be a power of two from 1 to {MAX_FILL_PATTERN}, got {size}"
         )
     if nbytes % size:
         raise ValueError(f"fill size {nbytes} is not a multiple of the {size}-byte pattern")
+
+
+def fill_size(pattern: bytes, nbytes: int | None, capacity: int) -> int:
+    """Return the byte count of a fill (default: ``capacity``), checked by every backend's rules."""
+    n = capacity if nbytes is None else nbytes
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"fill size must be an int >= 0, got {n!r}")
+    if n > capacity:
+        raise ValueError(f"fill of {n} bytes does not fit the buffer of {capacity} bytes")
+    check_fill(pattern, n)
+    return n
 
 
 def device_index(device: int, count: int) -> int:

@@ -22,7 +22,6 @@ from typing import Literal
 
 from l0mem.backends.base import (
     HANG_BASE_S,
-    BackendClosedError,
     CopyTimeout,
     DeviceBuffer,
     DeviceMemory,
@@ -31,12 +30,12 @@ from l0mem.backends.base import (
     PeerAccess,
     RouteKind,
     check_allocation_size,
-    check_fill,
     cleanup,
     copy_size,
-    device_index,
+    fill_size,
     is_simulator_name,
 )
+from l0mem.backends.common import CommonBackend
 from l0mem.backends.host import HostMemory
 from l0mem.backends.l0_buffers import L0Buffer
 from l0mem.backends.l0_events import L0Event, Recycler
@@ -54,10 +53,11 @@ from l0mem.core import Event as CoreEvent
 from l0mem.driverenv import no_hardware_reason
 
 
-class LevelZeroBackend(L0Kernels):
+class LevelZeroBackend(L0Kernels, CommonBackend):
     """l0mem's backend protocol over Level Zero devices (kernels: :class:`L0Kernels`)."""
 
     name = "l0"
+    label = "Level Zero"
 
     def __init__(
         self,
@@ -112,18 +112,9 @@ class LevelZeroBackend(L0Kernels):
             return None
         return no_hardware_reason(os.environ)
 
-    @property
-    def closed(self) -> bool:
-        """Return True once :meth:`close` has run."""
-        return self._closed
-
     def context_of(self, device: int) -> Context:
         """Return the context holding device ``device``."""
         return self._ctx_of[self._index(device)]
-
-    def device_count(self) -> int:
-        """Return how many devices this backend drives."""
-        return len(self._devices)
 
     def device_name(self, index: int) -> str:
         """Return a human-readable name of device ``index``."""
@@ -155,14 +146,6 @@ class LevelZeroBackend(L0Kernels):
         if not self._devices[src].can_access_peer(self._devices[dst]):
             return "staged", "no peer access"
         return "direct", "peer access in one context"
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise BackendClosedError("the Level Zero backend is closed")
-
-    def _index(self, device: int) -> int:
-        self._check_open()
-        return device_index(device, len(self._devices))
 
     def _recycler(self, device: int) -> Recycler:
         return self._recyclers[self._contexts.index(self._ctx_of[device])]
@@ -313,22 +296,9 @@ class LevelZeroBackend(L0Kernels):
             return ev.submitted(waits)
         # Separate contexts cannot address each other's memory, nor a device without
         # peer access its peer's: stage through the host (what copy_route reports).
-        return self.staged_copy(d, s, n, wait_for=wait_for)[1]
-
-    def staged_copy(
-        self,
-        dst: DeviceBuffer,
-        src: DeviceBuffer,
-        nbytes: int,
-        *,
-        wait_for: Sequence[Event] = (),
-        watchdog: float = HANG_BASE_S,
-    ) -> tuple[L0Event, L0Event]:
-        """Copy ``nbytes`` through the backend's pinned host ring; return (download, upload) events."""
-        d, s = self._buffer(dst, "copy destination"), self._buffer(src, "copy source")
-        down, up = self._stager.copy(d, s, copy_size(nbytes, s, d), wait_for, watchdog)
-        assert isinstance(down, L0Event) and isinstance(up, L0Event)
-        return down, up
+        up = self.staged_copy(d, s, n, wait_for=wait_for)[1]
+        assert isinstance(up, L0Event)
+        return up
 
     def fill(
         self,
@@ -340,12 +310,7 @@ class LevelZeroBackend(L0Kernels):
     ) -> L0Event:
         """Fill ``nbytes`` (default: all) of ``dst`` with the repeated ``pattern``; return its event."""
         d = self._buffer(dst, "fill destination")
-        n = d.nbytes if nbytes is None else nbytes
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"fill size must be an int >= 0, got {n!r}")
-        check_fill(pattern, n)
-        if n > d.nbytes:
-            raise ValueError(f"fill of {n} bytes exceeds the buffer of {d.nbytes} bytes")
+        n = fill_size(pattern, nbytes, d.nbytes)
         ev = self._event(d.device)
         waits = self._waits(d.device, wait_for)
         self._lists[d.device].fill(d.address, pattern, n, wait_for=waits, signal=ev.core)
@@ -403,10 +368,3 @@ class LevelZeroBackend(L0Kernels):
         if first is not None:
             raise first
 
-    def __enter__(self) -> LevelZeroBackend:
-        """Return self for use in a with block."""
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Close on leaving the with block."""
-        self.close()

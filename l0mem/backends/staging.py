@@ -50,10 +50,9 @@ if TYPE_CHECKING:
 # double the host's waits between contexts, which cost more than they gain on
 # the SYCL CPU runtime. Between contexts the downloads run slots - 1 chunks
 # ahead: two slots (one ahead) reach 0.7 there, three or four 0.9 and more. A
-# ring of 4 x 4 MiB is 16 MiB of pinned memory per context.
+# ring of 4 x 4 MiB is 16 MiB of pinned memory per context (Backend.staging_ring_bytes).
 CHUNK_BYTES = 4 << 20
 SLOTS = 4
-STAGING_RING_BYTES = CHUNK_BYTES * SLOTS  # pinned host memory of one context's ring
 
 
 class _Ring:
@@ -86,6 +85,11 @@ class Stager:
         self.slot_count = slots
         self._rings: list[_Ring] = []
         self._retired: list[_Ring] = []  # rings a failed copy left with work in flight
+
+    @property
+    def ring_bytes(self) -> int:
+        """Return the pinned host bytes of one context's ring."""
+        return self.chunk * self.slot_count
 
     @property
     def pinned_bytes(self) -> int:
@@ -224,4 +228,4 @@ class Stager:
         cleanup([r.memory.close for r in rings], strict=True)
 
 
-__all__ = ["CHUNK_BYTES", "SLOTS", "STAGING_RING_BYTES", "Stager"]
+__all__ = ["CHUNK_BYTES", "SLOTS", "Stager"]

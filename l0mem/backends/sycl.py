@@ -22,11 +22,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from typing_extensions import Self
-
 from l0mem.backends.base import (
-    HANG_BASE_S,
-    BackendClosedError,
     CopyTimeout,
     DeviceBuffer,
     DeviceMemory,
@@ -35,11 +31,11 @@ from l0mem.backends.base import (
     PeerAccess,
     RouteKind,
     check_allocation_size,
-    check_fill,
     copy_size,
-    device_index,
+    fill_size,
     is_simulator_name,
 )
+from l0mem.backends.common import CommonBackend
 from l0mem.backends.host import HostMemory
 from l0mem.backends.staging import Stager
 from l0mem.backends.sycl_buffers import SyclBuffer, SyclEvent, UsmHost, host_view, usm_allocate
@@ -75,10 +71,11 @@ __all__ = [
 ]
 
 
-class SyclBackend(SyclKernels):
+class SyclBackend(SyclKernels, CommonBackend):
     """l0mem's backend protocol over SYCL devices, with dpctl doing the work."""
 
     name = "sycl"
+    label = "SYCL"
 
     def __init__(
         self,
@@ -126,18 +123,6 @@ class SyclBackend(SyclKernels):
             self.set_work_group_size(work_group_size)
 
     # -- introspection -----------------------------------------------------
-
-    def _index(self, device: int) -> int:
-        self._check_open()
-        return device_index(device, len(self._devices))
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise BackendClosedError("the SYCL backend is closed")
-
-    def device_count(self) -> int:
-        """Return how many devices this backend drives."""
-        return len(self._devices)
 
     def device_name(self, index: int) -> str:
         """Return a human-readable name of device ``index``."""
@@ -326,23 +311,8 @@ class SyclBackend(SyclKernels):
             self._keep(q, ev, (dmem, smem))
             return self._event(q, [ev])
         down, up = self.staged_copy(d, s, n, wait_for=wait_for)
-        return self._event(d.device, [*down.dpctl_events, *up.dpctl_events])
-
-    def staged_copy(
-        self,
-        dst: DeviceBuffer,
-        src: DeviceBuffer,
-        nbytes: int,
-        *,
-        wait_for: Sequence[Event] = (),
-        watchdog: float = HANG_BASE_S,
-    ) -> tuple[SyclEvent, SyclEvent]:
-        """Copy ``nbytes`` through the backend's pinned host ring; return (download, upload) events."""
-        d = self._buffer(dst, "copy destination")
-        s = self._buffer(src, "copy source")
-        down, up = self._stager.copy(d, s, copy_size(nbytes, s, d), wait_for, watchdog)
         assert isinstance(down, SyclEvent) and isinstance(up, SyclEvent)
-        return down, up
+        return self._event(d.device, [*down.dpctl_events, *up.dpctl_events])
 
     def fill(
         self,
@@ -355,15 +325,8 @@ class SyclBackend(SyclKernels):
         """Fill ``nbytes`` (default: all) of ``dst`` with the repeated ``pattern``; return its event."""
         d = self._buffer(dst, "fill destination")
         pattern = bytes(pattern)
-        if not pattern:
-            raise ValueError("fill pattern must not be empty")
-        n = d.nbytes if nbytes is None else nbytes
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise ValueError(f"fill size must be an int >= 0, got {n!r}")
-        if n < 0 or n > d.nbytes:
-            raise ValueError(f"fill of {n} bytes does not fit the buffer of {d.nbytes} bytes")
-        # The Level Zero rule, so that code tested here also runs there.
-        check_fill(pattern, n)
+        # The Level Zero rules, so that code tested here also runs there.
+        n = fill_size(pattern, nbytes, d.nbytes)
         if n == 0:
             return self._marker(d.device, wait_for)
         if pattern.count(pattern[0]) == len(pattern):
@@ -402,11 +365,6 @@ class SyclBackend(SyclKernels):
             self._queues[i].wait()
             self._pending[i].clear()
 
-    @property
-    def closed(self) -> bool:
-        """Return whether :meth:`close` has run."""
-        return self._closed
-
     def close(self) -> None:
         """Wait for outstanding work, free every allocation and drop queues and programs."""
         if self._closed:
@@ -427,14 +385,6 @@ class SyclBackend(SyclKernels):
                 pending.clear()
             self._drop_kernels()
             self._closed = True
-
-    def __enter__(self) -> Self:
-        """Return the backend for a with block."""
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Close the backend on leaving the with block."""
-        self.close()
 
     def __repr__(self) -> str:
         """Return the context mode and the device count (or that it is closed)."""

@@ -63,7 +63,6 @@ from l0mem.backends import (
     RouteKind,
     cleanup,
 )
-from l0mem.backends.staging import STAGING_RING_BYTES
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import (
     Measurement,
@@ -168,7 +167,7 @@ def check_sizes(backend: Backend, sizes: Sequence[int]) -> None:
         range(n),
         per_device=2 * biggest,
         largest=biggest,
-        host=n * (biggest + STAGING_RING_BYTES),
+        host=n * (biggest + backend.staging_ring_bytes),
         what=f"--sizes {biggest:,} bytes",
     )
 

@@ -32,7 +32,6 @@ from l0mem.backends import (
     cleanup,
     copy_deadline,
 )
-from l0mem.backends.staging import STAGING_RING_BYTES
 from l0mem.bench.fit import HostTooSmall, check_fits
 
 Route = Literal["same_device", "direct", "staged"]
@@ -117,7 +116,7 @@ def _check_fits(backend: Backend, devices: Sequence[int], sizes: Sequence[int]) 
         per_device=2 * biggest,
         largest=biggest,
         # the pattern, its complement and the read-back, a chunk each; the staging rings
-        host=3 * min(biggest, CHUNK) + len(devices) * STAGING_RING_BYTES,
+        host=3 * min(biggest, CHUNK) + len(devices) * backend.staging_ring_bytes,
         what=f"copy checks of {max(sizes):,} bytes",
     )
 

@@ -104,6 +104,25 @@ def test_backend_staged_copy_larger_than_its_ring(backend: Backend) -> None:
         backend.staged_copy(dst, src, n + 1)
 
 
+def test_staging_ring_bytes_is_what_a_ring_allocates(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The memory checks of p2p and the copy checks count on this figure.
+    made: list[int] = []
+    allocate_host = backend.allocate_host
+
+    def counting(device: int, nbytes: int) -> HostMemory:
+        made.append(nbytes)
+        return allocate_host(device, nbytes)
+
+    monkeypatch.setattr(backend, "allocate_host", counting)
+    last = backend.device_count() - 1
+    src, dst = backend.allocate(0, 4096), backend.allocate(last, 4096)
+    backend.staged_copy(dst, src, 4096)[1].wait()
+    assert made == [backend.staging_ring_bytes] * (1 if backend.same_context(0, last) else 2)
+    assert backend.staging_ring_bytes >= CHUNK_BYTES * SLOTS
+
+
 def test_close_frees_the_ring_and_pinned_memory(case: Case) -> None:
     for b in cases.opened(case):
         control = ze_session.simulator() if case.simulated else None
@@ -114,7 +133,7 @@ def test_close_frees_the_ring_and_pinned_memory(case: Case) -> None:
         b.staged_copy(dst, src, 4096)[1].wait()
         if control is not None:
             rings = 1 if b.same_context(0, last) else 2  # one in each context between two
-            assert control.host_used() == before + 8192 + rings * CHUNK_BYTES * SLOTS
+            assert control.host_used() == before + 8192 + rings * b.staging_ring_bytes
         b.close()
         assert pinned.closed
         if control is not None:
