@@ -328,11 +328,16 @@ def test_sycl_sub_devices_are_checked_too(tmp_path):
 
 
 def test_allreduce_hang_is_one_line_and_exit_1():
+    # Four devices: each waits for the hung copy through the ring, and none may
+    # cost the bound again on the way out (that was four bounds, 12 s here).
+    started = time.monotonic()
     proc = run_l0mem(
         "allreduce",
-        ["--sizes", "4096", "--reps", "1", "--warmup", "0"],
-        {**sim.sim_env(devices=2, hang_copy_at="1")},
+        ["--sizes", "4096", "--reps", "1", "--warmup", "0", "--hang-after", "3"],
+        {**sim.sim_env(devices=4, hang_copy_at="1")},
         timeout=120,
     )
+    took = time.monotonic() - started
     assert proc.returncode == 1, proc.stderr
-    assert "a hang" in one_line(proc, "allreduce")
+    assert "within 3.0 s (a hang)" in one_line(proc, "allreduce")
+    assert took < 9, f"{took:.1f} s: the bound (3 s) was waited for again"

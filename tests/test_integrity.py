@@ -114,3 +114,43 @@ def test_bad_arguments(backend):
     for kwargs in bad:
         with pytest.raises(ValueError):
             verify_copies(backend, **kwargs)
+
+
+def test_devices_waiting_for_a_hung_copy_are_given_up_without_another_wait(backend, clean):
+    # Without this, each device behind a hang costs the watchdog's bound again,
+    # in synchronize and in close: a four-device all-reduce took four bounds to exit.
+    clean.set("hang_copy_at", "1")
+    a, b, c = (backend.allocate(i, 64) for i in range(3))
+    hung = backend.copy(b, a)  # device 0's queue
+    relay = backend.fill(b, b"\x01", wait_for=[hung])  # device 1 waits for device 0
+    backend.fill(c, b"\x02", wait_for=[relay])  # device 2 waits for device 1
+    with pytest.raises(CopyTimeout):
+        hung.wait(0.2)
+    with pytest.raises(CopyTimeout, match="waits for a hung operation of device 1"):
+        backend.synchronize(2)
+    with pytest.raises(CopyTimeout, match="device 1 has a hung operation"):
+        backend.synchronize(1)  # found stuck on the way: no wait of its own either
+
+
+def test_a_device_that_waited_for_finished_work_is_still_waited_for(backend, clean):
+    a, b, c = (backend.allocate(i, 64) for i in range(3))
+    done = backend.fill(a, b"\x03")
+    done.wait(5)
+    backend.fill(c, b"\x04", wait_for=[done])  # device 2 waited for device 0's finished fill
+    clean.set("hang_copy_at", "1")
+    hung = backend.copy(b, a)
+    with pytest.raises(CopyTimeout):
+        hung.wait(0.2)
+    backend.synchronize(2)  # device 0 hung, but nothing device 2 waits for is unfinished
+
+
+def test_close_does_not_wait_for_devices_behind_a_hang(backend, clean):
+    clean.set("hang_copy_at", "1")
+    a, b, c = (backend.allocate(i, 64) for i in range(3))
+    hung = backend.copy(b, a)
+    backend.fill(c, b"\x02", wait_for=[hung])  # device 2 is stuck behind device 0
+    with pytest.raises(CopyTimeout):
+        hung.wait(3.0)  # from here every wait is bounded by 3 s
+    started = time.monotonic()
+    backend.close()
+    assert time.monotonic() - started < 1.5, "close waited for a device behind the hang"

@@ -27,17 +27,24 @@ class L0Event:
     """A backend event: one recycled Level Zero event with kernel timestamps."""
 
     def __init__(
-        self, recycler: Recycler, device: Device, on_hang: Callable[[float], None] | None = None
+        self,
+        recycler: Recycler,
+        device: Device,
+        on_hang: Callable[[float], None] | None = None,
+        *,
+        index: int = 0,
     ) -> None:
         """Take an event from ``recycler`` for work on ``device``; it goes back when this is collected.
 
-        ``on_hang(timeout)`` runs when a wait with a timeout finds the work hung.
+        ``on_hang(timeout)`` runs when a wait with a timeout finds the work hung;
+        ``index`` is the device's index in its backend.
         """
         event = recycler.take()
         self._event = event
         self._recycler = recycler
         self._device = device
         self._on_hang = on_hang
+        self.index = index
         weakref.finalize(self, recycler.give_back, event)
 
     @property
@@ -49,6 +56,10 @@ class L0Event:
         """Record that this event's command waits on ``waits`` until it completes; return self."""
         self._recycler.depend(self._event, waits)
         return self
+
+    def done(self) -> bool:
+        """Return whether the operation has finished (or the backend closed), without waiting."""
+        return self._event.closed or self._event.query()
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the operation has finished; raise CopyTimeout after ``timeout`` seconds."""

@@ -52,6 +52,8 @@ from l0mem.core import Context, Device, ImmediateCommandList
 from l0mem.core import Event as CoreEvent
 from l0mem.driverenv import no_hardware_reason
 
+_WAITS_KEPT = 64  # cross-device waits remembered per device before finished ones are dropped
+
 
 class LevelZeroBackend(L0Kernels, CommonBackend):
     """l0mem's backend protocol over Level Zero devices (kernels: :class:`L0Kernels`)."""
@@ -80,6 +82,9 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         self._closed = False
         self._hung: set[int] = set()  # devices whose queue holds an operation that hung
         self._hang_wait = HANG_BASE_S  # the bound of waits once one hung: the watchdog's
+        # Per device, other devices' events its queued work waits for on the device
+        # (since it was last synchronized): who is stuck behind a hung operation.
+        self._waiting: list[list[L0Event]] = [[] for _ in self._devices]
         self._stager = Stager(self)
         try:
             open_contexts(self._devices, context, self._contexts, self._ctx_of)
@@ -151,7 +156,9 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         return self._recyclers[self._contexts.index(self._ctx_of[device])]
 
     def _event(self, device: int) -> L0Event:
-        return L0Event(self._recycler(device), self._devices[device], self._hang_on(device))
+        return L0Event(
+            self._recycler(device), self._devices[device], self._hang_on(device), index=device
+        )
 
     def _hang_on(self, device: int) -> Callable[[float], None]:
         def hung(timeout: float) -> None:
@@ -167,6 +174,8 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         for ev in wait_for:
             if isinstance(ev, L0Event) and ev.core.pool.context is ctx:
                 waits.append(ev.core)
+                if ev.index != device:
+                    self._note_wait(device, ev)
             else:
                 ev.wait()
         return waits
@@ -322,11 +331,44 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         for i in targets:
             if i in self._hung:
                 raise CopyTimeout(f"device {i} has a hung operation", i)
+            if (j := self._behind_hang(i)) is not None:
+                raise CopyTimeout(f"device {i} waits for a hung operation of device {j}", i)
             if not self._lists[i].synchronize(self._sync_bound()):
                 self._hung.add(i)
                 raise CopyTimeout(f"device {i} did not finish (behind a hung operation)", i)
+            self._waiting[i] = []
         for recycler in self._recyclers:
             recycler.sweep()
+
+    def _note_wait(self, device: int, event: L0Event) -> None:
+        waiting = self._waiting[device]
+        if len(waiting) >= _WAITS_KEPT:
+            # Without a synchronize in between, finished waits are dropped here, so
+            # the list (and the events it keeps from recycling) stays small.
+            waiting[:] = [e for e in waiting if not e.done()]
+        waiting.append(event)
+
+    def _behind_hang(self, device: int) -> int | None:
+        """Mark ``device`` hung and return the hung device its queue waits for, if there is one.
+
+        Its work would never finish: waiting the watchdog's bound for it only
+        delays the report, once per device behind the hang.
+        """
+        if not self._hung:
+            return None
+        stuck: dict[int, int] = {}
+        changed = True
+        while changed and device not in stuck:
+            changed = False
+            for i, events in enumerate(self._waiting):
+                if i in self._hung:
+                    continue
+                on = next((e.index for e in events if e.index in self._hung and not e.done()), None)
+                if on is not None:
+                    self._hung.add(i)
+                    stuck[i] = on
+                    changed = True
+        return stuck.get(device)
 
     def _sync_bound(self) -> int | None:
         """Return how long a synchronize may wait (ns): unbounded, unless an operation hung.
@@ -344,7 +386,9 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         try:
             for i, cl in enumerate(self._lists):
                 # A device behind a hung operation would never finish: not waited for.
-                if i not in self._hung and not cl.synchronize(self._sync_bound()):
+                if i in self._hung or self._behind_hang(i) is not None:
+                    continue
+                if not cl.synchronize(self._sync_bound()):
                     self._hung.add(i)
         except BaseException as err:
             cleanup([self._release], strict=False, after=err)
@@ -354,6 +398,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
     def _release(self) -> None:
         self._drop_kernels()
         self._lists = []
+        self._waiting = [[] for _ in self._devices]
         first: BaseException | None = None
         try:
             self._stager.close()  # pinned memory before the contexts it lives in
