@@ -328,8 +328,10 @@ def test_sycl_sub_devices_are_checked_too(tmp_path):
 
 
 def test_allreduce_hang_is_one_line_and_exit_1():
-    # Four devices: each waits for the hung copy through the ring, and none may
-    # cost the bound again on the way out (that was four bounds, 12 s here).
+    # Four devices, each waiting for the hung copy through the ring: they cost the
+    # bound again each on the way out before (four bounds, 12 s here). The
+    # in-process tests in test_integrity.py pin "not once more"; this, end to end,
+    # that the command does not wait for each device.
     started = time.monotonic()
     proc = run_l0mem(
         "allreduce",

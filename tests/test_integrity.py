@@ -126,9 +126,9 @@ def test_devices_waiting_for_a_hung_copy_are_given_up_without_another_wait(backe
     backend.fill(c, b"\x02", wait_for=[relay])  # device 2 waits for device 1
     with pytest.raises(CopyTimeout):
         hung.wait(0.2)
-    with pytest.raises(CopyTimeout, match="waits for a hung operation of device 1"):
+    with pytest.raises(CopyTimeout, match=r"device 2 is stuck behind a hung operation \(via device 1\)"):
         backend.synchronize(2)
-    with pytest.raises(CopyTimeout, match="device 1 has a hung operation"):
+    with pytest.raises(CopyTimeout, match=r"device 1 is stuck behind a hung operation \(via device 0\)"):
         backend.synchronize(1)  # found stuck on the way: no wait of its own either
 
 

@@ -31,6 +31,7 @@ from l0mem.backends.base import (
     check_fill,
     cleanup,
     copy_deadline,
+    fill_size,
     is_simulator_name,
 )
 from l0mem.backends.host import HostMemory
@@ -70,6 +71,7 @@ __all__ = [
     "cleanup",
     "copy_deadline",
     "device_memory",
+    "fill_size",
     "is_simulator_name",
     "level_zero_devices",
     "open_backend",

@@ -384,5 +384,6 @@ __all__: list[str] = [
     "copy_deadline",
     "copy_size",
     "device_index",
+    "fill_size",
     "is_simulator_name",
 ]

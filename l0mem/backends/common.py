@@ -1,9 +1,9 @@
 """What both backends do the same way: device indices, open state, staged copies, with blocks.
 
-A backend class derives from :class:`CommonBackend` and sets ``label`` (its
-name in messages), ``_devices``, ``_closed`` and ``_stager`` in its
-constructor, and defines ``_buffer`` (its check that a buffer is its own and
-open).
+A backend class derives from :class:`CommonBackend`, names itself in
+messages by the class attribute ``label``, sets ``_devices``, ``_closed`` and
+``_stager`` in its constructor, and defines ``_buffer`` (its check that a
+buffer is its own and open) and ``close``.
 
 What it may import: :mod:`.base` and :mod:`.staging`.
 """
@@ -74,6 +74,7 @@ class CommonBackend:
         return self._stager.ring_bytes
 
     def close(self) -> None:
+        """Free everything the backend holds (each backend defines it)."""
         raise NotImplementedError
 
     def __enter__(self) -> Self:

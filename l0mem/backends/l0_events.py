@@ -5,14 +5,17 @@ can still refer to it: its backend event is gone, it has completed, and no
 command that waits on it is still pending. Each command's device-side waits
 are kept (:class:`l0mem.keepalive.KeepAlive`, the SYCL backend's mechanism
 too) until its own event is observed complete (``Event.wait``, a later
-recycling pass, or ``synchronize``).
+recycling pass, or ``synchronize``). The backend's :class:`WaitGraph` also
+holds, until the waiting device is synchronized, the events other devices'
+work waits for.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from l0mem._ze.errors import NotReadyError
 from l0mem.backends.base import CopyTimeout
@@ -32,12 +35,17 @@ class L0Event:
         device: Device,
         on_hang: Callable[[float], None] | None = None,
         *,
-        index: int = 0,
+        index: int,
+        seq: int,
+        on_submit: Callable[[L0Event], None] | None = None,
     ) -> None:
         """Take an event from ``recycler`` for work on ``device``; it goes back when this is collected.
 
         ``on_hang(timeout)`` runs when a wait with a timeout finds the work hung;
-        ``index`` is the device's index in its backend.
+        ``index`` is the device's index in its backend, ``seq`` the event's
+        place in the order the backend made its events; ``on_submit(self)``
+        runs once its command is queued, while :attr:`after` holds the other
+        devices' events that command waits for.
         """
         event = recycler.take()
         self._event = event
@@ -45,6 +53,9 @@ class L0Event:
         self._device = device
         self._on_hang = on_hang
         self.index = index
+        self.seq = seq
+        self.after: list[L0Event] = []
+        self._on_submit = on_submit
         weakref.finalize(self, recycler.give_back, event)
 
     @property
@@ -55,6 +66,9 @@ class L0Event:
     def submitted(self, waits: Sequence[CoreEvent]) -> L0Event:
         """Record that this event's command waits on ``waits`` until it completes; return self."""
         self._recycler.depend(self._event, waits)
+        if self._on_submit is not None:
+            self._on_submit(self)
+        self.after = []
         return self
 
     def done(self) -> bool:
@@ -90,6 +104,70 @@ class L0Event:
             if not done:
                 raise
             return None
+
+
+class Awaited(Protocol):
+    """What :class:`WaitGraph` needs of an event: its device, its place in order, whether it finished."""
+
+    index: int
+    seq: int
+
+    def done(self) -> bool:
+        """Return whether it has completed."""
+        ...
+
+
+class WaitGraph:
+    """Which devices are stuck behind a hung operation, from the waits between their queues.
+
+    A device's queue runs in order: once a command waits (on the device) for an
+    event that never completes, neither it nor anything queued after it runs.
+    :meth:`note` records such a wait with the waiting command's sequence
+    number, until :meth:`synced` says the device finished all it was given;
+    :meth:`stuck` follows the records out from the devices holding a hung
+    operation, so that nobody waits the watchdog's bound again for them.
+    """
+
+    KEEP = 64  # records per device before finished ones are dropped (they pin event slots)
+
+    def __init__(self, devices: int) -> None:
+        """Record the waits between ``devices`` queues."""
+        self._waits: list[list[tuple[int, Awaited]]] = [[] for _ in range(devices)]
+
+    def note(self, device: int, seq: int, event: Awaited) -> None:
+        """Record that ``device``'s command ``seq`` waits for ``event`` of another device."""
+        waits = self._waits[device]
+        if len(waits) >= self.KEEP:
+            waits[:] = [(s, e) for s, e in waits if not e.done()]
+        waits.append((seq, event))
+
+    def queued(self, event: L0Event) -> None:
+        """Record the waits of ``event``'s command (:attr:`L0Event.after`), now that it is queued."""
+        for dep in event.after:
+            self.note(event.index, event.seq, dep)
+
+    def synced(self, device: int) -> None:
+        """Forget ``device``'s records: everything queued on it has finished."""
+        self._waits[device] = []
+
+    def stuck(self, hung: Iterable[int]) -> dict[int, int]:
+        """Return, for every device stuck behind the ``hung`` ones, the device it waits for.
+
+        A hung device's unfinished events never complete; a device stuck from
+        command ``seq`` on has its events from ``seq`` on never complete.
+        """
+        doomed = dict.fromkeys(hung, -1)  # device -> events from this seq on never complete
+        via: dict[int, int] = {}
+        changed = True
+        while changed:
+            changed = False
+            for i, waits in enumerate(self._waits):
+                for seq, ev in waits:
+                    if seq >= doomed.get(i, seq + 1) or ev.index not in doomed:
+                        continue
+                    if ev.seq >= doomed[ev.index] and not ev.done():
+                        doomed[i], via[i], changed = seq, ev.index, True
+        return via
 
 
 class Recycler:

@@ -45,7 +45,9 @@ class L0Kernels:
         def _index(self, device: int) -> int: ...
         def _buffer(self, buf: DeviceBuffer, what: str = "buffer") -> L0Buffer: ...
         def _event(self, device: int) -> L0Event: ...
-        def _waits(self, device: int, wait_for: Sequence[Event]) -> list[CoreEvent]: ...
+        def _waits(
+            self, device: int, wait_for: Sequence[Event], ev: L0Event
+        ) -> list[CoreEvent]: ...
 
     def _start_kernels(self) -> None:
         """Start with no module built."""
@@ -107,7 +109,7 @@ class L0Kernels:
             )
         if global_size == 0:
             ev = self._event(i)
-            waits = self._waits(i, wait_for)
+            waits = self._waits(i, wait_for, ev)
             self._lists[i].barrier(wait_for=waits, signal=ev.core)
             return ev.submitted(waits)
         k = self.kernel(kernel, i)
@@ -118,7 +120,7 @@ class L0Kernels:
         k.set_group_size(group)
         for index, value in enumerate(values):
             k.set_arg(index, value)
-        waits = self._waits(i, wait_for)
+        waits = self._waits(i, wait_for, ev)
         self._lists[i].launch(k, groups, wait_for=waits, signal=ev.core)
         return ev.submitted(waits)
 

@@ -38,7 +38,7 @@ from l0mem.backends.base import (
 from l0mem.backends.common import CommonBackend
 from l0mem.backends.host import HostMemory
 from l0mem.backends.l0_buffers import L0Buffer
-from l0mem.backends.l0_events import L0Event, Recycler
+from l0mem.backends.l0_events import L0Event, Recycler, WaitGraph
 from l0mem.backends.l0_info import (
     INTEL_VENDOR_ID,
     device_memory,
@@ -51,8 +51,6 @@ from l0mem.backends.staging import Stager
 from l0mem.core import Context, Device, ImmediateCommandList
 from l0mem.core import Event as CoreEvent
 from l0mem.driverenv import no_hardware_reason
-
-_WAITS_KEPT = 64  # cross-device waits remembered per device before finished ones are dropped
 
 
 class LevelZeroBackend(L0Kernels, CommonBackend):
@@ -82,9 +80,9 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         self._closed = False
         self._hung: set[int] = set()  # devices whose queue holds an operation that hung
         self._hang_wait = HANG_BASE_S  # the bound of waits once one hung: the watchdog's
-        # Per device, other devices' events its queued work waits for on the device
-        # (since it was last synchronized): who is stuck behind a hung operation.
-        self._waiting: list[list[L0Event]] = [[] for _ in self._devices]
+        self._graph = WaitGraph(len(self._devices))  # who is stuck behind a hung operation
+        self._stuck: dict[int, int] = {}
+        self._seq = 0
         self._stager = Stager(self)
         try:
             open_contexts(self._devices, context, self._contexts, self._ctx_of)
@@ -156,9 +154,10 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         return self._recyclers[self._contexts.index(self._ctx_of[device])]
 
     def _event(self, device: int) -> L0Event:
-        return L0Event(
-            self._recycler(device), self._devices[device], self._hang_on(device), index=device
-        )
+        self._seq += 1
+        recycler, hung = self._recycler(device), self._hang_on(device)
+        on_submit = self._graph.queued
+        return L0Event(recycler, self._devices[device], hung, index=device, seq=self._seq, on_submit=on_submit)
 
     def _hang_on(self, device: int) -> Callable[[float], None]:
         def hung(timeout: float) -> None:
@@ -167,17 +166,17 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
 
         return hung
 
-    def _waits(self, device: int, wait_for: Sequence[Event]) -> list[CoreEvent]:
-        """Return device-side waits in ``device``'s context; host-wait the others."""
+    def _waits(self, device: int, wait_for: Sequence[Event], ev: L0Event) -> list[CoreEvent]:
+        """Return the device-side waits of ``ev``'s command in ``device``'s context; host-wait the others."""
         ctx = self._ctx_of[device]
         waits = []
-        for ev in wait_for:
-            if isinstance(ev, L0Event) and ev.core.pool.context is ctx:
-                waits.append(ev.core)
-                if ev.index != device:
-                    self._note_wait(device, ev)
+        for dep in wait_for:
+            if isinstance(dep, L0Event) and dep.core.pool.context is ctx:
+                waits.append(dep.core)
+                if dep.index != device:
+                    ev.after.append(dep)  # recorded once the command is queued
             else:
-                ev.wait()
+                dep.wait()
         return waits
 
     def _buffer(self, buf: DeviceBuffer, what: str = "buffer") -> L0Buffer:
@@ -255,7 +254,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         address = b.address  # a closed buffer refuses even an empty transfer
         ev = self._event(b.device)
         cl = self._lists[b.device]
-        waits = self._waits(b.device, wait_for)
+        waits = self._waits(b.device, wait_for, ev)
         if n == 0:
             # Nothing to move, and an empty host buffer may have no address at all
             # (zeCommandListAppendMemoryCopy refuses a null pointer): order only.
@@ -292,7 +291,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
             d.check_open()  # a closed buffer refuses even an empty copy
             s.check_open()
             ev = self._event(q)
-            waits = self._waits(q, wait_for)
+            waits = self._waits(q, wait_for, ev)
             self._lists[q].barrier(wait_for=waits, signal=ev.core)
             return ev.submitted(waits)
         one_context = self._ctx_of[d.device] is self._ctx_of[s.device] is self._ctx_of[q]
@@ -300,7 +299,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
             d.device == s.device or self.copy_route(s.device, d.device)[0] == "direct"
         ):
             ev = self._event(q)
-            waits = self._waits(q, wait_for)
+            waits = self._waits(q, wait_for, ev)
             self._lists[q].copy(d.address, s.address, n, wait_for=waits, signal=ev.core)
             return ev.submitted(waits)
         # Separate contexts cannot address each other's memory, nor a device without
@@ -321,7 +320,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         d = self._buffer(dst, "fill destination")
         n = fill_size(pattern, nbytes, d.nbytes)
         ev = self._event(d.device)
-        waits = self._waits(d.device, wait_for)
+        waits = self._waits(d.device, wait_for, ev)
         self._lists[d.device].fill(d.address, pattern, n, wait_for=waits, signal=ev.core)
         return ev.submitted(waits)
 
@@ -332,43 +331,24 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
             if i in self._hung:
                 raise CopyTimeout(f"device {i} has a hung operation", i)
             if (j := self._behind_hang(i)) is not None:
-                raise CopyTimeout(f"device {i} waits for a hung operation of device {j}", i)
+                raise CopyTimeout(f"device {i} is stuck behind a hung operation (via device {j})", i)
             if not self._lists[i].synchronize(self._sync_bound()):
                 self._hung.add(i)
                 raise CopyTimeout(f"device {i} did not finish (behind a hung operation)", i)
-            self._waiting[i] = []
+            self._graph.synced(i)
         for recycler in self._recyclers:
             recycler.sweep()
 
-    def _note_wait(self, device: int, event: L0Event) -> None:
-        waiting = self._waiting[device]
-        if len(waiting) >= _WAITS_KEPT:
-            # Without a synchronize in between, finished waits are dropped here, so
-            # the list (and the events it keeps from recycling) stays small.
-            waiting[:] = [e for e in waiting if not e.done()]
-        waiting.append(event)
-
     def _behind_hang(self, device: int) -> int | None:
-        """Mark ``device`` hung and return the hung device its queue waits for, if there is one.
+        """Return the device ``device`` waits for if it is stuck behind a hung operation, else None.
 
         Its work would never finish: waiting the watchdog's bound for it only
-        delays the report, once per device behind the hang.
+        delays the report, once per device behind the hang. Every stuck device
+        found stays so (``_stuck``: device -> the device it waits for).
         """
-        if not self._hung:
-            return None
-        stuck: dict[int, int] = {}
-        changed = True
-        while changed and device not in stuck:
-            changed = False
-            for i, events in enumerate(self._waiting):
-                if i in self._hung:
-                    continue
-                on = next((e.index for e in events if e.index in self._hung and not e.done()), None)
-                if on is not None:
-                    self._hung.add(i)
-                    stuck[i] = on
-                    changed = True
-        return stuck.get(device)
+        if self._hung and device not in self._stuck:
+            self._stuck.update(self._graph.stuck(self._hung))
+        return self._stuck.get(device)
 
     def _sync_bound(self) -> int | None:
         """Return how long a synchronize may wait (ns): unbounded, unless an operation hung.
@@ -398,7 +378,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
     def _release(self) -> None:
         self._drop_kernels()
         self._lists = []
-        self._waiting = [[] for _ in self._devices]
+        self._graph = WaitGraph(len(self._devices))
         first: BaseException | None = None
         try:
             self._stager.close()  # pinned memory before the contexts it lives in

@@ -83,7 +83,8 @@ def check_sizes(backend: Backend, devices: Sequence[int], sizes: Sequence[int]) 
         devices,
         per_device=nbytes + scratch,
         largest=max(nbytes, scratch),
-        host=host_bytes(len(devices), nelem),
+        # staged copies add a pinned ring per context, at most one per device
+        host=host_bytes(len(devices), nelem) + len(devices) * backend.staging_ring_bytes,
         what=f"--sizes {nbytes:,} bytes",
     )
 

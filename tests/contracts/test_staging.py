@@ -120,7 +120,6 @@ def test_staging_ring_bytes_is_what_a_ring_allocates(
     src, dst = backend.allocate(0, 4096), backend.allocate(last, 4096)
     backend.staged_copy(dst, src, 4096)[1].wait()
     assert made == [backend.staging_ring_bytes] * (1 if backend.same_context(0, last) else 2)
-    assert backend.staging_ring_bytes >= CHUNK_BYTES * SLOTS
 
 
 def test_close_frees_the_ring_and_pinned_memory(case: Case) -> None:
