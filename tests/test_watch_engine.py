@@ -163,6 +163,33 @@ def test_the_interval_shortens_near_the_floor() -> None:
     assert not watch.floor_near()
 
 
+class _Available:
+    """A tree whose host has ``available`` bytes, read as often as asked."""
+
+    def __init__(self, available: int) -> None:
+        self.available = available
+
+    def sample(self) -> TreeReading:
+        return TreeReading({"meminfo.MemAvailable": self.available}, {}, 1, (1,))
+
+
+def test_a_workload_that_grows_in_steps_is_stopped_between_them() -> None:
+    # 32 MiB a step, two looks a step: the last two looks saw nothing, the next
+    # step (or two, if the next look is late) takes the host to the floor.
+    watch = Watch(interval=0.05, floor=64 * GIB - 100 * MIB)
+    watch.set_baseline({}, {})
+    host = _Available(64 * GIB)
+    watch.take(host)
+    host.available -= 32 * MIB
+    for _ in range(2):
+        watch.take(host)
+    assert not watch.floor_near()  # 68 MiB of room, one step lost per look at most
+    host.available -= 32 * MIB
+    for _ in range(5):
+        watch.take(host)
+        assert watch.floor_near(), "a quiet look between steps is not a quiet workload"
+
+
 def _stop_soon(watch: Watch, signum: int, after: float) -> threading.Timer:
     timer = threading.Timer(after, watch.request_stop, (signum,))
     timer.start()

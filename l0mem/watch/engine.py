@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import select
 import time
@@ -33,6 +34,7 @@ SYSTEM_SOURCES = ("meminfo.", "vmstat.", "zoneinfo.", "host.", "cgroup.")
 MIN_INTERVAL = 0.02  # the shortest interval near the floor: a sample costs about a millisecond
 NEAR_FLOOR = 2 << 30  # within this much of the floor, samples come faster
 DEFAULT_INTERVAL = 0.5
+RATE_WINDOW = 8  # recent samples the floor's look-ahead reads the host's loss from
 DEFAULT_GRACE = 5.0
 
 
@@ -314,13 +316,27 @@ class Watch:
             return self.interval
         room = max(now - self.floor, 0)
         wait = min(self.interval, self.interval * room / NEAR_FLOOR)
-        if len(self._samples) >= 2:
-            a = self._samples[-2]
-            before = available(a.values)
-            if before is not None and b.t > a.t and now < before:
-                rate = (before - now) / (b.t - a.t)  # bytes per second the host is losing
-                wait = min(wait, room / rate / 4)
+        rate, _ = self._losing()
+        if rate > 0:
+            wait = min(wait, room / rate / 4)
         return max(MIN_INTERVAL, wait)
+
+    def _losing(self) -> tuple[float, int]:
+        """Return the fastest the host lost memory over the recent samples (bytes/s) and the most between two looks.
+
+        A workload that grows in steps loses nothing between some looks: the
+        last pair of samples alone would call it idle just before its next
+        step, and a loaded machine that looks late sees a step more.
+        """
+        rate, most = 0.0, 0
+        for a, b in itertools.pairwise(self._samples[-RATE_WINDOW:]):
+            before, after, dt = available(a.values), available(b.values), b.t - a.t
+            if before is None or after is None or after >= before:
+                continue
+            most = max(most, before - after)
+            if dt > 0:
+                rate = max(rate, (before - after) / dt)
+        return rate, most
 
     def floor_near(self) -> bool:
         """Return whether the host's available memory is at the floor or would cross it before the next look."""
@@ -331,13 +347,8 @@ class Watch:
             return False
         if now <= self.floor:
             return True
-        if len(self._samples) >= 2:
-            a, b = self._samples[-2], self._samples[-1]
-            before = available(a.values)
-            if before is not None and b.t > a.t and before > now:
-                rate = (before - now) / (b.t - a.t)
-                return now - rate * MIN_INTERVAL * 2 <= self.floor
-        return False
+        # Two looks ahead at the most lost between two recent looks.
+        return now - 2 * self._losing()[1] <= self.floor
 
     def wait(self, timeout: float, pidfd: int | None) -> None:
         """Sleep up to ``timeout`` s; wake early when the process behind ``pidfd`` ends or a stop comes."""
