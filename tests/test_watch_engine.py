@@ -190,6 +190,42 @@ def test_a_workload_that_grows_in_steps_is_stopped_between_them() -> None:
         assert watch.floor_near(), "a quiet look between steps is not a quiet workload"
 
 
+def test_late_looks_make_the_floor_look_further_ahead() -> None:
+    # A loaded machine: every look comes 180 ms after the 20 ms asked for, and the
+    # workload has grown 32 MiB each time. It must stop before a step crosses.
+    now = [0.0]
+    floor = 64 * GIB - 90 * MIB
+    watch = Watch(interval=0.05, floor=floor, clock=lambda: now[0])
+    watch.set_baseline({}, {})
+    host = _Available(64 * GIB)
+    watch.take(host)
+    while not watch.floor_near():
+        now[0] += watch.next_interval() + 0.18
+        host.available -= 32 * MIB
+        assert host.available >= floor, "a step crossed the floor before the watch stopped it"
+        watch.take(host)
+
+
+@pytest.mark.parametrize("rate", [GIB, 4 * GIB])
+def test_a_steady_workload_is_stopped_near_the_floor_not_far_above_it(rate: int) -> None:
+    # The host loses `rate` bytes a second; the watch looks when next_interval says.
+    now = [0.0]
+    floor = 60 * GIB
+    watch = Watch(interval=0.5, floor=floor, clock=lambda: now[0])
+    watch.set_baseline({}, {})
+    host = _Available(64 * GIB)
+    watch.take(host)
+    while not watch.floor_near():
+        wait = watch.next_interval()
+        now[0] += wait
+        host.available -= int(rate * wait)
+        watch.take(host)
+    room = host.available - floor
+    assert room >= 0, "the floor was crossed"
+    # Near the floor the looks come every 20 ms: two of them at this rate, and a margin.
+    assert room <= 4 * rate * MIN_INTERVAL, f"stopped {room / MIB:.0f} MiB above the floor"
+
+
 def _stop_soon(watch: Watch, signum: int, after: float) -> threading.Timer:
     timer = threading.Timer(after, watch.request_stop, (signum,))
     timer.start()

@@ -34,7 +34,7 @@ SYSTEM_SOURCES = ("meminfo.", "vmstat.", "zoneinfo.", "host.", "cgroup.")
 MIN_INTERVAL = 0.02  # the shortest interval near the floor: a sample costs about a millisecond
 NEAR_FLOOR = 2 << 30  # within this much of the floor, samples come faster
 DEFAULT_INTERVAL = 0.5
-RATE_WINDOW = 8  # recent samples the floor's look-ahead reads the host's loss from
+RATE_WINDOW = 8  # recent looks the floor reads the host's losses from
 DEFAULT_GRACE = 5.0
 
 
@@ -213,6 +213,8 @@ class Watch:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._samples: list[WatchSample] = []
+        self._asked = 0.0  # the interval next_interval last gave
+        self._late: list[float] = []  # per look after the first: how much later than asked it came
         self._unavailable: dict[str, str] = {}
         self._trace: dict[str, Any] | None = None
         self._start = clock()
@@ -296,6 +298,8 @@ class Watch:
         values.update(traced)
         self._note(unavailable)
         sample = WatchSample(round(self.clock() - self._start, 4), values, reading.pids)
+        if self._samples:  # how late this look came, for floor_near; the last few only
+            self._late = [*self._late[1 - RATE_WINDOW :], max(0.0, sample.t - self._samples[-1].t - self._asked)]
         self._samples.append(sample)
         if self.on_sample is not None:
             self.on_sample(self.series, sample)
@@ -305,41 +309,43 @@ class Watch:
         """Return how long to wait for the next sample: shorter as the room above the floor shrinks.
 
         Within :data:`NEAR_FLOOR` of the floor the interval shrinks in
-        proportion to the room left; when the host is losing memory, it is
-        also at most a quarter of the time the floor is away at that rate.
+        proportion to the room left; when the host has been losing memory
+        (the fastest over the last :data:`RATE_WINDOW` looks), it is also at
+        most a quarter of the time the floor is away at that rate.
         """
+        self._asked = self._interval()
+        return self._asked
+
+    def _interval(self) -> float:
         if not self.floor or not self._samples:
             return self.interval
-        b = self._samples[-1]
-        now = available(b.values)
+        now = available(self._samples[-1].values)
         if now is None:
             return self.interval
         room = max(now - self.floor, 0)
         wait = min(self.interval, self.interval * room / NEAR_FLOOR)
-        rate, _ = self._losing()
+        rate = max((loss / dt for loss, dt in self._losses() if dt > 0), default=0.0)
         if rate > 0:
             wait = min(wait, room / rate / 4)
         return max(MIN_INTERVAL, wait)
 
-    def _losing(self) -> tuple[float, int]:
-        """Return the fastest the host lost memory over the recent samples (bytes/s) and the most between two looks.
-
-        A workload that grows in steps loses nothing between some looks: the
-        last pair of samples alone would call it idle just before its next
-        step, and a loaded machine that looks late sees a step more.
-        """
-        rate, most = 0.0, 0
+    def _losses(self) -> list[tuple[int, float]]:
+        """Return (bytes, seconds) of each recent pair of looks between which the host lost memory."""
+        out = []
         for a, b in itertools.pairwise(self._samples[-RATE_WINDOW:]):
-            before, after, dt = available(a.values), available(b.values), b.t - a.t
-            if before is None or after is None or after >= before:
-                continue
-            most = max(most, before - after)
-            if dt > 0:
-                rate = max(rate, (before - after) / dt)
-        return rate, most
+            before, after = available(a.values), available(b.values)
+            if before is not None and after is not None and after < before:
+                out.append((before - after, b.t - a.t))
+        return out
 
     def floor_near(self) -> bool:
-        """Return whether the host's available memory is at the floor or would cross it before the next look."""
+        """Return whether the host's available memory is at the floor or may cross it within two looks.
+
+        A look lasts the next interval plus the most a recent look came late.
+        A recent loss between looks no further apart counts whole (a workload
+        growing in steps shows quiet looks between them); one over a longer
+        gap counts at its rate.
+        """
         if not self.floor or not self._samples:
             return False
         now = available(self._samples[-1].values)
@@ -347,8 +353,9 @@ class Watch:
             return False
         if now <= self.floor:
             return True
-        # Two looks ahead at the most lost between two recent looks.
-        return now - 2 * self._losing()[1] <= self.floor
+        look = self._interval() + max(self._late, default=0.0)
+        most = max((loss * min(1.0, look / dt) if dt > 0 else loss for loss, dt in self._losses()), default=0.0)
+        return now - 2 * most <= self.floor
 
     def wait(self, timeout: float, pidfd: int | None) -> None:
         """Sleep up to ``timeout`` s; wake early when the process behind ``pidfd`` ends or a stop comes."""
