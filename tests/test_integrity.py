@@ -123,13 +123,17 @@ def test_devices_waiting_for_a_hung_copy_are_given_up_without_another_wait(backe
     a, b, c = (backend.allocate(i, 64) for i in range(3))
     hung = backend.copy(b, a)  # device 0's queue
     relay = backend.fill(b, b"\x01", wait_for=[hung])  # device 1 waits for device 0
-    backend.fill(c, b"\x02", wait_for=[relay])  # device 2 waits for device 1
+    last = backend.fill(c, b"\x02", wait_for=[relay])  # device 2 waits for device 1
     with pytest.raises(CopyTimeout):
         hung.wait(0.2)
     with pytest.raises(CopyTimeout, match=r"device 2 is stuck behind a hung operation \(via device 1\)"):
         backend.synchronize(2)
     with pytest.raises(CopyTimeout, match=r"device 1 is stuck behind a hung operation \(via device 0\)"):
         backend.synchronize(1)  # found stuck on the way: no wait of its own either
+    with pytest.raises(CopyTimeout):
+        last.wait(0.1)  # its own wait runs out too: still stuck, not the hang's origin
+    with pytest.raises(CopyTimeout, match="device 2 is stuck behind"):
+        backend.synchronize(2)
 
 
 def test_a_device_that_waited_for_finished_work_is_still_waited_for(backend, clean):

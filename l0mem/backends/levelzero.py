@@ -328,10 +328,10 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         """Wait until all work on ``device`` (default: every device) has finished."""
         targets = range(len(self._lists)) if device is None else [self._index(device)]
         for i in targets:
-            if i in self._hung:
-                raise CopyTimeout(f"device {i} has a hung operation", i)
             if (j := self._behind_hang(i)) is not None:
                 raise CopyTimeout(f"device {i} is stuck behind a hung operation (via device {j})", i)
+            if i in self._hung:
+                raise CopyTimeout(f"device {i} has a hung operation", i)
             if not self._lists[i].synchronize(self._sync_bound()):
                 self._hung.add(i)
                 raise CopyTimeout(f"device {i} did not finish (behind a hung operation)", i)
