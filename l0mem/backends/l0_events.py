@@ -126,6 +126,8 @@ class WaitGraph:
     number, until :meth:`synced` says the device finished all it was given;
     :meth:`stuck` follows the records out from the devices holding a hung
     operation, so that nobody waits the watchdog's bound again for them.
+    Sequence numbers follow the order commands are made, which is the order
+    they are queued while one thread submits to the backend (as l0mem does).
     """
 
     KEEP = 64  # records per device before finished ones are dropped (they pin event slots)
