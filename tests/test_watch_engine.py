@@ -236,18 +236,11 @@ def test_the_interval_shortens_when_little_room_is_left() -> None:
     watch = Watch(interval=0.5, floor=10 * GIB)
     watch.set_baseline({}, {})
 
-    class Flat:
-        def __init__(self, available: int) -> None:
-            self.available = available
-
-        def sample(self) -> TreeReading:
-            return TreeReading({"meminfo.MemAvailable": self.available}, {}, 1, (1,))
-
-    watch.take(Flat(20 * GIB))
+    watch.take(_Available(20 * GIB))
     assert watch.next_interval() == 0.5
-    watch.take(Flat(11 * GIB))  # 1 GiB of room: half the interval, however slow the loss
+    watch.take(_Available(11 * GIB))  # 1 GiB of room: half the interval, however slow the loss
     assert watch.next_interval() < 0.5
-    watch.take(Flat(10 * GIB + (1 << 20)))
+    watch.take(_Available(10 * GIB + (1 << 20)))
     assert watch.next_interval() == MIN_INTERVAL
 
 

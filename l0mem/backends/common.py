@@ -11,7 +11,7 @@ What it may import: :mod:`.base` and :mod:`.staging`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from typing_extensions import Self
 
@@ -34,8 +34,10 @@ class CommonBackend:
     _closed: bool
     _stager: Stager
 
-    def _buffer(self, buf: DeviceBuffer, what: str) -> DeviceBuffer:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # what each backend defines
+
+        def _buffer(self, buf: DeviceBuffer, what: str) -> DeviceBuffer: ...
+        def close(self) -> None: ...
 
     @property
     def closed(self) -> bool:
@@ -72,10 +74,6 @@ class CommonBackend:
     def staging_ring_bytes(self) -> int:
         """Return the pinned host bytes of one context's staging ring (made on first staged copy)."""
         return self._stager.ring_bytes
-
-    def close(self) -> None:
-        """Free everything the backend holds (each backend defines it)."""
-        raise NotImplementedError
 
     def __enter__(self) -> Self:
         """Return the backend for a with block."""

@@ -155,9 +155,14 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
 
     def _event(self, device: int) -> L0Event:
         self._seq += 1
-        recycler, hung = self._recycler(device), self._hang_on(device)
-        on_submit = self._graph.queued
-        return L0Event(recycler, self._devices[device], hung, index=device, seq=self._seq, on_submit=on_submit)
+        return L0Event(
+            self._recycler(device),
+            self._devices[device],
+            self._hang_on(device),
+            index=device,
+            seq=self._seq,
+            on_submit=self._graph.queued,
+        )
 
     def _hang_on(self, device: int) -> Callable[[float], None]:
         def hung(timeout: float) -> None:

@@ -313,10 +313,10 @@ class Watch:
         (the fastest over the last :data:`RATE_WINDOW` looks), it is also at
         most a quarter of the time the floor is away at that rate.
         """
-        self._asked = self._interval()
+        self._asked = self._interval(self._losses())
         return self._asked
 
-    def _interval(self) -> float:
+    def _interval(self, losses: list[tuple[int, float]]) -> float:
         if not self.floor or not self._samples:
             return self.interval
         now = available(self._samples[-1].values)
@@ -324,7 +324,7 @@ class Watch:
             return self.interval
         room = max(now - self.floor, 0)
         wait = min(self.interval, self.interval * room / NEAR_FLOOR)
-        rate = max((loss / dt for loss, dt in self._losses() if dt > 0), default=0.0)
+        rate = max((loss / dt for loss, dt in losses if dt > 0), default=0.0)
         if rate > 0:
             wait = min(wait, room / rate / 4)
         return max(MIN_INTERVAL, wait)
@@ -353,8 +353,9 @@ class Watch:
             return False
         if now <= self.floor:
             return True
-        look = self._interval() + max(self._late, default=0.0)
-        most = max((loss * min(1.0, look / dt) if dt > 0 else loss for loss, dt in self._losses()), default=0.0)
+        losses = self._losses()
+        look = self._interval(losses) + max(self._late, default=0.0)
+        most = max((loss * min(1.0, look / dt) if dt > 0 else loss for loss, dt in losses), default=0.0)
         return now - 2 * most <= self.floor
 
     def wait(self, timeout: float, pidfd: int | None) -> None:
