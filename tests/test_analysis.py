@@ -12,19 +12,16 @@ import random
 
 import pytest
 
-from l0mem.audit.analysis import (
+from l0mem.audit.analysis import analyze_report, analyze_run, ensure_analysed, remedy_effects
+from l0mem.audit.model import AnalysisConfig, AuditReport, Sample, SetupRun, SignalFit
+from l0mem.estimate import (
     DRM_HOST_AGGREGATE,
-    analyze_report,
-    analyze_run,
     classify,
     cost_series,
-    ensure_analysed,
     fit_signal,
     recorded_signals,
-    remedy_effects,
     why_unusable,
 )
-from l0mem.audit.model import AnalysisConfig, AuditReport, Sample, SetupRun, SignalFit
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -152,19 +149,29 @@ def test_clean_run_is_not_a_vmrss_miss() -> None:
 
 
 def test_noise_too_high_for_the_bytes_allocated_is_inconclusive() -> None:
-    # 300 MiB of idle noise over 3.5 GiB of allocation cannot separate 0.1 from 0.75.
-    res = analyze_run(synthetic_run(1.0, noise_mib=300.0, seed=3))
+    # 700 MiB of idle noise over 3.5 GiB of allocation: +/-600 MiB/GiB spans 0.75.
+    res = analyze_run(synthetic_run(1.0, noise_mib=700.0, seed=3))
     assert res.verdict == "inconclusive"
     assert res.deciding_signal is None and res.ratio is None
-    assert "too noisy" in res.passed_over["meminfo.MemAvailable"]
+    assert res.passed_over["meminfo.MemAvailable"]
     # VmRSS is steady but blind to TTM pages: it must not turn this into "clean".
     assert "proc.VmRSS" in res.passed_over
     assert res.released is None
+    assert res.next_steps is not None and res.next_steps.signal == "meminfo.MemAvailable"
+
+
+def test_an_uncertainty_that_cannot_change_the_verdict_decides() -> None:
+    # 300 MiB of noise over 3.5 GiB: +/-257 MiB/GiB, yet 1:1 stays a mirror either way.
+    res = analyze_run(synthetic_run(1.0, noise_mib=300.0, seed=3))
+    assert res.verdict == "mirror"
+    fit = res.fit("meminfo.MemAvailable")
+    assert fit is not None and fit.uncertainty is not None and fit.uncertainty > 200
+    assert fit.interval is not None and fit.interval[0] >= 0.75 * 1024
 
 
 def test_more_device_bytes_make_the_same_noise_conclusive() -> None:
-    noisy = synthetic_run(1.0, noise_mib=100.0, seed=5, steps=4, step_bytes=GIB // 4)
-    big = synthetic_run(1.0, noise_mib=100.0, seed=5, steps=8, step_bytes=4 * GIB)
+    noisy = synthetic_run(1.0, noise_mib=250.0, seed=5, steps=4, step_bytes=GIB // 4)
+    big = synthetic_run(1.0, noise_mib=250.0, seed=5, steps=8, step_bytes=4 * GIB)
     assert analyze_run(noisy).verdict == "inconclusive"
     assert analyze_run(big).verdict == "mirror"
 
@@ -203,7 +210,7 @@ def test_non_finite_values_make_a_signal_unrecorded() -> None:
     bad["meminfo.MemAvailable"] = math.nan  # type: ignore[assignment]
     samples[7] = dataclasses.replace(samples[7], values=bad)
     res = analyze_run(dataclasses.replace(run, samples=samples))
-    assert "meminfo.MemAvailable" not in recorded_signals(dataclasses.replace(run, samples=samples))
+    assert "meminfo.MemAvailable" not in recorded_signals(samples)
     assert res.deciding_signal == "meminfo.MemFree"
     assert res.verdict == "mirror"
 
@@ -241,17 +248,24 @@ def test_released_unknown_without_freed_sample() -> None:
 # ---------------------------------------------------------------- signal choice
 
 
-def test_direct_gpu_accounting_is_preferred() -> None:
+def test_the_total_decides_when_it_separates_the_verdicts() -> None:
     res = analyze_run(synthetic_run(1.0, gpu_active=True))
+    assert res.deciding_signal == "meminfo.MemAvailable"
+    assert res.verdict == "mirror"
+
+
+def test_a_component_decides_where_the_total_cannot() -> None:
+    res = analyze_run(synthetic_run(1.0, gpu_active=True, noise_mib=700.0, seed=3))
     assert res.deciding_signal == "meminfo.GPUActive"
     assert res.verdict == "mirror"
+    assert res.passed_over["meminfo.MemAvailable"]
 
 
 def test_noisy_signal_is_passed_over_for_the_next_usable_one() -> None:
-    res = analyze_run(synthetic_run(1.0, noise_mib=300.0, cgroup=True, seed=3))
+    res = analyze_run(synthetic_run(1.0, noise_mib=700.0, cgroup=True, seed=3))
     assert res.deciding_signal == "cgroup.memory.current"
     assert res.verdict == "mirror"
-    assert "too noisy" in res.passed_over["meminfo.MemAvailable"]
+    assert res.passed_over["meminfo.MemAvailable"]
     assert "meminfo.MemAvailable" in res.reason and "cgroup.memory.current" in res.reason
 
 
@@ -266,7 +280,12 @@ def test_device_side_signals_are_reported_separately() -> None:
 def test_drm_host_regions_are_summed_over_devices() -> None:
     # The mirror is charged half to each device's DRM file: only the sum shows 1:1.
     a, b = "drm.0000:03:00.0", "drm.0000:04:00.0"
-    samples = [Sample(0.0, "idle", 0, {f"{a}.gtt.resident": 0, f"{a}.vram0.resident": 0})]
+    # The host's total falls with it, too noisily to decide alone: the DRM sum accounts for it.
+    total = "meminfo.MemAvailable"
+    noise = [0, 900, -700, 1100, -900, 300]
+    samples = [
+        Sample(0.0, "idle", 0, {f"{a}.gtt.resident": 0, f"{a}.vram0.resident": 0, total: 40 * GIB})
+    ]
     for k in range(1, 6):
         dev = k * GIB
         samples.append(
@@ -278,16 +297,30 @@ def test_drm_host_regions_are_summed_over_devices() -> None:
                     f"{a}.gtt.resident": dev // 2,
                     f"{b}.gtt.resident": dev // 2,
                     f"{a}.vram0.resident": dev,
+                    total: 40 * GIB - dev + noise[k] * MIB,
                 },
             )
         )
     run = dataclasses.replace(synthetic_run(0.0), samples=samples)
     res = analyze_run(run)
+    assert res.passed_over[total]
     assert res.deciding_signal == DRM_HOST_AGGREGATE + "resident"
     assert res.verdict == "mirror" and res.ratio == pytest.approx(1.0)
     per_device = res.fit(f"{a}.gtt.resident")
     assert per_device is not None and per_device.ratio == pytest.approx(0.5)
     assert [f.signal for f in res.device] == [f"{a}.vram0.resident"]
+    # Without any total of the host's memory a component shows where pages went, not
+    # that the host lost them: it does not decide.
+    alone = dataclasses.replace(
+        run,
+        samples=[
+            dataclasses.replace(s, values={k: v for k, v in s.values.items() if k != total})
+            for s in samples
+        ],
+    )
+    res = analyze_run(alone)
+    assert res.verdict == "inconclusive"
+    assert "no total" in res.passed_over[DRM_HOST_AGGREGATE + "resident"]
 
 
 def test_poor_linear_fit_cannot_decide_a_mirror() -> None:
@@ -332,7 +365,7 @@ def test_priority_is_a_parameter() -> None:
     [
         {"clean_threshold": 0.8, "mirror_threshold": 0.75},
         {"min_points": 1},
-        {"max_uncertainty": 0.0},
+        {"confidence": 1.0},
         {"min_r2": 1.5},
         {"priority": ()},
     ],
@@ -344,12 +377,12 @@ def test_bad_configuration_is_rejected(kwargs: dict[str, object]) -> None:
 
 def test_cost_series_applies_sense_and_idle_reference() -> None:
     run = synthetic_run(1.0, steps=2, step_bytes=GIB)
-    series = cost_series(run, "meminfo.MemAvailable")
+    series = cost_series(run.samples, "meminfo.MemAvailable")
     assert [p for p, _, _ in series] == ["idle"] * 5 + ["alloc", "alloc", "freed"]
     assert [round(c) for _, _, c in series[5:]] == [1024, 2048, 0]
     with pytest.raises(ValueError, match="unknown signal"):
-        cost_series(run, "nonsense")
-    assert fit_signal(run, "proc.VmRSS").slope == pytest.approx(0.0)
+        cost_series(run.samples, "nonsense")
+    assert fit_signal(run.samples, "proc.VmRSS").slope == pytest.approx(0.0)
 
 
 # ---------------------------------------------------------------- reports and remedies

@@ -245,6 +245,6 @@ def test_schema_is_minor_1_and_documented_as_such() -> None:
 
     from l0mem.audit.model import SCHEMA_MAJOR, SCHEMA_MINOR
 
-    assert SCHEMA == f"l0mem.audit/{SCHEMA_MAJOR}.{SCHEMA_MINOR}" == "l0mem.audit/1.1"
+    assert SCHEMA == f"l0mem.audit/{SCHEMA_MAJOR}.{SCHEMA_MINOR}" == "l0mem.audit/1.2"
     doc = (Path(__file__).resolve().parent.parent / "docs" / "report-schema.md").read_text()
     assert f"`{SCHEMA}`" in doc.splitlines()[0]

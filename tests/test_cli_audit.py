@@ -27,7 +27,7 @@ from l0mem.audit import read_json
 from l0mem.audit.runner import CHILD_MODULE
 from l0mem.cli.audit import audit, parse_size
 from tests.support import sim
-from tests.support.own_memory import assert_mirrored, host_env
+from tests.support.own_memory import assert_mirrored, host_env, steps_up
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -210,7 +210,7 @@ def test_ctrl_c_frees_device_memory_writes_partial_report_and_exits_130(tmp_path
     assert report.complete is False
     (run,) = report.runs  # the second set-up never started
     assert run.status == "interrupted"
-    alloc = [s for s in run.samples if s.phase == "alloc"]
+    alloc = steps_up(run.samples)
     assert alloc, "the interrupt came before any allocation"
     # The child freed every allocation it made (one per step) and said so...
     assert run.reason is not None

@@ -309,7 +309,7 @@ def test_a_stop_signal_is_forwarded_and_the_samples_are_kept(workload: Path, tmp
 def test_traced_verdict_and_slope_match_the_simulators_ground_truth(
     workload: Path, tmp_path: Path, mirror: str, ratio: float
 ) -> None:
-    from l0mem.audit.analysis import DEFAULT_CONFIG, classify
+    from l0mem.estimate import DEFAULT_CONFIG, classify
 
     truth_path, report = tmp_path / "truth.json", tmp_path / "run.json"
     # 512 MiB of device memory (at most 768 MiB of mirror): a sample can fall

@@ -94,7 +94,7 @@ def _run(tmp_path: Path, *options: str) -> tuple[dict[str, Any], dict[str, Any],
 def test_the_sycl_runtimes_residency_is_traced_and_judged_by_the_ground_truth(
     tmp_path: Path,
 ) -> None:
-    from l0mem.audit.analysis import DEFAULT_CONFIG, classify
+    from l0mem.estimate import DEFAULT_CONFIG, classify
 
     out, data, _ = _run(tmp_path, "--trace")
     assert out["devices"] == 2

@@ -68,7 +68,7 @@ def test_slope_rise_beyond_tolerance_within_one_verdict() -> None:
 
 
 def test_inconclusive_or_skipped_current_is_not_judged() -> None:
-    noisy = synthetic_run(1.0, noise_mib=500.0, seed=4)
+    noisy = synthetic_run(1.0, noise_mib=900.0, seed=4)
     skipped = dataclasses.replace(
         synthetic_run(setup="l0"), status="skipped", reason="no device", samples=[]
     )
@@ -99,7 +99,7 @@ def test_a_judged_run_that_fails_or_goes_missing_regresses_by_default() -> None:
 
 
 def test_a_run_without_a_verdict_in_the_baseline_is_never_lost() -> None:
-    noisy = synthetic_run(1.0, noise_mib=500.0, seed=4)
+    noisy = synthetic_run(1.0, noise_mib=900.0, seed=4)
     skipped = dataclasses.replace(
         synthetic_run(setup="l0"), status="skipped", reason="one device", samples=[]
     )
@@ -159,7 +159,7 @@ def test_unanalysed_reports_are_analysed_before_comparing() -> None:
 
 
 def test_changed_deciding_signal_is_noted() -> None:
-    (change,) = _pair([synthetic_run(1.0)], [synthetic_run(1.0, gpu_active=True)]).changes
+    (change,) = _pair([synthetic_run(1.0)], [synthetic_run(1.0, gpu_active=True, noise_mib=700.0, seed=3)]).changes
     assert "deciding signal changed: meminfo.MemAvailable -> meminfo.GPUActive" in change.note
 
 

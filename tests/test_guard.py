@@ -15,7 +15,7 @@ import pytest
 from l0mem.audit import AuditOptions, Guard, discover, plan_audit, run_audit, run_setup
 from l0mem.audit.guard import DEFAULT_FLOOR_MIN, default_floor
 from l0mem.probe import MeminfoError, mem_available, read_meminfo
-from tests.support.own_memory import LOWEST_KEY, QuietParent, use_in_process
+from tests.support.own_memory import LOWEST_KEY, QuietParent, steps_up, use_in_process
 from tests.test_audit_runner import (  # noqa: F401  (simulator is a fixture)
     ATTEMPTS,
     GIB,
@@ -97,7 +97,7 @@ def test_child_guard_stops_a_full_mirror_early_with_a_verdict(
     # The child refused the step itself: nothing was killed, and it freed what it held.
     assert "would fall below the floor" in run.reason
     assert "freed" in run.reason and "killed" not in run.reason
-    alloc = [s for s in run.samples if s.phase == "alloc"]
+    alloc = steps_up(run.samples)
     assert 3 <= len(alloc) <= 10, [s.device_bytes for s in alloc]
     assert run.samples[-1].phase == "freed"
     # The quiet host never went below the floor, even inside the refused step.
@@ -123,7 +123,7 @@ def test_parent_stops_a_child_that_crosses_the_floor(
     assert run.reason is not None and run.reason.startswith("safety guard: MemAvailable fell to")
     # SIGTERM, not SIGKILL: the child freed its allocations and reported it.
     assert "freed" in run.reason and "killed" not in run.reason
-    allocated = [s.device_bytes for s in run.samples if s.phase == "alloc"]
+    allocated = [s.device_bytes for s in steps_up(run.samples)]
     # Four steps of 1:1 mirror reach the floor: the fifth at the latest is stopped.
     assert 1 <= len(allocated) <= 5 and max(allocated) <= 5 * step, allocated
     assert run.samples[-1].phase == "freed"

@@ -2,14 +2,16 @@
 
 Layers, each importing only downward::
 
-    _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, trace, bench  ->  audit  ->  watch  ->  cli  ->  __main__
+    _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, trace, bench  ->  estimate  ->  audit  ->  watch  ->  cli  ->  __main__
 
-``units``, ``files``, ``keepalive``, ``bf16`` and ``driverenv`` are leaves (and the
+``units``, ``files``, ``keepalive``, ``bf16``, ``driverenv`` and ``jsonfields`` are leaves (and the
 root ``l0mem`` holds only ``__version__``): they import nothing of l0mem, and every layer from
 ``backends`` up may import them. ``probe`` imports only leaves; ``bench``
 measures ``allreduce`` and reads ``probe``. ``trace`` (the allocation tracer a
-watched workload loads) imports only leaves too; ``watch`` (``l0mem run`` and
-``watch``) reads ``probe`` and ``trace`` and judges in the audit's terms. Every import counts: at module
+watched workload loads) imports only leaves too; ``estimate`` (signals, fits,
+verdicts and their uncertainty) reads ``probe`` only, and both ``audit`` and
+``watch`` judge with it; ``watch`` (``l0mem run`` and ``watch``) reads ``probe``
+and ``trace`` and reports in the audit's terms. Every import counts: at module
 level, inside functions, under ``TYPE_CHECKING``, and a module named as a
 string (``importlib.import_module``).
 
@@ -33,7 +35,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "l0mem"
-LEAVES = frozenset({"units", "files", "bf16", "keepalive", "driverenv"})
+LEAVES = frozenset({"units", "files", "bf16", "keepalive", "driverenv", "jsonfields"})
 ROOT = "l0mem"  # l0mem/__init__.py: __version__ only
 
 _BELOW_BACKENDS = frozenset({"_ze", "core", "sycl"})
@@ -48,9 +50,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "trace": LEAVES | {ROOT},
     "allreduce": _BELOW_BACKENDS | {"backends"} | LEAVES | {ROOT},
     "bench": _BELOW_BACKENDS | _MEASUREMENT | LEAVES | {ROOT},
-    "audit": _BELOW_BACKENDS | _MEASUREMENT | LEAVES | {ROOT},
-    "watch": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "audit"} | LEAVES | {ROOT},
-    "cli": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "audit", "watch"} | LEAVES | {ROOT},
+    "estimate": frozenset({"probe"}) | LEAVES | {ROOT},
+    "audit": _BELOW_BACKENDS | _MEASUREMENT | {"estimate"} | LEAVES | {ROOT},
+    "watch": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "estimate", "audit"} | LEAVES | {ROOT},
+    "cli": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "estimate", "audit", "watch"} | LEAVES | {ROOT},
     "__main__": frozenset({"cli"}),
     **{leaf: frozenset() for leaf in LEAVES},
     ROOT: frozenset(),

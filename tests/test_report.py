@@ -63,7 +63,7 @@ def test_json_round_trip(tmp_path: Path, report: AuditReport) -> None:
     path = tmp_path / "audit.json"
     write_json(report, path)
     assert read_json(path) == report
-    assert json.loads(path.read_text())["schema"] == "l0mem.audit/1.1"
+    assert json.loads(path.read_text())["schema"] == "l0mem.audit/1.2"
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert _leftovers(tmp_path) == []
 

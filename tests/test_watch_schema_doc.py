@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from l0mem.audit.analysis import DEFAULT_CONFIG
+from l0mem.estimate import DEFAULT_CONFIG
 from l0mem.watch.engine import FloorStop, WatchResult
 from l0mem.watch.export import SCHEMA, document
 from l0mem.watch.series import Series, WatchSample

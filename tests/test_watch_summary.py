@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from l0mem.audit.analysis import DEFAULT_CONFIG, classify
+from l0mem.estimate import DEFAULT_CONFIG, classify
 from l0mem.watch.series import Series, WatchSample, host_cost, trace_values
 from l0mem.watch.summary import live_ratio, summarize
 
@@ -26,6 +26,7 @@ def _series(
     gtt: bool = True,
     tracing: bool = False,
     seed: int = 1,
+    shmem: bool = True,
 ) -> Series:
     """Return a series where the host pays ``ratio`` per device byte, charged as GTT on device 1."""
     rng = random.Random(seed)
@@ -38,6 +39,8 @@ def _series(
             "meminfo.Shmem": GIB + mirror,
             "tree.VmRSS": 50 * MIB + rss,
         }
+        if not shmem:
+            del values["meminfo.Shmem"]
         if drm:
             values[f"drm.{PDEV0}.vram0.total"] = d
             if gtt:
@@ -133,15 +136,24 @@ SMALL = [0, 0, *(k * 4 * MIB for k in range(1, 9))]
 
 def test_a_noisy_host_signal_is_passed_over_for_the_drm_gtt() -> None:
     summary = summarize(_series(SMALL, 1.0, noise=64 * MIB, seed=3))
-    assert "too noisy" in summary.analysis.passed_over["host.available"]
+    assert summary.analysis.passed_over["host.available"]
     assert summary.analysis.deciding_signal == "drm.all.host.total"
     assert summary.verdict == "mirror"
 
 
 def test_noise_makes_a_small_span_inconclusive_not_a_verdict() -> None:
-    summary = summarize(_series(SMALL, 1.0, noise=64 * MIB, gtt=False, seed=3))
+    summary = summarize(_series(SMALL, 1.0, noise=64 * MIB, gtt=False, shmem=False, seed=3))
     assert summary.verdict == "inconclusive"
-    assert "too noisy" in summary.analysis.reason
+    assert "host.available" in summary.analysis.reason
+    advice = summary.analysis.next_steps
+    assert advice is not None and advice.signal == "host.available"
+    assert "--trace" in advice.text
+
+
+def test_shmem_that_accounts_for_a_noisy_fall_decides() -> None:
+    summary = summarize(_series(SMALL, 1.0, noise=64 * MIB, gtt=False, seed=3))
+    assert summary.verdict == "mirror"
+    assert summary.analysis.deciding_signal == "meminfo.Shmem"
 
 
 def test_the_traced_allocations_are_the_device_series_and_residency_is_fitted() -> None:

@@ -4,12 +4,12 @@
 the audit: each set-up (:mod:`.execute`) in a child process (:mod:`.process`
 starts it, :mod:`.child` is its side: :mod:`.experiment` allocates,
 :mod:`.discovery` lists the devices) under a :class:`Guard`. :mod:`.model` is
-the report (its parts in :mod:`.runs`, field checks in :mod:`.jsonfields`),
+the report (its parts in :mod:`.runs`, field checks in :mod:`l0mem.jsonfields`),
 :mod:`.analysis` fits the signals and judges each run, :mod:`.report` writes
 JSON, JUnit and plots and :mod:`.compare` compares two reports. Nothing here
 prints or exits: the CLI does.
 
-What it may import: the layers below it, :mod:`l0mem.bench`,
+What it may import: the layers below it, :mod:`l0mem.estimate`, :mod:`l0mem.bench`,
 :mod:`l0mem.allreduce`, :mod:`l0mem.probe`, :mod:`l0mem.backends`,
 :mod:`l0mem.core`, :mod:`l0mem.sycl`, :mod:`l0mem._ze`, and the leaf modules;
 never the CLI.
@@ -20,7 +20,6 @@ from l0mem.audit.analysis import (
     analyze_report,
     analyze_run,
     ensure_analysed,
-    fit_signal,
     remedy_effects,
 )
 from l0mem.audit.compare import Comparison, ReportMismatchError, RunChange, compare_reports
@@ -54,6 +53,7 @@ from l0mem.audit.runner import (
     run_setup,
 )
 from l0mem.audit.setups import AuditOptions, Inventory, NoDeviceError, SetupPlan, plan_audit
+from l0mem.estimate import fit_signal
 from l0mem.files import ReportWriteError
 
 __all__ = [

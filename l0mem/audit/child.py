@@ -4,15 +4,21 @@ Run as ``python -m l0mem.audit.child MODE`` with MODE one of:
 
 - ``run``: reads a set-up spec (:meth:`SetupPlan.to_spec`) as JSON on stdin,
   allocates device memory in steps, fills every allocation on the device,
-  samples every memory signal after each step, then frees and samples again.
+  then frees it a step at a time; every step is a *step window*, a sample of
+  every memory signal right before it and one right after, with a random
+  pause around the settle time between windows. While the slope's interval
+  still spans two verdicts (:mod:`l0mem.estimate`: a busy machine), it
+  allocates and frees one step again, window by window, until it does or
+  ``budget_s`` is spent. Then it frees what is left and samples again.
 - ``discover-l0``: describes the Level Zero loader, drivers and devices.
 - ``discover-sycl [FILTER]``: describes the SYCL runtime and devices.
 
 Output is one JSON object per line on stdout, each with an ``event`` key:
 ``ready`` (run mode: the stop handlers are installed, ``pid``), ``devices``
 (what the run uses), ``sample`` (``t``, ``phase``, ``device_bytes``,
-``values``, ``unavailable``: streamed as taken, so data survives a crash),
-``freed`` (``allocations``, ``bytes``: what was freed at the end), ``end``
+``values``, ``unavailable``, and ``step``, ``edge`` on a window's two samples:
+streamed as taken, so data survives a crash), ``freed`` (``allocations``,
+``bytes``: everything freed, step by step and at the end), ``end``
 (``status``: ok, stopped-early, interrupted or failed; ``reason``;
 ``untouched_allocations``: how many allocations did not read back the fill
 pattern, so their memory may never have been touched), and
@@ -42,17 +48,19 @@ import ctypes
 import functools
 import json
 import os
+import random
 import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
 from types import FrameType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from l0mem.audit.discovery import discover_l0, discover_sycl, one_line
 from l0mem.audit.guard import Guard, measured_slope
 from l0mem.audit.runs import REASON_DEVICE_FULL, REASON_INTERRUPTED, REASON_STOPPED
 from l0mem.audit.setups import STEP_ALIGN
+from l0mem.estimate.model import Edge, Phase, Sample
 from l0mem.probe import MeminfoError, mem_available
 
 if TYPE_CHECKING:
@@ -162,27 +170,80 @@ class _Runner:
         self.device_bytes = 0
         # Allocations whose fill did not read back: their memory proves nothing.
         self.untouched = 0
+        self.record: list[Sample] = []  # every sample taken, for the decision to go on
+        self.windows = 0  # step windows so far
+        self.allocations = 0  # allocations made (each step makes one or more)
+        self.steps: list[tuple[int, int]] = []  # (allocations, bytes) of each step still held
+        self.freed = [0, 0]  # allocations and bytes freed step by step
+        self.rng = random.Random()  # seeded from the OS: nothing outside can follow it
         # The guard's view of the run: host memory available at the last idle
         # sample, per signal, and the slope the alloc samples show.
         self.idle_host: dict[str, int] = {}
         self.slope: float | None = None
 
-    def sample(self, phase: str) -> None:
-        """Take one snapshot and emit it as a sample."""
+    def sample(self, phase: str, step: int | None = None, edge: str | None = None) -> None:
+        """Take one snapshot and emit it as a sample (one edge of step window ``step``, if given)."""
         from l0mem.probe import take_snapshot
 
         extra = self.exp.device_values() if self.exp is not None else {}
         snap = take_snapshot(extra or None)
-        bytes_now = self.device_bytes if phase == "alloc" else 0
+        bytes_now = 0 if phase == "idle" else self.device_bytes
+        t = round(snap.t - self.t0, 6)
+        fields: dict[str, Any] = {} if step is None else {"step": step, "edge": edge}
         self.emit(
             "sample",
-            t=round(snap.t - self.t0, 6),
+            t=t,
             phase=phase,
             device_bytes=bytes_now,
             values=dict(snap.values),
             unavailable=dict(snap.unavailable),
+            **fields,
+        )
+        self.record.append(
+            Sample(t, cast(Phase, phase), bytes_now, dict(snap.values), step, cast(Edge, edge))
         )
         self._follow(phase, snap.values, bytes_now)
+
+    def _phase(self) -> str:
+        """Return the phase a sample taken now belongs to."""
+        if self.device_bytes:
+            return "alloc"
+        return "freed" if self.windows else "idle"
+
+    def _gap(self) -> None:
+        """Wait a random time around the settle time: the windows come when no neighbour expects them."""
+        _wait(float(self.spec["settle_s"]) * self.rng.uniform(0.5, 1.5))
+
+    def _alloc_window(self, nbytes: int) -> None:
+        """Allocate one step between two samples (a step window); raise _Halt as _step does."""
+        assert self.exp is not None
+        phase = self._phase()
+        self.windows += 1
+        self.sample(phase, self.windows, "before")
+        made, start = self.allocations, self.device_bytes
+        self._step(nbytes)
+        self.steps.append((self.allocations - made, self.device_bytes - start))
+        self.sample("alloc", self.windows, "after")
+
+    def _free_window(self) -> None:
+        """Free the newest step between two samples (a step window)."""
+        assert self.exp is not None
+        count, nbytes = self.steps.pop()
+        self.windows += 1
+        self.sample(self._phase(), self.windows, "before")
+        freed = self.exp.free_newest(count)
+        self.freed[0] += freed[0]
+        self.freed[1] += freed[1]
+        self.device_bytes -= nbytes
+        self.sample(self._phase(), self.windows, "after")
+
+    def decided(self) -> bool:
+        """Return True when the samples so far give a verdict (or no repeat could give one)."""
+        from l0mem.estimate import analyze_samples
+
+        if self.untouched:
+            return True
+        return analyze_samples(self.record).verdict != "inconclusive"
 
     def _follow(self, phase: str, values: Mapping[str, int], device_bytes: int) -> None:
         """Keep the idle baseline and the slope the guard predicts the next step from."""
@@ -255,27 +316,49 @@ class _Runner:
                 return stop
             self.sample("idle")
         target, step = int(self.spec["target_bytes"]), int(self.spec["step_bytes"])
+        # The staircase up, each step a window of its own ...
         while self.device_bytes < target:
             if (stop := self.stopped()) is not None:
                 return stop
-            nbytes = min(step, target - self.device_bytes)
-            try:
-                self._step(nbytes)
-            except _Halt as stopped:
-                return stopped.status
-            except Exception as exc:
-                from l0mem._ze.errors import OutOfDeviceMemoryError
-
-                if isinstance(exc, (OutOfDeviceMemoryError, MemoryError)):
-                    return "stopped-early", f"{REASON_DEVICE_FULL}: {one_line(exc)}"
-                raise
+            if (halted := self._window(lambda: self._alloc_window(min(step, target - self.device_bytes)))) is not None:
+                return halted
             if (ended := self.stopped() or self.breached()) is not None:
-                # The step is whole: its sample is evidence, taken at once, not after settling.
-                self.sample("alloc")
                 return ended
-            _wait(settle)
-            self.sample("alloc")
+            self._gap()
+        # ... and down again, one step a window, so that each free shows what it gave back.
+        while self.steps:
+            if (stop := self.stopped()) is not None:
+                return stop
+            self._free_window()
+            self._gap()
+        # A busy machine: allocate and free one step again, at random moments, until
+        # the slope's interval separates the verdicts or the budget is spent.
+        end = time.monotonic() + float(self.spec.get("budget_s", 0.0))
+        while time.monotonic() < end and not self.decided():
+            if (stop := self.stopped()) is not None:
+                return stop
+            if (halted := self._window(lambda: self._alloc_window(min(step, target)))) is not None:
+                return halted
+            if (ended := self.stopped() or self.breached()) is not None:
+                return ended
+            self._gap()
+            self._free_window()
+            self._gap()
         return "ok", None
+
+    def _window(self, take: Callable[[], None]) -> tuple[str, str | None] | None:
+        """Run one allocation window; return the status that ends the run, or None to go on."""
+        try:
+            take()
+        except _Halt as stopped:
+            return stopped.status
+        except Exception as exc:
+            from l0mem._ze.errors import OutOfDeviceMemoryError
+
+            if isinstance(exc, (OutOfDeviceMemoryError, MemoryError)):
+                return "stopped-early", f"{REASON_DEVICE_FULL}: {one_line(exc)}"
+            raise
+        return None
 
     def _step(self, nbytes: int) -> None:
         """Allocate one step in as many driver allocations as the guard allows; raise _Halt if it refuses."""
@@ -288,6 +371,7 @@ class _Runner:
             chunk = min(left, self.exp.max_alloc, self._admit(before, left))
             if not self.exp.allocate(chunk, self.pattern, self.checkpoint):
                 self.untouched += 1
+            self.allocations += 1
             left -= chunk
             self.device_bytes += chunk
             if self.slope is None:
@@ -318,10 +402,11 @@ class _Runner:
         try:
             count, total = self.exp.free_all()
         except Exception as exc:
-            self.emit("freed", allocations=0, bytes=0, error=one_line(exc))
+            self.emit("freed", allocations=self.freed[0], bytes=self.freed[1], error=one_line(exc))
             return "failed", f"freeing device memory failed: {one_line(exc)}"
         self.device_bytes = 0
-        self.emit("freed", allocations=count, bytes=total)
+        self.steps.clear()
+        self.emit("freed", allocations=self.freed[0] + count, bytes=self.freed[1] + total)
         settle = float(self.spec["settle_s"])
         for _ in range(int(self.spec["freed_samples"])):
             # A second signal must not cost the evidence that memory came back.

@@ -101,13 +101,16 @@ class Experiment(Generic[BackendT]):
 
     def free_all(self) -> tuple[int, int]:
         """Free every allocation; return (allocations, bytes) freed."""
+        return self.free_newest(len(self.buffers))
+
+    def free_newest(self, count: int) -> tuple[int, int]:
+        """Free the ``count`` newest allocations; return (allocations, bytes) freed."""
         self.backend.synchronize()
-        count, total = 0, 0
-        while self.buffers:
+        count, total = min(count, len(self.buffers)), 0
+        for _ in range(count):
             buf = self.buffers.pop()
             total += buf.nbytes
             buf.close()  # closes an allocation's dma-buf descriptor too, once
-            count += 1
         return count, total
 
     def device_values(self) -> dict[str, int]:

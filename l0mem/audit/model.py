@@ -9,7 +9,7 @@ optional fields without breaking older readers (see docs/report-schema.md).
 
 The report and its schema version are here; its parts (:class:`Sample`,
 :class:`SetupRun`, the analysis classes) are :mod:`l0mem.audit.runs` and the
-field checks :mod:`l0mem.audit.jsonfields`, all importable from here.
+field checks :mod:`l0mem.jsonfields`, all importable from here.
 """
 
 from __future__ import annotations
@@ -19,7 +19,22 @@ import datetime
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from l0mem.audit.jsonfields import (
+from l0mem.audit.runs import BACKENDS, STATUSES, Backend, SetupRun, Status
+from l0mem.estimate.model import (
+    DEFAULT_PRIORITY,
+    PHASES,
+    SIDES,
+    VERDICTS,
+    AnalysisConfig,
+    NextSteps,
+    Phase,
+    Sample,
+    SetupAnalysis,
+    Side,
+    SignalFit,
+    Verdict,
+)
+from l0mem.jsonfields import (
     ReportFormatError,
     boolean,
     fail,
@@ -29,24 +44,6 @@ from l0mem.audit.jsonfields import (
     json_obj,
     obj,
     string,
-)
-from l0mem.audit.runs import (
-    BACKENDS,
-    DEFAULT_PRIORITY,
-    PHASES,
-    SIDES,
-    STATUSES,
-    VERDICTS,
-    AnalysisConfig,
-    Backend,
-    Phase,
-    Sample,
-    SetupAnalysis,
-    SetupRun,
-    Side,
-    SignalFit,
-    Status,
-    Verdict,
 )
 
 # "none": a run skipped before it had a device measured on nothing.
@@ -60,8 +57,10 @@ def _on_gpu_driver(run: SetupRun) -> bool:
 
 SCHEMA_NAME = "l0mem.audit"
 SCHEMA_MAJOR = 1
-# 1.1 added the optional run fields host_memory, simulated and unavailable.
-SCHEMA_MINOR = 1
+# 1.1 added the optional run fields host_memory, simulated and unavailable; 1.2
+# the step windows (samples' step and edge), the fits' intervals and the advice
+# of an inconclusive result (next_steps).
+SCHEMA_MINOR = 2
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 
 
@@ -247,6 +246,7 @@ __all__ = [
     "AnalysisConfig",
     "AuditReport",
     "Backend",
+    "NextSteps",
     "Phase",
     "Platform",
     "ReportFormatError",

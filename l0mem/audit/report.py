@@ -16,9 +16,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from l0mem.audit.analysis import DEFAULT_CONFIG, GIB, cost_series, recorded_signals
 from l0mem.audit.loading import PathLike
 from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
+from l0mem.estimate import DEFAULT_CONFIG, cost_series, recorded_signals
+from l0mem.estimate.signals import GIB
 from l0mem.files import json_bytes, write_bytes
 
 JUNIT_CLASSNAME = "l0mem.audit"
@@ -153,7 +154,7 @@ def plot_signal(report: AuditReport, run: SetupRun) -> str | None:
     """Return the host signal a run is plotted by: the deciding one, else the first recorded."""
     if run.result is not None and run.result.deciding_signal is not None:
         return run.result.deciding_signal
-    recorded = set(recorded_signals(run))
+    recorded = set(recorded_signals(run.samples))
     priority = (report.analysis or DEFAULT_CONFIG).priority
     return next((s for s in priority if s in recorded), None)
 
@@ -215,7 +216,7 @@ def write_plot(report: AuditReport, path: PathLike) -> None:
             signal = plot_signal(report, run)
             if signal is None:
                 continue
-            series = cost_series(run, signal)
+            series = cost_series(run.samples, signal)
             line = [(x, y) for phase, x, y in series if phase != "freed"]
             freed = [(x, y) for phase, x, y in series if phase == "freed"]
             verdict: str = "not analysed" if run.result is None else run.result.verdict

@@ -1,8 +1,10 @@
-"""The parts of an audit report: samples, analysis settings and fits, verdicts, set-up runs.
+"""The parts of an audit report: set-up runs, with the estimation's samples and results.
 
 Every class is a frozen dataclass with ``to_dict()`` (plain JSON data) and
-``from_dict()`` (strict validation through :mod:`l0mem.audit.jsonfields`);
-:mod:`l0mem.audit.model` puts them together into the whole report.
+``from_dict()`` (strict validation through :mod:`l0mem.jsonfields`);
+:mod:`l0mem.audit.model` puts them together into the whole report. Samples,
+analysis settings, fits and verdicts are the estimation's
+(:mod:`l0mem.estimate.model`), importable from here too.
 """
 
 from __future__ import annotations
@@ -10,37 +12,30 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal, cast, get_args
 
-from l0mem.audit.jsonfields import (
-    array,
+from l0mem.estimate.model import (
+    Sample,
+    SetupAnalysis,
+)
+from l0mem.jsonfields import (
     boolean,
     choice,
     fail,
     field,
-    int_map,
     integer,
     items,
     join,
     json_obj,
-    number,
     obj,
-    opt_boolean,
-    opt_number,
     opt_string,
     str_map,
     string,
 )
 
-Phase = Literal["idle", "alloc", "freed"]
 Backend = Literal["l0", "sycl"]
 Status = Literal["ok", "skipped", "stopped-early", "interrupted", "failed"]
-Verdict = Literal["mirror", "partial", "clean", "inconclusive"]
-Side = Literal["host", "device"]
 
-PHASES: tuple[str, ...] = get_args(Phase)
 BACKENDS: tuple[str, ...] = get_args(Backend)
 STATUSES: tuple[str, ...] = get_args(Status)
-VERDICTS: tuple[str, ...] = get_args(Verdict)
-SIDES: tuple[str, ...] = get_args(Side)
 
 # How the reasons that decide an audit's exit code begin. Each is spelt here only:
 # the safety floor refusing a step (l0mem.audit.guard), an allocation refused for
@@ -55,231 +50,6 @@ REASON_STOPPED = "stopped by "
 
 # Statuses that must say why (a skip or a failure without a reason is useless in a report).
 _NEEDS_REASON = ("skipped", "failed")
-
-# Signal priority for the verdict: direct GPU page accounting first, RSS last
-# because TTM pages never show in a process's RSS. ``drm.all.host.<key>`` is the
-# sum over every DRM client and host-backed region (see l0mem.audit.analysis).
-DEFAULT_PRIORITY: tuple[str, ...] = (
-    "meminfo.GPUActive",
-    "vmstat.nr_gpu_active",
-    "cgroup.gpu_active",
-    "host.available",
-    "meminfo.MemAvailable",
-    "cgroup.memory.current",
-    "drm.all.host.resident",
-    "drm.all.host.total",
-    "meminfo.MemFree",
-    "proc.VmRSS",
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class Sample:
-    """One snapshot of every signal, taken at ``t`` seconds into the set-up run."""
-
-    t: float
-    phase: Phase
-    device_bytes: int  # device memory allocated so far by the set-up
-    values: dict[str, int]  # signal name -> bytes (absent signal: absent key)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the sample as plain JSON data."""
-        return {
-            "t": self.t,
-            "phase": self.phase,
-            "device_bytes": self.device_bytes,
-            "values": dict(self.values),
-        }
-
-    @classmethod
-    def from_dict(cls, data: object, path: str = "sample") -> Sample:
-        """Return the sample held in ``data``; raise ReportFormatError if malformed."""
-        d = obj(data, path)
-        return cls(
-            t=number(field(d, "t", path), join(path, "t")),
-            phase=cast(Phase, choice(field(d, "phase", path), join(path, "phase"), PHASES)),
-            device_bytes=integer(
-                field(d, "device_bytes", path), join(path, "device_bytes"), minimum=0
-            ),
-            values=int_map(field(d, "values", path), join(path, "values")),
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class AnalysisConfig:
-    """Thresholds and signal priority that turn fitted slopes into verdicts."""
-
-    mirror_threshold: float = 0.75  # host/device ratio at or above this: mirror
-    clean_threshold: float = 0.10  # below this: clean; in between: partial
-    max_uncertainty: float = 0.05  # widest tolerated slope uncertainty, as a ratio
-    noise_sigmas: float = 3.0  # how many noise standard deviations make the uncertainty
-    min_points: int = 3  # fewest alloc samples a fit may rest on
-    min_r2: float = 0.9  # a non-clean slope must fit at least this well
-    release_fraction: float = 0.10  # host memory still held after free, as a fraction
-    priority: tuple[str, ...] = DEFAULT_PRIORITY
-    # Signals blind to driver-owned host pages: they can show a mirror but never
-    # prove its absence, so they do not decide a "clean" verdict.
-    blind: tuple[str, ...] = ("proc.VmRSS",)
-
-    def __post_init__(self) -> None:
-        """Reject thresholds that cannot classify anything."""
-        if not 0.0 <= self.clean_threshold < self.mirror_threshold:
-            raise ValueError(
-                "analysis: need 0 <= clean_threshold < mirror_threshold, got "
-                f"{self.clean_threshold} and {self.mirror_threshold}"
-            )
-        if self.max_uncertainty <= 0 or self.noise_sigmas <= 0:
-            raise ValueError("analysis: max_uncertainty and noise_sigmas must be > 0")
-        if self.min_points < 2:
-            raise ValueError(f"analysis: min_points must be >= 2, got {self.min_points}")
-        if not 0.0 <= self.min_r2 <= 1.0 or not 0.0 <= self.release_fraction <= 1.0:
-            raise ValueError("analysis: min_r2 and release_fraction must lie in [0, 1]")
-        if not self.priority:
-            raise ValueError("analysis: priority must name at least one signal")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the configuration as plain JSON data."""
-        d = dataclasses.asdict(self)
-        d["priority"] = list(self.priority)
-        d["blind"] = list(self.blind)
-        return d
-
-    @classmethod
-    def from_dict(cls, data: object, path: str = "analysis") -> AnalysisConfig:
-        """Return the configuration held in ``data``; raise ReportFormatError if malformed."""
-        d = obj(data, path)
-        kw: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            p = join(path, f.name)
-            v = field(d, f.name, path)
-            if f.name in ("priority", "blind"):
-                kw[f.name] = tuple(string(s, f"{p}[{i}]") for i, s in enumerate(array(v, p)))
-            elif f.name == "min_points":
-                kw[f.name] = integer(v, p)
-            else:
-                kw[f.name] = number(v, p)
-        try:
-            return cls(**kw)
-        except ValueError as exc:
-            raise fail(path, str(exc).removeprefix("analysis: ")) from None
-
-
-@dataclasses.dataclass(frozen=True)
-class SignalFit:
-    """Least-squares fit of one signal's memory cost against device bytes allocated.
-
-    Slopes are MiB of memory per GiB of device memory (1024 is 1:1); costs are
-    MiB relative to the idle reference with the signal's sense applied, so a
-    positive number always means more memory used.
-    """
-
-    signal: str
-    side: Side
-    points: int  # alloc samples the fit rests on
-    slope: float | None  # MiB per GiB; None when the data cannot define one
-    intercept_mib: float | None
-    r2: float | None  # None when the cost never varied
-    noise_mib: float | None  # std of the cost over the idle samples; None with < 2
-    residual_mib: float | None  # std of the fit residuals; None with < 3 points
-    uncertainty: float | None  # MiB per GiB the slope may be off by
-    span_gib: float  # range of device memory the fit covers
-    peak_mib: float | None  # largest cost during allocation
-    remaining_mib: float | None  # cost at the last sample after free
-
-    @property
-    def ratio(self) -> float | None:
-        """Return the slope as host bytes per device byte (1.0 is a full mirror)."""
-        return None if self.slope is None else self.slope / 1024.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the fit as plain JSON data."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: object, path: str = "fit") -> SignalFit:
-        """Return the fit held in ``data``; raise ReportFormatError if malformed."""
-        d = obj(data, path)
-
-        def num(key: str) -> float | None:
-            return opt_number(field(d, key, path), join(path, key))
-
-        return cls(
-            signal=string(field(d, "signal", path), join(path, "signal")),
-            side=cast(Side, choice(field(d, "side", path), join(path, "side"), SIDES)),
-            points=integer(field(d, "points", path), join(path, "points"), minimum=0),
-            slope=num("slope"),
-            intercept_mib=num("intercept_mib"),
-            r2=num("r2"),
-            noise_mib=num("noise_mib"),
-            residual_mib=num("residual_mib"),
-            uncertainty=num("uncertainty"),
-            span_gib=number(field(d, "span_gib", path), join(path, "span_gib")),
-            peak_mib=num("peak_mib"),
-            remaining_mib=num("remaining_mib"),
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class SetupAnalysis:
-    """The verdict on one set-up run and the fits it rests on."""
-
-    verdict: Verdict
-    deciding_signal: str | None  # None when no signal was usable
-    ratio: float | None  # host bytes per device byte by the deciding signal
-    reason: str  # why this verdict and this signal, in one sentence
-    host: list[SignalFit]
-    device: list[SignalFit]
-    passed_over: dict[str, str]  # prioritised signal -> why it did not decide
-    released: bool | None  # host memory came back after free; None when unknown or clean
-    vmrss_would_miss: bool  # VmRSS alone would have called this run clean
-    max_device_bytes: int
-
-    def fit(self, signal: str) -> SignalFit | None:
-        """Return the host or device fit of ``signal``, or None."""
-        return next((f for f in [*self.host, *self.device] if f.signal == signal), None)
-
-    @property
-    def slope(self) -> float | None:
-        """Return the deciding signal's slope in MiB per GiB, or None."""
-        fit = self.fit(self.deciding_signal) if self.deciding_signal else None
-        return None if fit is None else fit.slope
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the analysis as plain JSON data."""
-        return {
-            "verdict": self.verdict,
-            "deciding_signal": self.deciding_signal,
-            "ratio": self.ratio,
-            "reason": self.reason,
-            "host": [f.to_dict() for f in self.host],
-            "device": [f.to_dict() for f in self.device],
-            "passed_over": dict(self.passed_over),
-            "released": self.released,
-            "vmrss_would_miss": self.vmrss_would_miss,
-            "max_device_bytes": self.max_device_bytes,
-        }
-
-    @classmethod
-    def from_dict(cls, data: object, path: str = "result") -> SetupAnalysis:
-        """Return the analysis held in ``data``; raise ReportFormatError if malformed."""
-        d = obj(data, path)
-
-        def get(key: str) -> tuple[Any, str]:
-            return field(d, key, path), join(path, key)
-
-        return cls(
-            verdict=cast(Verdict, choice(*get("verdict"), VERDICTS)),
-            deciding_signal=opt_string(*get("deciding_signal")),
-            ratio=opt_number(*get("ratio")),
-            reason=string(*get("reason"), empty=True),
-            host=items(*get("host"), SignalFit.from_dict),
-            device=items(*get("device"), SignalFit.from_dict),
-            passed_over=str_map(*get("passed_over")),
-            released=opt_boolean(*get("released")),
-            vmrss_would_miss=boolean(*get("vmrss_would_miss")),
-            max_device_bytes=integer(*get("max_device_bytes"), minimum=0),
-        )
-
 
 def _cpu_device(devices: list[dict[str, Any]]) -> bool:
     """Return True when a run's devices include a CPU (what reports before 1.1 imply)."""

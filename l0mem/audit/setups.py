@@ -73,6 +73,9 @@ class AuditOptions:
     settle_s: float = 0.1  # wait after each step before sampling
     idle_samples: int = 5
     freed_samples: int = 2
+    # Seconds a set-up may spend on extra allocate/free cycles while its slope's
+    # interval still spans two verdicts (a busy machine); 0: none.
+    budget_s: float = 30.0
     child_timeout_s: float = 300.0  # a child silent this long is stopped
     python: str = sys.executable  # interpreter the children run on
 
@@ -101,6 +104,8 @@ class AuditOptions:
             raise ValueError(f"settle time must be between 0 and 60 s, got {self.settle_s}")
         if not 2 <= self.idle_samples <= 100 or not 1 <= self.freed_samples <= 100:
             raise ValueError("need 2..100 idle samples and 1..100 freed samples")
+        if not 0 <= self.budget_s <= 3600:
+            raise ValueError(f"budget must be between 0 and 3600 s, got {self.budget_s}")
         if not self.child_timeout_s > 0:
             raise ValueError("child timeout must be > 0 s")
         object.__setattr__(self, "env", dict(self.env))
@@ -182,6 +187,7 @@ class SetupPlan:
     settle_s: float = 0.1
     idle_samples: int = 5
     freed_samples: int = 2
+    budget_s: float = 30.0
     allow_fewer_devices: bool = False  # a remedy may hide devices (ZE_AFFINITY_MASK)
     host_memory_device: bool = False  # its memory is host memory (host_backed; not the simulator)
     simulated: bool = False  # runs on the simulated Level Zero driver
@@ -219,6 +225,7 @@ class SetupPlan:
             "settle_s": self.settle_s,
             "idle_samples": self.idle_samples,
             "freed_samples": self.freed_samples,
+            "budget_s": self.budget_s,
             "allow_fewer_devices": self.allow_fewer_devices,
         }
 
@@ -314,6 +321,7 @@ def plan_audit(
         "settle_s": options.settle_s,
         "idle_samples": options.idle_samples,
         "freed_samples": options.freed_samples,
+        "budget_s": options.budget_s,
     }
     plans: list[SetupPlan] = []
     l0_devs, l0_why = _select_l0(options, inventory)

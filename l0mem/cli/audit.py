@@ -250,7 +250,18 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
     default=0.1,
     show_default=True,
     metavar="SECONDS",
-    help="Wait after each step before sampling.",
+    help="Pause between step windows (each pause is drawn from half to one and a half times "
+    "this, so that no other process's rhythm can keep step with them).",
+)
+@click.option(
+    "--budget",
+    type=click.FloatRange(0.0, 3600.0),
+    callback=finite,
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="On a busy machine, time each set-up may spend allocating and freeing a step again "
+    "while its slope's interval still spans two verdicts (0: never).",
 )
 @click.option(
     "--remedies", is_flag=True, help="Rerun set-ups that mirrored under known workarounds."
@@ -295,6 +306,7 @@ def audit(
     floor_bytes: int | None,
     no_floor: bool,
     settle: float,
+    budget: float,
     remedies: bool,
     env: dict[str, str],
     fail_on_mirror: bool,
@@ -340,6 +352,7 @@ def audit(
             remedies=remedies,
             env=env,
             settle_s=settle,
+            budget_s=budget,
         )
     except ValueError as exc:
         fail("audit", ExitCode.USAGE, str(exc))

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from l0mem.audit.analysis import remedy_effects
 from l0mem.audit.costs import RemedyCost, advice, ranked
-from l0mem.audit.model import AuditReport, Platform, SetupRun
+from l0mem.audit.model import AuditReport, Platform, Sample, SetupRun
 from l0mem.audit.runner import RunEvent
 from l0mem.audit.setups import SetupPlan
 from l0mem.units import format_bytes
@@ -54,7 +54,7 @@ class Bars:
         task = self.tasks[id(event.plan)]
         if event.kind == "start" and event.plan.skip_reason is None:
             self.progress.update(task, state="running")
-        elif event.kind == "sample" and event.sample is not None and event.sample.phase == "alloc":
+        elif event.kind == "sample" and event.sample is not None and _climbs(event.sample, event.plan):
             step = max(event.plan.step_bytes, 1)
             done = -(-event.sample.device_bytes // step)
             allocated = format_bytes(event.sample.device_bytes)
@@ -77,6 +77,13 @@ class Bars:
     @staticmethod
     def _initial(plan: SetupPlan) -> str:
         return "skipped" if plan.skip_reason is not None else "waiting"
+
+
+def _climbs(sample: Sample, plan: SetupPlan) -> bool:
+    """Return True for the sample that ends a step of the staircase up (one line each)."""
+    if sample.step is None:
+        return sample.phase == "alloc"
+    return sample.edge == "after" and sample.step <= plan.steps
 
 
 def _fmt(value: float | None, spec: str = ".0f") -> str:
@@ -315,6 +322,10 @@ def render(report: AuditReport, console: Console) -> None:
     for run in report.runs:
         if run.status != "ok" and run.reason:
             console.print(escape(f"{run.label}: {run.status}: {run.reason}"), soft_wrap=True)
+    for run in report.runs:
+        advice = None if run.result is None else run.result.next_steps
+        if advice is not None:
+            console.print(escape(f"{run.label}: inconclusive: {advice.text}"), soft_wrap=True)
 
 
 def unavailable_lines(runs: list[SetupRun]) -> list[str]:

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from l0mem.audit.analysis import DEFAULT_CONFIG
 from l0mem.audit.report import MissingDependencyError
 from l0mem.cli._common import check_outputs, fail
 from l0mem.cli._exits import ExitCode
+from l0mem.estimate import DEFAULT_CONFIG
 from l0mem.files import ReportWriteError
 from l0mem.watch import Series, WatchResult, WatchSample, WatchSummary, summarize
 from l0mem.watch.export import document, write_csv, write_json, write_plot

@@ -145,6 +145,8 @@ def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[s
         )
     lines.append(head)
     lines.append(f"  {analysis.reason}")
+    if analysis.next_steps is not None:
+        lines.append(f"  what to do: {analysis.next_steps.text}")
     table = Table(title="peaks", title_justify="left")
     table.add_column("what")
     table.add_column("peak", justify="right")

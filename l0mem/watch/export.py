@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from l0mem import __version__
-from l0mem.audit.analysis import cost_series
 from l0mem.audit.model import AnalysisConfig, utc_now
 from l0mem.audit.report import new_figure, save_figure
 from l0mem.backends.base import is_simulator_name
 from l0mem.driverenv import recorded_environment
+from l0mem.estimate import cost_series
 from l0mem.files import PathLike, json_bytes, write_bytes
 from l0mem.probe.fingerprint import host_fingerprint
 from l0mem.watch.engine import WatchResult
@@ -167,7 +167,7 @@ def write_plot(series: Series, summary: WatchSummary, path: PathLike, *, title: 
     xs = device_series(series)
     if fit is not None:
         # The fit's own points: its signal's cost from the sample before device memory grew.
-        pts = [(x, y) for _, x, y in cost_series(as_setup_run(series, xs), fit.signal)]
+        pts = [(x, y) for _, x, y in cost_series(as_setup_run(series, xs).samples, fit.signal)]
         what = f"{fit.signal} (from the last sample before device memory grew)"
     else:
         costs = [host_cost(series, s) for s in series.samples]

@@ -1,7 +1,7 @@
 """What a watched workload cost: peaks, the fitted host cost per device GiB, and a verdict.
 
 Pure functions over a :class:`~l0mem.watch.series.Series`. The fit and the
-verdict are the audit's own (:func:`l0mem.audit.analysis.analyze_run`, its
+verdict are the estimation's (:func:`l0mem.estimate.analyze_samples`, the audit's
 thresholds and signal priority): the series is handed to it as one set-up
 run whose "alloc" samples are those taken while the workload held device
 memory, the sample just before as its "idle" reference and those after it
@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from l0mem.audit.analysis import DEFAULT_CONFIG, analyze_run, fit_signal
 from l0mem.audit.model import (
     AnalysisConfig,
     Sample,
@@ -25,6 +24,7 @@ from l0mem.audit.model import (
     SignalFit,
     plain_run,
 )
+from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, fit_signal
 from l0mem.watch.series import (
     IN_FLIGHT,
     Series,
@@ -35,6 +35,12 @@ from l0mem.watch.series import (
     host_cost,
     host_signal,
     resident_bytes,
+)
+
+# What a watch's user can do for more evidence (an inconclusive verdict's advice).
+MORE_EVIDENCE = (
+    "run with --trace (device memory from the allocation calls themselves), let the "
+    "workload allocate in more or larger steps, or run it when the machine is quieter"
 )
 
 # The audit reads this process's RSS; a watch reads the whole tree's.
@@ -237,7 +243,7 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     config = watch_config(config)
     xs = device_series(series)
     run = as_setup_run(series, xs, config)
-    analysis = analyze_run(run, config)
+    analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
     if all(x is None for x in xs) or not series.samples:
         analysis = dataclasses.replace(analysis, reason=_no_device_reason(series))
     host_name = host_signal(series)
@@ -293,7 +299,7 @@ def _resident_fit(
         xs.append(None if now is None else max(0, now - base))
     if not any(xs):
         return None
-    fit = fit_signal(as_setup_run(series, xs, config), analysis.deciding_signal, config)
+    fit = fit_signal(as_setup_run(series, xs, config).samples, analysis.deciding_signal, config)
     return fit if fit.slope is not None else None
 
 

@@ -22,8 +22,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from l0mem.audit.analysis import DEFAULT_CONFIG, cost_series, recorded_signals
-from l0mem.audit.model import SetupRun
+from l0mem.audit.model import Sample, SetupRun
+from l0mem.estimate import DEFAULT_CONFIG, cost_series, recorded_signals
 from tests.support.child_site.host_model import (
     LOWEST_KEY,
     MIRROR_ONLY,
@@ -137,11 +137,21 @@ def mirror_truth(run: SetupRun) -> list[tuple[str, int, int]]:
 def assert_mirrored(run: SetupRun, ratio: float, *, kept: bool = False) -> None:
     """Fail unless the simulator mirrored exactly ``ratio`` of each step's bytes, and freed it unless ``kept``."""
     truth = mirror_truth(run)
+    peak = 0  # the most device memory held so far: a kept mirror stays at its size
     for phase, device, mirror in truth:
-        want = int(ratio * device) if phase == "alloc" else 0
-        if phase == "freed" and kept:
-            want = max(m for p, _, m in truth if p == "alloc")
+        peak = max(peak, device)
+        want = int(ratio * (peak if kept else device))
         assert mirror == want, f"{run.label}: {phase} at {device} device bytes: {truth}"
+
+
+def steps_up(samples: list[Sample]) -> list[Sample]:
+    """Return the sample that ends each step of allocation: a window's "after" edge that grew."""
+    before = {s.step: s.device_bytes for s in samples if s.edge == "before"}
+    return [
+        s
+        for s in samples
+        if s.edge == "after" and s.step in before and s.device_bytes > before[s.step]
+    ]
 
 
 def kept_after_free(run: SetupRun) -> int:
@@ -151,7 +161,7 @@ def kept_after_free(run: SetupRun) -> int:
 
 def deciding_candidate(run: SetupRun) -> str:
     """Return the host signal the analysis tries first among those this run recorded."""
-    recorded = set(recorded_signals(run))
+    recorded = set(recorded_signals(run.samples))
     return next(s for s in DEFAULT_CONFIG.priority if s in recorded)
 
 
@@ -166,7 +176,7 @@ def disturbance(run: SetupRun, allowance_mib: float, signal: str | None = None) 
     """
     signal = signal or deciding_candidate(run)
     truth = mirror_truth(run)
-    costs = cost_series(run, signal)
+    costs = cost_series(run.samples, signal)
     assert len(costs) == len(truth), f"{run.label}: {signal} missing from some samples"
     rss0 = run.samples[0].values.get("proc.RssAnon", 0)
     with_rss = signal not in MIRROR_ONLY

@@ -1,10 +1,11 @@
-"""Strict reading of the audit report's JSON: one-line errors that name the bad field.
+"""Strict reading of l0mem's JSON reports: one-line errors that name the bad field.
 
 Every check takes the value and its field path (``runs[2].samples[0].phase``)
 and either returns the value, typed, or raises :class:`ReportFormatError`
 whose message is that path and what is wrong with it. The data classes of
-:mod:`l0mem.audit.runs` and :mod:`l0mem.audit.model` read themselves with
-these.
+:mod:`l0mem.estimate` and :mod:`l0mem.audit` read themselves with these.
+
+What it may import: nothing of l0mem.
 """
 
 from __future__ import annotations

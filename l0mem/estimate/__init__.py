@@ -1,0 +1,73 @@
+"""The estimation: from samples of memory signals to a slope, its uncertainty and a verdict.
+
+One estimation serves every command that judges host memory: the audit's
+set-up runs and the workloads ``l0mem run`` and ``watch`` follow. Its parts:
+:mod:`.model` (samples, settings, fits and the judged result, with their
+JSON forms), :mod:`.signals` (what each signal measures and its cost series),
+:mod:`.steps` (robust slopes from step windows: the change of each signal
+right around each change of device memory), :mod:`.fits` (one signal's fit:
+step windows where there are any, else a least-squares line) and
+:mod:`.decide` (which signal decides, whether its interval separates the
+verdicts, and what to do when it does not).
+
+What it may import: :mod:`l0mem.probe` (signal names) and the leaves.
+"""
+
+from l0mem.estimate.decide import (
+    MORE_EVIDENCE,
+    analyze_samples,
+    classify,
+    released,
+    separated,
+    why_unusable,
+)
+from l0mem.estimate.fits import fit_signal, least_squares
+from l0mem.estimate.model import (
+    DEFAULT_PRIORITY,
+    DEFAULT_TOTALS,
+    AnalysisConfig,
+    NextSteps,
+    Sample,
+    SetupAnalysis,
+    SignalFit,
+    Verdict,
+)
+from l0mem.estimate.signals import (
+    DRM_HOST_AGGREGATE,
+    cost_series,
+    recorded_signals,
+    signal_info,
+)
+from l0mem.estimate.steps import Interval, StepSlope, Window, median_interval, step_slope, windows
+
+DEFAULT_CONFIG = AnalysisConfig()
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_PRIORITY",
+    "DEFAULT_TOTALS",
+    "DRM_HOST_AGGREGATE",
+    "MORE_EVIDENCE",
+    "AnalysisConfig",
+    "Interval",
+    "NextSteps",
+    "Sample",
+    "SetupAnalysis",
+    "SignalFit",
+    "StepSlope",
+    "Verdict",
+    "Window",
+    "analyze_samples",
+    "classify",
+    "cost_series",
+    "fit_signal",
+    "least_squares",
+    "median_interval",
+    "recorded_signals",
+    "released",
+    "separated",
+    "signal_info",
+    "step_slope",
+    "why_unusable",
+    "windows",
+]

@@ -1,0 +1,345 @@
+"""The verdict on a run: which signal decides, whether its interval separates the verdicts.
+
+A verdict is given only when the deciding signal's whole interval lies in
+one verdict's range (clean below ``clean_threshold``, mirror from
+``mirror_threshold``, partial between): the question is never how noisy a
+signal was, only whether the noise could change the answer.
+
+Signals are of two kinds. A **total** (``host.available``, MemAvailable,
+MemFree) shows every page anyone takes: it alone can show that a run took
+nothing. A **component** (GPUActive, ``nr_gpu_active``, the cgroup's GPU
+pages, DRM fdinfo host regions, Shmem, VmRSS) shows where some pages went:
+i915 backs its system-memory objects with shmem, so they show in Shmem;
+xe's TTM pages show in GPUActive / ``nr_gpu_active`` from kernel 7.1 and in
+no component before; l0mem's simulator shows its memfd mirror in Shmem and
+its anonymous mirror in none. A component may decide only a mirror or a
+partial mirror, only when the totals could not decide, and only when its
+interval meets the first usable total's: it then accounts for the host's
+loss that the same steps caused, with the precision a neighbour cannot take
+from it. A wrong clean is the worst answer, so no component ever says clean.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from l0mem.estimate.fits import fit_signal, step_slopes
+from l0mem.estimate.model import (
+    AnalysisConfig,
+    NextSteps,
+    Sample,
+    SetupAnalysis,
+    SignalFit,
+    Verdict,
+)
+from l0mem.estimate.signals import GIB, recorded_signals
+from l0mem.estimate.steps import windows_needed
+
+_PCP_HIDDEN = frozenset({"meminfo.MemAvailable", "meminfo.MemFree"})
+# What a user can do for more evidence, when the caller does not say.
+MORE_EVIDENCE = "measure again with more steps or a larger size, or when the machine is quieter"
+SIZE_ALIGN = 64 << 20
+
+
+def classify(ratio: float, config: AnalysisConfig | None = None) -> Verdict:
+    """Return the verdict for a host/device ratio (1.0 is a full mirror)."""
+    config = config or AnalysisConfig()
+    if ratio >= config.mirror_threshold:
+        return "mirror"
+    if ratio >= config.clean_threshold:
+        return "partial"
+    return "clean"
+
+
+def separated(fit: SignalFit, config: AnalysisConfig) -> Verdict | None:
+    """Return the verdict the fit's whole interval lies in, or None when it spans two."""
+    interval = fit.interval
+    if interval is None:
+        return None
+    low, high = classify(interval[0] / 1024.0, config), classify(interval[1] / 1024.0, config)
+    return low if low == high else None
+
+
+def why_unusable(fit: SignalFit, config: AnalysisConfig | None = None) -> str | None:
+    """Return why ``fit`` cannot decide at all (too little data, a poor line), or None."""
+    config = config or AnalysisConfig()
+    unit = "step window(s)" if fit.method == "steps" else "alloc sample(s)"
+    if fit.points < config.min_points:
+        return f"only {fit.points} {unit}, need {config.min_points}"
+    if fit.slope is None or fit.uncertainty is None:
+        return "device bytes did not vary across the alloc samples"
+    ratio = fit.slope / 1024.0
+    if (
+        fit.method == "line"
+        and ratio >= config.clean_threshold
+        and fit.r2 is not None
+        and fit.r2 < config.min_r2
+    ):
+        return f"poor linear fit (R^2 {fit.r2:.2f} < {config.min_r2:.2f})"
+    return None
+
+
+def _spans(fit: SignalFit) -> str:
+    low, high = fit.interval or (math.nan, math.nan)
+    return f"its interval {low:.0f} to {high:.0f} MiB/GiB spans two verdicts"
+
+
+def _meets(a: SignalFit, b: SignalFit) -> bool:
+    ia, ib = a.interval, b.interval
+    return ia is not None and ib is not None and ia[0] <= ib[1] and ib[0] <= ia[1]
+
+
+def choose(
+    by_name: Mapping[str, SignalFit], config: AnalysisConfig
+) -> tuple[SignalFit | None, SignalFit | None, dict[str, str]]:
+    """Return (deciding fit or None, the total components are checked against, why others did not decide)."""
+    pcp_hidden = _PCP_HIDDEN if "zoneinfo.pcp_free" in by_name else frozenset()
+    totals = [n for n in config.priority if n in config.totals]
+    components = [n for n in config.priority if n not in config.totals]
+    total: SignalFit | None = None
+    passed_over: dict[str, str] = {}
+    for name in [*totals, *components]:
+        fit = by_name.get(name)
+        if fit is None:
+            continue
+        why = why_unusable(fit, config)
+        is_total = name in config.totals
+        if is_total and total is None and fit.interval is not None and fit.points >= config.min_points:
+            # Components are checked against the first total that measured anything at all.
+            total = fit
+        verdict = separated(fit, config) if why is None else None
+        if why is not None:
+            pass
+        elif verdict is None:
+            why = _spans(fit)
+        elif verdict == "clean" and name in config.blind:
+            why = "blind to driver-owned host pages: it cannot show that a run is clean"
+        elif verdict == "clean" and not is_total:
+            why = "one component of the host's loss: it cannot show that a run is clean"
+        elif verdict == "clean" and name in pcp_hidden:
+            why = "misses memory taken from the per-CPU free lists: it cannot show that a run is clean"
+        elif not is_total and total is None:
+            why = "no total of the host's memory could check that it accounts for the loss"
+        elif not is_total and total is not None and not _meets(fit, total):
+            low, high = total.interval or (math.nan, math.nan)
+            why = f"does not account for the fall of {total.signal} ({low:.0f} to {high:.0f} MiB/GiB)"
+        if why is None:
+            return fit, total, passed_over
+        passed_over[name] = why
+    return None, total, passed_over
+
+
+def analyze_samples(
+    samples: Sequence[Sample],
+    config: AnalysisConfig | None = None,
+    *,
+    untouched: int = 0,
+    unavailable: Mapping[str, str] | None = None,
+    more: str = MORE_EVIDENCE,
+) -> SetupAnalysis:
+    """Return the verdict on one run's samples, with every host and device fit.
+
+    ``untouched`` counts allocations whose fill did not read back (no verdict
+    holds then); ``unavailable`` says why signals are absent, and ``more``
+    what the user can do for more evidence, for an inconclusive run's advice.
+    """
+    config = config or AnalysisConfig()
+    alloc = [s for s in samples if s.phase == "alloc"]
+    max_device = max((s.device_bytes for s in samples), default=0)
+    fits = [fit_signal(samples, name, config) for name in recorded_signals(samples)]
+    host = [f for f in fits if f.side == "host"]
+    device = [f for f in fits if f.side == "device"]
+    by_name = {f.signal: f for f in host}
+    chosen, total, passed_over = choose(by_name, config)
+
+    if untouched or chosen is None or chosen.slope is None:
+        reason = _no_signal_reason(alloc != [], passed_over)
+        if untouched:
+            # Memory the fill never reached may not be backed at all: no verdict holds.
+            reason = (
+                f"memory not touched: {untouched} allocation(s) did not read back the fill pattern"
+            )
+        advice = next_steps(
+            samples, total, by_name, config, unavailable or {}, more, untouched=untouched
+        )
+        return SetupAnalysis(
+            verdict="inconclusive",
+            deciding_signal=None,
+            ratio=None,
+            reason=reason,
+            host=host,
+            device=device,
+            passed_over=passed_over,
+            released=None,
+            vmrss_would_miss=False,
+            max_device_bytes=max_device,
+            next_steps=advice,
+        )
+
+    ratio = chosen.slope / 1024.0
+    verdict = classify(ratio, config)
+    rss = by_name.get("proc.VmRSS")
+    vmrss_would_miss = (
+        verdict in ("mirror", "partial")
+        and chosen.signal != "proc.VmRSS"
+        and rss is not None
+        and rss.ratio is not None
+        and rss.ratio < config.clean_threshold
+    )
+    return SetupAnalysis(
+        verdict=verdict,
+        deciding_signal=chosen.signal,
+        ratio=ratio,
+        reason=decided_reason(chosen, passed_over),
+        host=host,
+        device=device,
+        passed_over=passed_over,
+        # Nothing was taken in a clean run, so there is nothing to give back.
+        released=None if verdict == "clean" else released(chosen, max_device / GIB, config),
+        vmrss_would_miss=vmrss_would_miss,
+        max_device_bytes=max_device,
+    )
+
+
+def _no_signal_reason(any_alloc: bool, passed_over: dict[str, str]) -> str:
+    if not any_alloc:
+        return "no samples were taken while device memory was allocated"
+    if not passed_over:
+        return "none of the prioritised host signals was recorded in every alloc sample"
+    detail = "; ".join(f"{name}: {why}" for name, why in passed_over.items())
+    return f"no host signal could decide ({detail})"
+
+
+def decided_reason(fit: SignalFit, passed_over: Mapping[str, str]) -> str:
+    """Return the one sentence that says what decided: signal, slope, interval and evidence."""
+    assert fit.slope is not None
+    low, high = fit.interval or (fit.slope, fit.slope)
+    if fit.method == "steps":
+        cov = 0.0 if fit.coverage is None else fit.coverage
+        dropped = f", {len(fit.rejected)} disturbed and left out" if fit.rejected else ""
+        text = (
+            f"{fit.signal}: {fit.slope:.0f} MiB host per GiB device ({low:.0f} to {high:.0f} "
+            f"at {cov:.0%}, {fit.points} step windows{dropped})"
+        )
+    else:
+        r2 = "n/a" if fit.r2 is None else f"{fit.r2:.3f}"
+        text = (
+            f"{fit.signal}: {fit.slope:.0f} MiB host per GiB device "
+            f"(+/-{fit.uncertainty or 0.0:.0f}, R^2 {r2}, {fit.points} points)"
+        )
+    if passed_over:
+        text += "; passed over " + "; ".join(f"{n} ({w})" for n, w in passed_over.items())
+    return text
+
+
+def released(fit: SignalFit, max_device_gib: float, config: AnalysisConfig) -> bool | None:
+    """Return whether the memory the allocations cost came back after free."""
+    if fit.slope is None:
+        return None
+    if fit.method == "steps" and fit.kept_mib is not None:
+        # What the frees gave back against what the allocations took, window by window:
+        # a disturbed window counts at its kind's median, so no neighbour decides it.
+        taken = max(fit.slope * max_device_gib, 0.0)
+        allowance = max(config.release_fraction * taken, 1.0)
+        return fit.kept_mib <= allowance
+    if fit.remaining_mib is None or fit.intercept_mib is None:
+        return None
+    # Measured from the fitted line's zero, so one-off costs (a context that
+    # lives until exit) are not mistaken for allocations kept after free.
+    taken = max(fit.slope * max_device_gib, 0.0)
+    sigma = max(fit.noise_mib or 0.0, fit.residual_mib or 0.0)
+    # The 1 MiB floor keeps rounding in the fit from deciding noise-free cases.
+    allowance = max(config.release_fraction * taken, config.noise_sigmas * sigma, 1.0)
+    return fit.remaining_mib - fit.intercept_mib <= allowance
+
+
+def next_steps(
+    samples: Sequence[Sample],
+    total: SignalFit | None,
+    by_name: Mapping[str, SignalFit],
+    config: AnalysisConfig,
+    unavailable: Mapping[str, str],
+    more: str,
+    *,
+    untouched: int = 0,
+) -> NextSteps:
+    """Return what an inconclusive run measured and what would decide it."""
+    missing = {
+        name: unavailable.get(name) or unavailable.get(name.partition(".")[0]) or "not read"
+        for name in config.priority
+        if name not in config.totals and name not in by_name and not name.startswith("drm.")
+    }
+    if untouched:
+        text = (
+            f"{untouched} allocation(s) never showed the fill: the driver did not execute it, "
+            "so no size or repeat decides; check the driver (l0mem info)"
+        )
+        return NextSteps(text, None, None, 0, None, None, missing)
+    if total is None or total.slope is None:
+        text = (
+            "no total of the host's memory (host.available, MemAvailable) was read in enough "
+            f"samples to judge; {more}"
+        )
+        return NextSteps(text, None, None, 0 if total is None else total.points, None, None, missing)
+    slope = total.slope
+    low, high = total.interval or (slope, slope)
+    bounds = (config.clean_threshold * 1024.0, config.mirror_threshold * 1024.0)
+    distance = min(abs(slope - b) for b in bounds)
+    max_device = max((s.device_bytes for s in samples), default=0)
+    half = max(slope - low, high - slope)
+    need: int | None = None
+    if total.method == "steps":
+        grow, _ = step_slopes(samples, total.signal, config)
+        if grow is not None:
+            need = windows_needed(grow, distance, config.confidence)
+    size = None
+    if distance > 0 and half > 0 and max_device:
+        # The noise is MiB per window whatever the size: the ratio's spread shrinks with it.
+        size = math.ceil(max_device * half / distance / SIZE_ALIGN) * SIZE_ALIGN
+    noise = total.noise_mib
+    seen = f"about {noise:.0f} MiB" if noise is not None else "an unknown amount"
+    at = "windows" if total.method == "steps" else "samples"
+    parts = [
+        f"{total.signal} moved by {seen} per measurement beside this run's own steps "
+        f"(other processes' memory); its slope {slope:.0f} MiB/GiB lies between {low:.0f} and "
+        f"{high:.0f}, which spans two verdicts"
+    ]
+    if distance <= 0:
+        parts.append("the slope sits on a verdict's threshold: no repeat separates it")
+    else:
+        wanted = []
+        if need is not None:
+            wanted.append(f"about {need} step {at} (this run had {total.points})")
+        if size is not None:
+            wanted.append(f"a size of {size >> 20} MiB")
+        if wanted:
+            parts.append(" or ".join(wanted) + " would decide at that noise")
+    gone = [n for n in missing if n.startswith(("meminfo.GPU", "vmstat.nr_gpu"))]
+    if gone:
+        parts.append(
+            "no component signal could stand in (" + ", ".join(gone) + " absent: kernel < 7.1)"
+        )
+    parts.append(more)
+    return NextSteps(
+        text="; ".join(parts),
+        signal=total.signal,
+        noise_mib=noise,
+        windows=total.points,
+        windows_needed=need,
+        size_needed_bytes=size,
+        missing=missing,
+    )
+
+
+__all__ = [
+    "MORE_EVIDENCE",
+    "analyze_samples",
+    "choose",
+    "classify",
+    "decided_reason",
+    "next_steps",
+    "released",
+    "separated",
+    "why_unusable",
+]

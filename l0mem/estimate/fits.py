@@ -1,0 +1,127 @@
+"""One signal's fit over a run: from its step windows where it has them, else a line.
+
+:func:`fit_signal` is the one entry: a run with step windows (the audit's)
+gets :mod:`l0mem.estimate.steps`' median slope and interval; a run without
+(an old report, a series with no marked windows) gets a least-squares line
+whose uncertainty is its noise over the span it covers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Sequence
+
+from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit
+from l0mem.estimate.signals import cost_series, signal_info
+from l0mem.estimate.steps import StepSlope, step_slope, windows
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+    """A least-squares line with how well it fits."""
+
+    slope: float
+    intercept: float
+    r2: float | None
+    residual: float | None
+
+
+def least_squares(xs: Sequence[float], ys: Sequence[float]) -> Line | None:
+    """Return the least-squares line through the points, or None when x does not vary."""
+    n = len(xs)
+    if n < 2:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if not sxx > 0.0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    intercept = my - slope * mx
+    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    # A cost that never moved has no variance to explain: R^2 is undefined, not 0 or 1.
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0.0 else None
+    residual = math.sqrt(ss_res / (n - 2)) if n > 2 else None
+    return Line(slope, intercept, r2, residual)
+
+
+def step_slopes(
+    samples: Sequence[Sample], signal: str, config: AnalysisConfig
+) -> tuple[StepSlope | None, StepSlope | None]:
+    """Return the slope over the windows that allocated and over those that freed (None: none)."""
+    found = windows(samples, signal)
+    grow = step_slope([w for w in found if w.device_bytes > 0], config.confidence)
+    shrink = step_slope([w for w in found if w.device_bytes < 0], config.confidence)
+    return grow, shrink
+
+
+def fit_signal(
+    samples: Sequence[Sample], signal: str, config: AnalysisConfig | None = None
+) -> SignalFit:
+    """Return the fit of ``signal``'s memory cost against device bytes over a run's samples."""
+    config = config or AnalysisConfig()
+    info = signal_info(signal)
+    if info is None:
+        raise ValueError(f"unknown signal {signal!r}")
+    series = cost_series(samples, signal)
+    idle = [c for phase, _, c in series if phase == "idle"]
+    alloc = [(x, c) for phase, x, c in series if phase == "alloc"]
+    freed = [c for phase, _, c in series if phase == "freed"]
+    xs = [x for x, _ in alloc]
+    ys = [c for _, c in alloc]
+    line = least_squares(xs, ys)
+    span = max(xs) - min(xs) if xs else 0.0
+    base = SignalFit(
+        signal=signal,
+        side=info.side,
+        points=len(alloc),
+        slope=None,
+        intercept_mib=None,
+        r2=None if line is None else line.r2,
+        noise_mib=None,
+        residual_mib=None if line is None else line.residual,
+        uncertainty=None,
+        span_gib=span,
+        peak_mib=max(ys) if ys else None,
+        remaining_mib=freed[-1] if freed else None,
+    )
+    grow, shrink = step_slopes(samples, signal, config)
+    if grow is not None:
+        iv = grow.interval
+        # The line through the samples at the windows' slope: for plots and release.
+        intercept = statistics.median(c - iv.median * x for x, c in alloc) if alloc else None
+        return dataclasses.replace(
+            base,
+            points=iv.n,
+            slope=iv.median,
+            intercept_mib=intercept,
+            noise_mib=grow.noise_mib,
+            uncertainty=iv.half_width,
+            method="steps",
+            low=iv.low,
+            high=iv.high,
+            coverage=iv.coverage,
+            rejected=tuple(w.step for w in grow.rejected),
+            release_slope=None if shrink is None else shrink.slope,
+            # Frees give back a positive cost over negative device bytes: the sum is what stayed.
+            kept_mib=None if shrink is None else grow.total_mib + shrink.total_mib,
+        )
+    noise = statistics.stdev(idle) if len(idle) >= 2 else None
+    uncertainty = None
+    if line is not None:
+        # Host signals are system-wide: their noise comes from other processes and
+        # drifts rather than averaging out, so it is not divided by sqrt(points).
+        sigma = max(noise or 0.0, line.residual or 0.0)
+        uncertainty = config.noise_sigmas * sigma / span
+    return dataclasses.replace(
+        base,
+        slope=None if line is None else line.slope,
+        intercept_mib=None if line is None else line.intercept,
+        noise_mib=noise,
+        uncertainty=uncertainty,
+    )
+
+
+__all__ = ["Line", "fit_signal", "least_squares", "step_slopes"]
