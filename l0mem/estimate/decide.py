@@ -21,6 +21,7 @@ from it. A wrong clean is the worst answer, so no component ever says clean.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
@@ -34,7 +35,7 @@ from l0mem.estimate.model import (
     Verdict,
 )
 from l0mem.estimate.signals import GIB, recorded_signals
-from l0mem.estimate.steps import windows_needed
+from l0mem.estimate.steps import step_slope, windows, windows_needed
 
 _PCP_HIDDEN = frozenset({"meminfo.MemAvailable", "meminfo.MemFree"})
 # What a user can do for more evidence, when the caller does not say.
@@ -69,6 +70,13 @@ def why_unusable(fit: SignalFit, config: AnalysisConfig | None = None) -> str | 
         return f"only {fit.points} {unit}, need {config.min_points}"
     if fit.slope is None or fit.uncertainty is None:
         return "device bytes did not vary across the alloc samples"
+    if fit.method == "steps" and (fit.coverage or 0.0) < config.confidence:
+        # Even the whole range of so few windows holds the median less often than asked.
+        need = math.ceil(math.log2(2.0 / (1.0 - config.confidence)))
+        return (
+            f"only {fit.points} step windows: an interval of {config.confidence:.0%} "
+            f"needs at least {need}"
+        )
     ratio = fit.slope / 1024.0
     if (
         fit.method == "line"
@@ -90,8 +98,44 @@ def _meets(a: SignalFit, b: SignalFit) -> bool:
     return ia is not None and ib is not None and ia[0] <= ib[1] and ib[0] <= ia[1]
 
 
+def unexplained(
+    samples: Sequence[Sample], total: str, component: str, config: AnalysisConfig
+) -> float | None:
+    """Return the median, over the step windows, of the total's fall the component leaves unexplained.
+
+    In MiB per GiB; None without windows both signals were read in. A window a
+    neighbour disturbed moves the total alone and is outvoted by the others.
+    """
+    of_total = {w.step: w for w in windows(samples, total)}
+    paired = [
+        dataclasses.replace(w, cost_mib=of_total[w.step].cost_mib - w.cost_mib)
+        for w in windows(samples, component)
+        if w.step in of_total and w.device_bytes > 0
+    ]
+    found = step_slope(paired, config.confidence)
+    return None if found is None else found.slope
+
+
+def _accounts(
+    samples: Sequence[Sample], fit: SignalFit, total: SignalFit, config: AnalysisConfig
+) -> str | None:
+    """Return why component ``fit`` does not account for the total's fall, or None when it does."""
+    low, high = total.interval or (math.nan, math.nan)
+    if not _meets(fit, total):
+        return f"does not account for the fall of {total.signal} ({low:.0f} to {high:.0f} MiB/GiB)"
+    if fit.method != "steps" or total.method != "steps":
+        return None
+    rest = unexplained(samples, total.signal, fit.signal, config)
+    if rest is not None and abs(rest) > config.clean_threshold * 1024.0:
+        return (
+            f"does not account for the fall of {total.signal}: {rest:.0f} MiB/GiB of it in a "
+            "typical step window went elsewhere"
+        )
+    return None
+
+
 def choose(
-    by_name: Mapping[str, SignalFit], config: AnalysisConfig
+    samples: Sequence[Sample], by_name: Mapping[str, SignalFit], config: AnalysisConfig
 ) -> tuple[SignalFit | None, SignalFit | None, dict[str, str]]:
     """Return (deciding fit or None, the total components are checked against, why others did not decide)."""
     pcp_hidden = _PCP_HIDDEN if "zoneinfo.pcp_free" in by_name else frozenset()
@@ -105,7 +149,12 @@ def choose(
             continue
         why = why_unusable(fit, config)
         is_total = name in config.totals
-        if is_total and total is None and fit.interval is not None and fit.points >= config.min_points:
+        if (
+            is_total
+            and total is None
+            and fit.interval is not None
+            and fit.points >= config.min_points
+        ):
             # Components are checked against the first total that measured anything at all.
             total = fit
         verdict = separated(fit, config) if why is None else None
@@ -121,9 +170,8 @@ def choose(
             why = "misses memory taken from the per-CPU free lists: it cannot show that a run is clean"
         elif not is_total and total is None:
             why = "no total of the host's memory could check that it accounts for the loss"
-        elif not is_total and total is not None and not _meets(fit, total):
-            low, high = total.interval or (math.nan, math.nan)
-            why = f"does not account for the fall of {total.signal} ({low:.0f} to {high:.0f} MiB/GiB)"
+        elif not is_total and total is not None:
+            why = _accounts(samples, fit, total, config)
         if why is None:
             return fit, total, passed_over
         passed_over[name] = why
@@ -151,7 +199,7 @@ def analyze_samples(
     host = [f for f in fits if f.side == "host"]
     device = [f for f in fits if f.side == "device"]
     by_name = {f.signal: f for f in host}
-    chosen, total, passed_over = choose(by_name, config)
+    chosen, total, passed_over = choose(samples, by_name, config)
 
     if untouched or chosen is None or chosen.slope is None:
         reason = _no_signal_reason(alloc != [], passed_over)
@@ -281,7 +329,9 @@ def next_steps(
             "no total of the host's memory (host.available, MemAvailable) was read in enough "
             f"samples to judge; {more}"
         )
-        return NextSteps(text, None, None, 0 if total is None else total.points, None, None, missing)
+        return NextSteps(
+            text, None, None, 0 if total is None else total.points, None, None, missing
+        )
     slope = total.slope
     low, high = total.interval or (slope, slope)
     bounds = (config.clean_threshold * 1024.0, config.mirror_threshold * 1024.0)
@@ -289,21 +339,31 @@ def next_steps(
     max_device = max((s.device_bytes for s in samples), default=0)
     half = max(slope - low, high - slope)
     need: int | None = None
+    few = total.method == "steps" and (total.coverage or 0.0) < config.confidence
     if total.method == "steps":
         grow, _ = step_slopes(samples, total.signal, config)
         if grow is not None:
             need = windows_needed(grow, distance, config.confidence)
+        if few:
+            least = math.ceil(math.log2(2.0 / (1.0 - config.confidence)))
+            need = max(need or 0, least)
     size = None
-    if distance > 0 and half > 0 and max_device:
+    # More bytes per window narrow a spread of MiB; too few windows only more windows help.
+    if distance > 0 and half > 0 and max_device and separated(total, config) is None:
         # The noise is MiB per window whatever the size: the ratio's spread shrinks with it.
         size = math.ceil(max_device * half / distance / SIZE_ALIGN) * SIZE_ALIGN
     noise = total.noise_mib
     seen = f"about {noise:.0f} MiB" if noise is not None else "an unknown amount"
     at = "windows" if total.method == "steps" else "samples"
+    spans = (
+        "which spans two verdicts"
+        if separated(total, config) is None
+        else (f"from only {total.points} windows")
+    )
     parts = [
         f"{total.signal} moved by {seen} per measurement beside this run's own steps "
         f"(other processes' memory); its slope {slope:.0f} MiB/GiB lies between {low:.0f} and "
-        f"{high:.0f}, which spans two verdicts"
+        f"{high:.0f}, {spans}"
     ]
     if distance <= 0:
         parts.append("the slope sits on a verdict's threshold: no repeat separates it")
