@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -348,3 +349,74 @@ def test_a_host_reading_is_taken_again_while_traced_device_memory_moves(
     assert source.n == readings
     (sample,) = watch.series.samples
     assert sample.values["trace.0.allocated"] == tracer.allocated
+
+
+class _Steps:
+    """A source whose device memory (DRM VRAM) changes at the reads ``changes`` names."""
+
+    def __init__(self, changes: set[int], available: list[int] | None = None) -> None:
+        self.changes, self.available, self.n, self.device = changes, available, 0, 0
+
+    def sample(self) -> TreeReading | None:
+        self.n += 1
+        if self.n in self.changes:
+            self.device += 64 * MIB
+        host = 64 * GIB if self.available is None else self.available[self.n - 1]
+        values = {"host.available": host, "drm.0000:03:00.0.vram0.total": self.device}
+        return TreeReading(values, {}, 1, (1,))
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _look(watch: Watch, source: _Steps, clock: _Clock, reads: int, step: float) -> None:
+    for _ in range(reads):
+        clock.now += step
+        watch.take(source)
+
+
+def test_quick_looks_keep_the_reads_around_each_change_and_one_per_interval() -> None:
+    clock, shown = _Clock(), []
+    watch = Watch(interval=0.5, look=0.05, clock=clock, on_sample=lambda s, x: shown.append(x.t))
+    watch.set_baseline({"host.available": 64 * GIB}, {})
+    source = _Steps({40, 70, 71})
+    _look(watch, source, clock, 120, 0.05)  # six seconds of reads, 50 ms apart
+    kept = [round(s.t / 0.05) for s in watch.series.samples]
+    # Around each change: the two reads before it and the two after it (or up to the next change).
+    for read in (40, 70, 71):
+        assert {read - 2, read - 1, read, read + 1} <= set(kept), kept
+    # Between changes the kept reads are an interval (ten reads) apart.
+    near = {k for c in (40, 70, 71) for k in range(c - 4, c + 5)}
+    quiet = [k for k in kept if k not in near]
+    assert all(b - a >= 10 for a, b in itertools.pairwise(quiet[1:-2])), kept  # the last two: not judged yet
+    assert len(kept) < 40  # far fewer than the 120 reads
+    # The view is told once per interval, not once per read.
+    assert all(b - a >= 0.5 - 0.025 - 1e-9 for a, b in itertools.pairwise(shown))
+    assert 10 <= len(shown) <= 13
+
+
+def test_the_floor_reads_every_look_not_only_the_kept_ones() -> None:
+    clock = _Clock()
+    # A host that falls by 100 MiB a read: kept reads alone would show gaps of a second.
+    falling = [64 * GIB - i * 100 * MIB for i in range(60)]
+    watch = Watch(interval=1.0, look=0.05, floor=64 * GIB - 5 * GIB, clock=clock)
+    watch.set_baseline({"host.available": 64 * GIB}, {})
+    source = _Steps(set(), falling)
+    near = []
+    for _ in range(1, 56):
+        _look(watch, source, clock, 1, 0.05)
+        near.append(watch.floor_near())
+    # Two looks of 100 MiB from the floor (read 51; it is crossed at read 53), not long before.
+    first = near.index(True) + 1
+    assert 47 <= first <= 51, first
+    assert watch.next_interval() <= 0.05
+
+
+def test_a_look_longer_than_the_interval_is_refused() -> None:
+    with pytest.raises(ValueError, match="look"):
+        Watch(interval=0.5, look=1.0)

@@ -48,6 +48,7 @@ from l0mem.trace import TraceSession
 from l0mem.watch import (
     DEFAULT_GRACE,
     DEFAULT_INTERVAL,
+    LOOK,
     CommandError,
     FloorError,
     NoSuchProcess,
@@ -265,6 +266,7 @@ def run(
             ),
             tracer=session,
             sysman=None if no_sysman else _sysman(stack, os.environ, None),
+            look=min(LOOK, interval),
         )
         stack.callback(watch.close)
         try:
@@ -348,7 +350,9 @@ def watch(
         sysman = None if no_sysman else _sysman(stack, os.environ, environment or {})
         labels = run_outputs.metric_labels({"mode": "watch", "pid": pid})
         on_sample = run_outputs.with_prometheus(progress, prometheus_path, labels)
-        watcher = Watch(interval=interval, on_sample=on_sample, sysman=sysman)
+        watcher = Watch(
+            interval=interval, on_sample=on_sample, sysman=sysman, look=min(LOOK, interval)
+        )
         stack.callback(watcher.close)
         try:
             with reporting("watch"), _stop_on_signals(watcher), progress:

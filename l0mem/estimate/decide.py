@@ -70,13 +70,6 @@ def why_unusable(fit: SignalFit, config: AnalysisConfig | None = None) -> str | 
         return f"only {fit.points} {unit}, need {config.min_points}"
     if fit.slope is None or fit.uncertainty is None:
         return "device bytes did not vary across the alloc samples"
-    if fit.method == "steps" and (fit.coverage or 0.0) < config.confidence:
-        # Even the whole range of so few windows holds the median less often than asked.
-        need = math.ceil(math.log2(2.0 / (1.0 - config.confidence)))
-        return (
-            f"only {fit.points} step windows: an interval of {config.confidence:.0%} "
-            f"needs at least {need}"
-        )
     ratio = fit.slope / 1024.0
     if (
         fit.method == "line"
@@ -339,31 +332,21 @@ def next_steps(
     max_device = max((s.device_bytes for s in samples), default=0)
     half = max(slope - low, high - slope)
     need: int | None = None
-    few = total.method == "steps" and (total.coverage or 0.0) < config.confidence
     if total.method == "steps":
         grow, _ = step_slopes(samples, total.signal, config)
         if grow is not None:
             need = windows_needed(grow, distance, config.confidence)
-        if few:
-            least = math.ceil(math.log2(2.0 / (1.0 - config.confidence)))
-            need = max(need or 0, least)
     size = None
-    # More bytes per window narrow a spread of MiB; too few windows only more windows help.
-    if distance > 0 and half > 0 and max_device and separated(total, config) is None:
+    if distance > 0 and half > 0 and max_device:
         # The noise is MiB per window whatever the size: the ratio's spread shrinks with it.
         size = math.ceil(max_device * half / distance / SIZE_ALIGN) * SIZE_ALIGN
     noise = total.noise_mib
     seen = f"about {noise:.0f} MiB" if noise is not None else "an unknown amount"
     at = "windows" if total.method == "steps" else "samples"
-    spans = (
-        "which spans two verdicts"
-        if separated(total, config) is None
-        else (f"from only {total.points} windows")
-    )
     parts = [
         f"{total.signal} moved by {seen} per measurement beside this run's own steps "
         f"(other processes' memory); its slope {slope:.0f} MiB/GiB lies between {low:.0f} and "
-        f"{high:.0f}, {spans}"
+        f"{high:.0f}, which spans two verdicts"
     ]
     if distance <= 0:
         parts.append("the slope sits on a verdict's threshold: no repeat separates it")

@@ -1,9 +1,10 @@
 """One signal's fit over a run: from its step windows where it has them, else a line.
 
-:func:`fit_signal` is the one entry: a run with step windows (the audit's)
-gets :mod:`l0mem.estimate.steps`' median slope and interval; a run without
-(an old report, a series with no marked windows) gets a least-squares line
-whose uncertainty is its noise over the span it covers.
+:func:`fit_signal` is the one entry: a run with enough step windows for an
+interval of the configured confidence (six at 95%) gets
+:mod:`l0mem.estimate.steps`' median slope and interval; a run with fewer (a
+workload that allocates in four steps) or none (an old report) gets a
+least-squares line whose uncertainty is its noise over the span it covers.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def fit_signal(
         remaining_mib=freed[-1] if freed else None,
     )
     grow, shrink = step_slopes(samples, signal, config)
-    if grow is not None:
+    # Too few windows for an interval of the asked confidence: the line over every sample.
+    if grow is not None and grow.interval.coverage >= config.confidence:
         iv = grow.interval
         # The line through the samples at the windows' slope: for plots and release.
         intercept = statistics.median(c - iv.median * x for x, c in alloc) if alloc else None

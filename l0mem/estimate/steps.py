@@ -60,19 +60,26 @@ class Window:
 
 
 def windows(samples: Sequence[Sample], signal: str) -> list[Window]:
-    """Return the step windows of ``samples`` in which ``signal`` was read at both edges."""
+    """Return the step windows of ``samples`` in which ``signal`` was read at both edges.
+
+    A window is the "before" and "after" sample of one step; an "after"
+    without a "before" of its step closes a window that opened at the sample
+    just before it (a watched workload's windows are consecutive samples).
+    """
     info = signal_info(signal)
     if info is None:
         raise ValueError(f"unknown signal {signal!r}")
     before: dict[int, Sample] = {}
     out: list[Window] = []
+    prev: Sample | None = None
     for s in samples:
+        last, prev = prev, s
         if s.step is None:
             continue
         if s.edge == "before":
             before[s.step] = s
             continue
-        b = before.pop(s.step, None)
+        b = before.pop(s.step, last)
         if b is None or s.device_bytes == b.device_bytes:
             continue
         v0, v1 = value(b.values, signal), value(s.values, signal)

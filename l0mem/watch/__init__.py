@@ -15,6 +15,7 @@ and the leaves.
 from l0mem.watch.engine import (
     DEFAULT_GRACE,
     DEFAULT_INTERVAL,
+    LOOK,
     CommandError,
     FloorStop,
     NoSuchProcess,
@@ -40,6 +41,7 @@ from l0mem.watch.summary import WatchSummary, live_ratio, summarize
 __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_INTERVAL",
+    "LOOK",
     "CommandError",
     "FloorError",
     "FloorStop",

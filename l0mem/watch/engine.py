@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import math
 import os
 import select
 import time
@@ -198,10 +199,22 @@ class Watch:
         tracer: Tracer | None = None,
         sysman: DeviceMemoryReader | None = None,
         clock: Callable[[], float] = time.monotonic,
+        look: float | None = None,
     ) -> None:
+        """Watch every ``interval`` seconds; with ``look``, look that often and keep what tells.
+
+        ``look`` (shorter than ``interval``) is how often the tree is read, so
+        that each change of device memory lies between two reads that close in
+        time (the estimation's step windows, :mod:`l0mem.estimate`); the series
+        keeps the reads around each change and one per ``interval`` between
+        them, and ``on_sample`` is called once per ``interval``.
+        """
         if not interval > 0 or not grace > 0:
             raise ValueError("interval and grace must be > 0")
+        if look is not None and not 0 < look <= interval:
+            raise ValueError("look must be > 0 and at most the interval")
         self.interval = interval
+        self.look = look or interval
         self.floor = floor
         self.grace = grace
         self.on_sample = on_sample
@@ -212,7 +225,9 @@ class Watch:
         self.stop_signal: int | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
-        self._samples: list[WatchSample] = []
+        self._samples: list[WatchSample] = []  # the series: what tells, see _keep
+        self._looks: list[WatchSample] = []  # the last few reads, every one, for the floor
+        self._shown = -math.inf  # when on_sample was last called
         self._asked = 0.0  # the interval next_interval last gave
         self._late: list[float] = []  # per look after the first: how much later than asked it came
         self._unavailable: dict[str, str] = {}
@@ -298,12 +313,35 @@ class Watch:
         values.update(traced)
         self._note(unavailable)
         sample = WatchSample(round(self.clock() - self._start, 4), values, reading.pids)
-        if self._samples:  # how late this look came, for floor_near; the last few only
-            self._late = [*self._late[1 - RATE_WINDOW :], max(0.0, sample.t - self._samples[-1].t - self._asked)]
-        self._samples.append(sample)
-        if self.on_sample is not None:
+        if self._looks:  # how late this look came, for floor_near; the last few only
+            self._late = [*self._late[1 - RATE_WINDOW :], max(0.0, sample.t - self._looks[-1].t - self._asked)]
+        self._looks = [*self._looks[-RATE_WINDOW:], sample]
+        self._keep(sample)
+        if self.on_sample is not None and sample.t - self._shown >= self.interval - self.look / 2:
+            self._shown = sample.t
             self.on_sample(self.series, sample)
         return reading
+
+    def _keep(self, sample: WatchSample) -> None:
+        """Add ``sample`` to the series; drop the one before it if it tells nothing new.
+
+        A read is dropped when device memory (every traced, DRM and Sysman
+        value) was the same in it, in the two reads before it and in the two
+        after it, no traced call was under way, and it came less than an
+        interval after the read before it: what stays are the reads around
+        each change (the step windows) and one per interval between them.
+        """
+        self._samples.append(sample)
+        if self.look >= self.interval or len(self._samples) < 5:
+            return
+        # Judged two reads late, so that the two reads before a change are still there.
+        q, p, m, n1, n2 = self._samples[-5:]
+        if (
+            len({_device_key(x) for x in (q, p, m, n1, n2)}) == 1
+            and not m.values.get(IN_FLIGHT)
+            and m.t - p.t < self.interval
+        ):
+            del self._samples[-3]
 
     def next_interval(self) -> float:
         """Return how long to wait for the next sample: shorter as the room above the floor shrinks.
@@ -317,13 +355,13 @@ class Watch:
         return self._asked
 
     def _interval(self, losses: list[tuple[int, float]]) -> float:
-        if not self.floor or not self._samples:
-            return self.interval
-        now = available(self._samples[-1].values)
+        if not self.floor or not self._looks:
+            return self.look
+        now = available(self._looks[-1].values)
         if now is None:
-            return self.interval
+            return self.look
         room = max(now - self.floor, 0)
-        wait = min(self.interval, self.interval * room / NEAR_FLOOR)
+        wait = min(self.look, self.interval * room / NEAR_FLOOR)
         rate = max((loss / dt for loss, dt in losses if dt > 0), default=0.0)
         if rate > 0:
             wait = min(wait, room / rate / 4)
@@ -332,7 +370,7 @@ class Watch:
     def _losses(self) -> list[tuple[int, float]]:
         """Return (bytes, seconds) of each recent pair of looks between which the host lost memory."""
         out = []
-        for a, b in itertools.pairwise(self._samples[-RATE_WINDOW:]):
+        for a, b in itertools.pairwise(self._looks[-RATE_WINDOW:]):
             before, after = available(a.values), available(b.values)
             if before is not None and after is not None and after < before:
                 out.append((before - after, b.t - a.t))
@@ -346,9 +384,9 @@ class Watch:
         growing in steps shows quiet looks between them); one over a longer
         gap counts at its rate.
         """
-        if not self.floor or not self._samples:
+        if not self.floor or not self._looks:
             return False
-        now = available(self._samples[-1].values)
+        now = available(self._looks[-1].values)
         if now is None:
             return False
         if now <= self.floor:
@@ -373,6 +411,18 @@ class Watch:
         return self._trace
 
 
+def _device_key(sample: WatchSample) -> tuple[tuple[str, int], ...]:
+    """Return every device memory value of a read (traced, DRM, Sysman), to see whether any moved."""
+    return tuple(
+        (k, v)
+        for k, v in sorted(sample.values.items())
+        if k.startswith(("trace.", "drm.", "sysman.")) and k != IN_FLIGHT
+    )
+
+
+# How often run and watch read the tree: a change of device memory lies between two
+# reads this close, so another process rarely moves host memory in between.
+LOOK = 0.05
 # Host readings taken again while the traced device memory moves (see Watch.take).
 RETAKES = 3
 # How long the baseline waits for Sysman's reader to have loaded the driver.
@@ -383,6 +433,7 @@ __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_INTERVAL",
     "FLOOR_SIGNALS",
+    "LOOK",
     "MIN_INTERVAL",
     "NEAR_FLOOR",
     "CommandError",

@@ -18,6 +18,7 @@ from typing import Any
 
 from l0mem.audit.model import (
     AnalysisConfig,
+    Phase,
     Sample,
     SetupAnalysis,
     SetupRun,
@@ -25,6 +26,7 @@ from l0mem.audit.model import (
     plain_run,
 )
 from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, fit_signal
+from l0mem.estimate.model import Edge
 from l0mem.watch.series import (
     IN_FLIGHT,
     Series,
@@ -181,6 +183,31 @@ def settled(xs: list[int | None]) -> list[bool]:
     ]
 
 
+def step_windows(xs: list[int]) -> dict[int, list[tuple[int, Edge]]]:
+    """Return, by index into ``xs``, the window edges each sample is: where device memory changed.
+
+    A change at sample ``i`` makes a window from the sample before the last
+    one that still held the old amount to the first that held the new amount
+    for two samples: a sample taken during the call that moved device memory
+    may catch the host side half made. Where samples are too few for that,
+    the window shrinks to the samples around the change. One sample can
+    close a window and open the next.
+    """
+    marks: dict[int, list[tuple[int, Edge]]] = {}
+    n, step = len(xs), 0
+    for i in range(1, n):
+        if xs[i] == xs[i - 1]:
+            continue
+        step += 1
+        before = i - 2 if i >= 2 and xs[i - 2] == xs[i - 1] else i - 1
+        after = i + 1 if i + 1 < n and xs[i + 1] == xs[i] else i
+        marks.setdefault(before, []).append((step, "before"))
+        marks.setdefault(after, []).append((step, "after"))
+    for edges in marks.values():
+        edges.sort(key=lambda e: (e[0], e[1] == "before"))  # a window closes before the next opens
+    return marks
+
+
 def as_setup_run(
     series: Series, xs: list[int | None], config: AnalysisConfig = DEFAULT_CONFIG
 ) -> SetupRun:
@@ -188,9 +215,11 @@ def as_setup_run(
 
     The reference ("idle") is the last sample before device memory first grew
     (the baseline if it grew at once); "freed" are the samples after the last
-    one holding device memory; "alloc" those in between, only the settled ones
-    (:func:`settled`) when there are enough of them for a fit. Samples whose
-    device memory is unknown are left out.
+    one holding device memory; "alloc" those in between. Where device memory
+    changed between two samples, they are a step window
+    (:func:`step_windows`), and the estimation measures from those; without any, a line is fitted over the alloc samples, only the
+    settled ones (:func:`settled`) when there are enough of them. Samples
+    whose device memory is unknown are left out.
     """
     still = settled(xs)
     known = [
@@ -203,18 +232,25 @@ def as_setup_run(
     samples: list[Sample] = []
     if held:
         first, last = held[0], held[-1]
-        idle = known[first - 1][0] if first > 0 else series.baseline
-        samples.append(Sample(idle.t, "idle", 0, dict(idle.values)))
+        marks = step_windows([x for _, x, _ in known])
+        start = first - 1 if first > 0 else first
+        if first == 0:
+            samples.append(Sample(series.baseline.t, "idle", 0, dict(series.baseline.values)))
         during = known[first : last + 1]
         calm: list[tuple[WatchSample, int, bool]] = [
             (s, x, ok) for s, x, ok in during if ok and x > 0
         ]
-        if len({x for _, x, _ in calm}) >= 2 and len(calm) >= config.min_points:
-            during = calm
-        for s, x, _ in during:
-            samples.append(Sample(s.t, "alloc", x, dict(s.values)))
-        for s, x, _ in known[last + 1 :]:
-            samples.append(Sample(s.t, "freed", x, dict(s.values)))
+        keep_all = bool(marks) or not (
+            len({x for _, x, _ in calm}) >= 2 and len(calm) >= config.min_points
+        )
+        for i in range(start, len(known)):
+            s, x, ok = known[i]
+            phase: Phase = "idle" if i < first else ("alloc" if i <= last else "freed")
+            if phase == "alloc" and not keep_all and not (ok and x > 0):
+                continue
+            edges: list[tuple[int | None, Edge | None]] = [*marks.get(i, [])] or [(None, None)]
+            for step, edge in edges:
+                samples.append(Sample(s.t, phase, x, dict(s.values), step, edge))
     else:
         samples.append(Sample(series.baseline.t, "idle", 0, dict(series.baseline.values)))
         samples += [Sample(s.t, "idle", 0, dict(s.values)) for s, _, _ in known]
@@ -336,6 +372,7 @@ __all__ = [
     "device_series",
     "live_ratio",
     "settled",
+    "step_windows",
     "summarize",
     "watch_config",
 ]
