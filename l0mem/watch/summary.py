@@ -186,12 +186,13 @@ def settled(xs: list[int | None]) -> list[bool]:
 def step_windows(xs: list[int]) -> dict[int, list[tuple[int, Edge]]]:
     """Return, by index into ``xs``, the window edges each sample is: where device memory changed.
 
-    A change at sample ``i`` makes a window from the sample before the last
-    one that still held the old amount to the first that held the new amount
-    for two samples: a sample taken during the call that moved device memory
-    may catch the host side half made. Where samples are too few for that,
-    the window shrinks to the samples around the change. One sample can
-    close a window and open the next.
+    A change at sample ``i`` makes a window from sample ``i - 1`` to the first
+    sample that held the new amount for two samples (a mirror made just after
+    the call that moved device memory is still caught), or to ``i`` when it
+    changed again at once. Windows are kept that short because any other
+    process may move host memory while one is open; a read that caught a
+    call half done lies off the other windows and is outvoted by them. One
+    sample can close a window and open the next.
     """
     marks: dict[int, list[tuple[int, Edge]]] = {}
     n, step = len(xs), 0
@@ -199,9 +200,8 @@ def step_windows(xs: list[int]) -> dict[int, list[tuple[int, Edge]]]:
         if xs[i] == xs[i - 1]:
             continue
         step += 1
-        before = i - 2 if i >= 2 and xs[i - 2] == xs[i - 1] else i - 1
         after = i + 1 if i + 1 < n and xs[i + 1] == xs[i] else i
-        marks.setdefault(before, []).append((step, "before"))
+        marks.setdefault(i - 1, []).append((step, "before"))
         marks.setdefault(after, []).append((step, "after"))
     for edges in marks.values():
         edges.sort(key=lambda e: (e[0], e[1] == "before"))  # a window closes before the next opens
