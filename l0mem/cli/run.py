@@ -283,6 +283,7 @@ def run(
         "environment": os.environ if env is None else env,
         "options": {
             "interval": interval,
+            "look": watch.look,
             "host_floor": host_floor,
             "grace": grace,
             "trace": session is not None,
@@ -364,7 +365,12 @@ def watch(
         "command": None,
         "pid": pid,
         "environment": environment,
-        "options": {"interval": interval, "duration": duration, "sysman": not no_sysman},
+        "options": {
+            "interval": interval,
+            "look": watcher.look,
+            "duration": duration,
+            "sysman": not no_sysman,
+        },
     }
     paths = (json_path, csv_path, plot_path, prometheus_path)
     summary = _finish("watch", result, paths, meta, f"l0mem watch --pid {pid}", False)

@@ -31,7 +31,8 @@ from l0mem.watch.summary import WatchSummary, as_setup_run, device_series, watch
 
 SCHEMA_NAME = "l0mem.watch"
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 1
+# 1.2: samples are the reads that tell (see docs/watch-schema.md); options.look.
+SCHEMA_MINOR = 2
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 GIB = 1 << 30
 MIB = 1 << 20
