@@ -29,6 +29,7 @@ static const char *const sim_keys[] = {
     "corrupt_seed",
     "hang_copy_at",
     "link_gbps",
+    "mirror_kind",
 };
 #define SIM_NKEYS (sizeof(sim_keys) / sizeof(sim_keys[0]))
 
@@ -260,6 +261,19 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
             snprintf(err, errlen, "mirror=%s: expected none, peer-resident, dmabuf or all", value);
             return -1;
         }
+    } else if (!strcmp(key, "mirror_kind")) {
+        if (!strcasecmp(value, "memfd")) {
+            c->mirror_kind = MIRROR_KIND_MEMFD;
+        } else if (!strcasecmp(value, "anon")) {
+            if (!SIM_KEEPER_SUPPORTED) {
+                snprintf(err, errlen, "mirror_kind=anon: not supported on this architecture");
+                return -1;
+            }
+            c->mirror_kind = MIRROR_KIND_ANON;
+        } else {
+            snprintf(err, errlen, "mirror_kind=%s: expected memfd or anon", value);
+            return -1;
+        }
     } else if (!strcmp(key, "mirror_ratio")) {
         if (parse_number(value, 64, &c->mirror_ratio)) {
             snprintf(err, errlen, "mirror_ratio=%s: expected a number from 0 to 64", value);
@@ -412,6 +426,18 @@ static int apply_key(sim_config_t *c, const char *key, const char *value, int ru
     return 0;
 }
 
+/* Checks across keys, on the final values. Returns 0, or -1 with a reason in err. */
+static int check_combination(const sim_config_t *c, char *err, size_t errlen)
+{
+    /* The exported fd is the mirror itself and carries its pages: anonymous memory cannot. */
+    if (c->mirror == MIRROR_DMABUF && c->mirror_kind == MIRROR_KIND_ANON) {
+        snprintf(err, errlen, "mirror=dmabuf requires mirror_kind=memfd (an exported fd "
+                 "carries the mirror's pages)");
+        return -1;
+    }
+    return 0;
+}
+
 static void lower_key(char *dst, const char *src, size_t n)
 {
     size_t i = 0;
@@ -527,6 +553,8 @@ int sim_config_load(void)
             goto out;
         }
     }
+    if (check_combination(&c, err, sizeof(err)))
+        goto out;
     sim_cfg = c;
     sim_alloc_calls = 0;
     sim_api_calls = 0;
@@ -547,7 +575,7 @@ int sim_config_set(const char *key, const char *value, int runtime, char *err, s
     char k[64];
     lower_key(k, key, sizeof(k));
     sim_config_t c = sim_cfg;
-    if (apply_key(&c, k, value, runtime, err, errlen))
+    if (apply_key(&c, k, value, runtime, err, errlen) || check_combination(&c, err, errlen))
         return -1;
     sim_cfg = c;
     return 0;

@@ -2,9 +2,11 @@
  * Allocations and the simulated host mirror.
  *
  * Device memory is reserved with MAP_NORESERVE and costs host pages only
- * where written. A mirror is a memfd whose pages are allocated and never
- * mapped: it lowers MemAvailable and raises Shmem in /proc/meminfo without
- * showing in the process's VmRSS, like pages held by a kernel driver.
+ * where written. A mirror of the memfd kind is a memfd whose pages are
+ * allocated and never mapped: it lowers MemAvailable and raises Shmem in
+ * /proc/meminfo without showing in the process's VmRSS, like pages held by a
+ * kernel driver. A mirror of the anon kind is private anonymous memory of the
+ * keeper process (keeper.c): no Shmem, no VmRSS of the caller.
  */
 #include "zesim.h"
 
@@ -20,6 +22,7 @@
 static sim_alloc_t *sim_allocs;
 static uint64_t sim_next_id = 1;
 uint64_t sim_leaked_mirror_bytes;
+static uint64_t sim_leaked_anon_bytes; /* anon mirrors kept by mirror_release=0, in the keeper */
 
 #define SIM_IPC_MAGIC 0x5a534950u
 #define SIM_MAX_ALLOC (1ull << 46) /* keeps the page rounding below from overflowing */
@@ -76,40 +79,74 @@ ze_result_t sim_check_range(const void *ptr, size_t size)
 
 uint64_t sim_mirror_total(void)
 {
-    uint64_t total = sim_leaked_mirror_bytes;
+    uint64_t total = sim_leaked_mirror_bytes + sim_leaked_anon_bytes;
     for (sim_alloc_t *a = sim_allocs; a; a = a->next)
         total += a->mirror_bytes;
     return total;
 }
 
-/* Hold size * mirror_ratio bytes of unmapped host pages for allocation a. */
+void sim_anon_mirrors_lost(uint32_t gen)
+{
+    for (sim_alloc_t *a = sim_allocs; a; a = a->next)
+        if (a->mirrored && a->mirror_anon && a->mirror_gen == gen) {
+            a->mirrored = a->mirror_anon = 0;
+            a->mirror_bytes = 0;
+        }
+    sim_leaked_anon_bytes = 0;
+}
+
+/*
+ * Hold size * mirror_ratio bytes of host pages outside the process for allocation a:
+ * an unmapped memfd, or (mirror_kind=anon) the keeper's anonymous memory. A mirror
+ * that a dma-buf export hands out is a memfd whatever the kind: the fd carries its pages.
+ */
 static ze_result_t mirror_create(sim_alloc_t *a)
 {
-    if (a->mirror_fd >= 0)
+    if (a->mirrored)
         return ZE_RESULT_SUCCESS;
     uint64_t bytes = round_up((uint64_t)((double)a->size * sim_cfg.mirror_ratio), page_size());
-    int fd = memfd_create("zesim-mirror", MFD_CLOEXEC);
-    if (fd < 0)
-        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    if (bytes && (ftruncate(fd, (off_t)bytes) || fallocate(fd, 0, 0, (off_t)bytes))) {
-        close(fd);
-        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    if (sim_cfg.mirror_kind == MIRROR_KIND_ANON && !a->exportable) {
+        uint32_t gen = 0, slot = 0;
+        if (bytes) {
+            ze_result_t r = sim_keeper_hold(a->id, bytes, &gen, &slot);
+            if (r)
+                return r;
+        }
+        a->mirror_anon = 1;
+        a->mirror_gen = gen;
+        a->mirror_slot = slot;
+    } else {
+        int fd = memfd_create("zesim-mirror", MFD_CLOEXEC);
+        if (fd < 0)
+            return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+        if (bytes && (ftruncate(fd, (off_t)bytes) || fallocate(fd, 0, 0, (off_t)bytes))) {
+            close(fd);
+            return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+        }
+        a->mirror_fd = fd;
     }
-    a->mirror_fd = fd;
+    a->mirrored = 1;
     a->mirror_bytes = bytes;
     return ZE_RESULT_SUCCESS;
 }
 
 static void mirror_release(sim_alloc_t *a)
 {
-    if (a->mirror_fd < 0)
+    if (!a->mirrored)
         return;
     if (sim_cfg.mirror_release) {
-        close(a->mirror_fd);
+        if (!a->mirror_anon)
+            close(a->mirror_fd);
+        else if (a->mirror_bytes)
+            sim_keeper_drop(a->mirror_gen, a->mirror_slot, a->id);
+    } else if (a->mirror_anon) {
+        /* The keeper holds the pages until the process exits. */
+        sim_leaked_anon_bytes += a->mirror_bytes;
     } else {
         /* The fd stays open until exit: the leak an audit must find. */
         sim_leaked_mirror_bytes += a->mirror_bytes;
     }
+    a->mirrored = a->mirror_anon = 0;
     a->mirror_fd = -1;
     a->mirror_bytes = 0;
 }
@@ -521,7 +558,7 @@ ze_result_t ZE_APICALL sim_zeContextMakeMemoryResident(ze_context_handle_t h,
      * per allocation mirrors it in host memory. Without peer access the call is
      * still legal and succeeds, but there is nothing to map for the peer.
      */
-    if (sim_cfg.mirror == MIRROR_PEER_RESIDENT && sim_mirrors_enabled() && a->mirror_fd < 0 &&
+    if (sim_cfg.mirror == MIRROR_PEER_RESIDENT && sim_mirrors_enabled() && !a->mirrored &&
         sim_can_access(idx, (uint32_t)a->device)) {
         r = mirror_create(a);
         if (r)

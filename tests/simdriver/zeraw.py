@@ -771,7 +771,8 @@ def memfd_kib() -> int:
     """Return the host pages of the memfds this process holds open, in KiB, as the kernel counts them.
 
     Host memory outside the process's RSS can only be shared memory it holds
-    (the simulator's mirrors are unmapped memfds): each file's allocated
+    (the simulator's memfd-kind mirrors are unmapped memfds; anon-kind ones are
+    the keeper process's memory and never show here): each file's allocated
     blocks, counted once per file however many fds name it. Unlike Shmem or
     MemAvailable, no other process on the machine moves this figure.
     """

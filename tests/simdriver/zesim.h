@@ -48,12 +48,22 @@ enum sim_magic {
 };
 
 enum sim_mirror_mode { MIRROR_NONE, MIRROR_PEER_RESIDENT, MIRROR_DMABUF, MIRROR_ALL };
+/* Where a mirror's pages live: a memfd (Shmem) or a keeper process's anonymous memory (keeper.c). */
+enum sim_mirror_kind { MIRROR_KIND_MEMFD, MIRROR_KIND_ANON };
+
+/* The keeper is started by running this library as a program through its own _start (keeper.c). */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define SIM_KEEPER_SUPPORTED 1
+#else
+#define SIM_KEEPER_SUPPORTED 0
+#endif
 
 typedef struct sim_config {
     uint32_t devices;
     uint64_t device_memory;
     uint8_t peers[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
     int mirror;
+    int mirror_kind; /* enum sim_mirror_kind, for mirrors made from now on */
     double mirror_ratio;
     int mirror_release;
     int sysman;
@@ -123,7 +133,11 @@ typedef struct sim_alloc {
     int exportable;
     uint32_t resident_peers; /* bit per peer root device made resident */
     uint8_t resident_tiles[SIM_MAX_DEVICES]; /* bit per peer sub-device made resident */
-    int mirror_fd;
+    int mirrored;      /* a mirror exists (of either kind; possibly of 0 bytes) */
+    int mirror_fd;     /* memfd kind: the memfd, else -1 */
+    int mirror_anon;   /* anon kind: held by the keeper (keeper.c) */
+    uint32_t mirror_gen;  /* anon kind: the keeper generation that holds it */
+    uint32_t mirror_slot; /* anon kind: the keeper's slot */
     uint64_t mirror_bytes;
     uint32_t ipc_opens;
 } sim_alloc_t;
@@ -347,6 +361,13 @@ int sim_ptr_device(const void *ptr);
 ze_result_t sim_check_range(const void *ptr, size_t size);
 void sim_free_context_allocs(sim_context_t *ctx);
 uint64_t sim_mirror_total(void);
+/* The keeper of generation gen died: forget the mirrors it held (their pages are gone). */
+void sim_anon_mirrors_lost(uint32_t gen);
+
+/* keeper.c, with sim_lock held: hold bytes of anonymous memory for allocation id in the
+ * keeper process (started at the first call), or drop them again. */
+ze_result_t sim_keeper_hold(uint64_t id, uint64_t bytes, uint32_t *gen, uint32_t *slot);
+void sim_keeper_drop(uint32_t gen, uint32_t slot, uint64_t id);
 void sim_zero_device_range(uint8_t *ptr, size_t size);
 
 /* exec.c */

@@ -57,6 +57,7 @@ CONFIG_KEYS = frozenset(
         "corrupt_seed",
         "hang_copy_at",
         "link_gbps",
+        "mirror_kind",
         "config",
     }
 )
@@ -221,6 +222,8 @@ class SimControl:
         lib.zesim_kernel_launches.restype = ctypes.c_uint64
         lib.zesim_reset_counters.argtypes = []
         lib.zesim_reset_counters.restype = None
+        lib.zesim_mirror_keeper_pid.argtypes = []
+        lib.zesim_mirror_keeper_pid.restype = ctypes.c_int32
         for counter in ("zesim_corrupted_bytes", "zesim_peer_copies", "zesim_host_used"):
             getattr(lib, counter).argtypes = []
             getattr(lib, counter).restype = ctypes.c_uint64
@@ -244,6 +247,13 @@ class SimControl:
     def mirror_bytes(self) -> int:
         """Return the host bytes currently held by simulated mirrors (including leaked ones)."""
         return int(self._lib.zesim_mirror_bytes())
+
+    def mirror_keeper_pid(self) -> int:
+        """Return the pid of the process holding this process's ``mirror_kind=anon`` mirrors, 0 if none.
+
+        The keeper starts at the first anon mirror and exits when this process does.
+        """
+        return int(self._lib.zesim_mirror_keeper_pid())
 
     def device_used(self, device: int) -> int:
         """Return the bytes of live device allocations on `device`, its sub-devices' included."""
