@@ -7,8 +7,9 @@ Run as ``python -m l0mem.audit.child MODE`` with MODE one of:
   then frees it a step at a time; every step is a *step window*, a sample of
   every memory signal right before it and one right after, with a random
   pause around the settle time between windows. While the slope's interval
-  still spans two verdicts (:mod:`l0mem.estimate`: a busy machine), it
-  allocates and frees one step again, window by window, until it does or
+  still spans two verdicts or is wider than 10% of the slope (50 MiB/GiB at
+  least) on either side (:mod:`l0mem.estimate`: a busy machine), it
+  allocates and frees one step again, window by window, until it is not or
   ``budget_s`` is spent. Then it frees what is left and samples again.
 - ``discover-l0``: describes the Level Zero loader, drivers and devices.
 - ``discover-sycl [FILTER]``: describes the SYCL runtime and devices.
@@ -74,6 +75,11 @@ class _Stop:
 
     signum: int | None = None
 
+
+# Extra cycles go on until the slope's interval lies within this share of the slope
+# (and no closer than the floor, MiB per GiB) on either side, or the budget is spent.
+PRECISION = 0.10
+PRECISION_FLOOR = 50.0
 
 # What the guard measures the slope on: both say how much host memory is left.
 _HOST_SIGNALS = ("meminfo.MemAvailable", "host.available")
@@ -238,12 +244,20 @@ class _Runner:
         self.sample(self._phase(), self.windows, "after")
 
     def decided(self) -> bool:
-        """Return True when the samples so far give a verdict (or no repeat could give one)."""
+        """Return True when the samples so far give a verdict and a slope within the precision.
+
+        Also True when no repeat could help (a fill that did not read back).
+        """
         from l0mem.estimate import analyze_samples
 
         if self.untouched:
             return True
-        return analyze_samples(self.record).verdict != "inconclusive"
+        result = analyze_samples(self.record)
+        fit = result.fit(result.deciding_signal) if result.deciding_signal else None
+        if fit is None or fit.slope is None:
+            return False
+        wanted = max(PRECISION * abs(fit.slope), PRECISION_FLOOR)
+        return fit.method != "steps" or (fit.uncertainty or 0.0) <= wanted
 
     def _follow(self, phase: str, values: Mapping[str, int], device_bytes: int) -> None:
         """Keep the idle baseline and the slope the guard predicts the next step from."""

@@ -261,7 +261,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
     show_default=True,
     metavar="SECONDS",
     help="On a busy machine, time each set-up may spend allocating and freeing a step again "
-    "while its slope's interval still spans two verdicts (0: never).",
+    "while its slope's interval spans two verdicts or 10% of the slope (0: never).",
 )
 @click.option(
     "--remedies", is_flag=True, help="Rerun set-ups that mirrored under known workarounds."

@@ -1,0 +1,121 @@
+"""The audit child on a busy machine: step windows, extra allocate/free cycles, and the budget.
+
+The child runs against a machine made of numbers (tests/test_guard_slope.py's
+``Machine`` and ``Mirrored``): every allocation costs its mirror exactly, and
+a neighbour that this test controls moves the host's memory in some windows.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import pytest
+
+from l0mem.audit import child as audit_child
+from l0mem.estimate import Sample, analyze_samples
+from l0mem.probe import Snapshot
+from tests.test_guard_slope import Machine, Mirrored
+
+MIB = 1 << 20
+GIB = 1 << 30
+STEP = 64 * MIB
+
+
+class Neighbour:
+    """Another process that takes or gives back 100-900 MiB while some windows are open."""
+
+    def __init__(self, machine: Machine, windows: set[int]) -> None:
+        self.machine, self.windows, self.calls = machine, windows, 0
+        self.rng = random.Random(7)
+
+    def __call__(self, index: int) -> None:
+        # Called at each allocation, inside its window: the neighbour acts then.
+        self.calls += 1
+        if self.calls in self.windows:
+            amount = self.rng.randint(100, 900) * MIB * self.rng.choice((1, -1))
+            self.machine.available -= amount
+
+
+def _run(
+    monkeypatch: pytest.MonkeyPatch, ratio: float, noisy: set[int], budget: float, steps: int = 8
+) -> tuple[list[Sample], dict[str, Any], float]:
+    from l0mem import probe
+    from l0mem.audit import experiment
+
+    machine = Machine(100 * GIB)
+    exp = Mirrored(machine, ratio, before_step=Neighbour(machine, noisy))
+    monkeypatch.setattr(audit_child._Stop, "signum", None)
+    monkeypatch.setattr(audit_child, "mem_available", lambda: machine.available)
+    monkeypatch.setattr(
+        probe,
+        "take_snapshot",
+        lambda extra=None: Snapshot(0.0, {"meminfo.MemAvailable": machine.available}),
+    )
+    monkeypatch.setattr(experiment, "open_experiment", lambda spec: exp)
+    spec = {
+        "floor_bytes": 0,
+        "fill_pattern": "00000000",
+        "settle_s": 0.0,
+        "idle_samples": 2,
+        "freed_samples": 1,
+        "step_bytes": STEP,
+        "target_bytes": steps * STEP,
+        "budget_s": budget,
+    }
+    events: list[dict[str, Any]] = []
+    start = time.monotonic()
+    assert audit_child.run(spec, lambda event, **fields: events.append({"event": event, **fields})) == 0
+    took = time.monotonic() - start
+    samples = [
+        Sample.from_dict({k: v for k, v in e.items() if k not in ("event", "unavailable")})
+        for e in events
+        if e["event"] == "sample"
+    ]
+    (end,) = [e for e in events if e["event"] == "end"]
+    return samples, end, took
+
+
+def test_a_quiet_machine_needs_no_extra_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    samples, end, _ = _run(monkeypatch, 1.0, set(), budget=30.0)
+    assert end["status"] == "ok"
+    steps = {s.step for s in samples if s.step is not None}
+    assert steps == set(range(1, 17))  # eight windows up, eight down, nothing more
+    assert analyze_samples(samples).verdict == "mirror"
+
+
+def test_disturbed_windows_bring_extra_cycles_until_the_slope_is_precise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Three of the eight steps up are disturbed: eight windows cannot pin the slope.
+    samples, end, took = _run(monkeypatch, 1.0, {2, 4, 7}, budget=30.0)
+    assert end["status"] == "ok"
+    last = max(s.step for s in samples if s.step is not None)
+    assert last > 16  # cycles came after the staircase ...
+    assert took < 10.0  # ... and stopped once precise, long before the budget
+    result = analyze_samples(samples)
+    assert result.verdict == "mirror"
+    fit = result.fit("meminfo.MemAvailable")
+    assert fit is not None and fit.slope == pytest.approx(1024.0, abs=1.0)
+    assert fit.uncertainty is not None and fit.uncertainty <= 0.10 * 1024
+    assert set(fit.rejected) <= {2, 4, 7} and fit.rejected
+
+
+def test_without_a_budget_there_is_no_extra_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    samples, end, _ = _run(monkeypatch, 1.0, {2, 4, 7}, budget=0.0)
+    assert end["status"] == "ok"
+    assert max(s.step for s in samples if s.step is not None) == 16
+
+
+def test_the_budget_bounds_the_cycles(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every allocation disturbed at random: no number of cycles pins the slope;
+    # the budget ends them, and what was measured is judged as it is.
+    samples, end, took = _run(monkeypatch, 1.0, set(range(1, 10_000)), budget=1.0)
+    assert end["status"] == "ok"
+    assert 1.0 <= took < 5.0
+    assert max(s.step for s in samples if s.step is not None) > 16
+    result = analyze_samples(samples)
+    fit = result.fit("meminfo.MemAvailable")
+    assert fit is not None and fit.uncertainty is not None and fit.uncertainty > 0.10 * 1024
+
