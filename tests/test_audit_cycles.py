@@ -13,10 +13,8 @@ from typing import Any
 
 import pytest
 
-from l0mem.audit import child as audit_child
 from l0mem.estimate import Sample, analyze_samples
-from l0mem.probe import Snapshot
-from tests.test_guard_slope import Machine, Mirrored
+from tests.test_guard_slope import Machine, Mirrored, run_child_on
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -41,32 +39,11 @@ class Neighbour:
 def _run(
     monkeypatch: pytest.MonkeyPatch, ratio: float, noisy: set[int], budget: float, steps: int = 8
 ) -> tuple[list[Sample], dict[str, Any], float]:
-    from l0mem import probe
-    from l0mem.audit import experiment
-
     machine = Machine(100 * GIB)
     exp = Mirrored(machine, ratio, before_step=Neighbour(machine, noisy))
-    monkeypatch.setattr(audit_child._Stop, "signum", None)
-    monkeypatch.setattr(audit_child, "mem_available", lambda: machine.available)
-    monkeypatch.setattr(
-        probe,
-        "take_snapshot",
-        lambda extra=None: Snapshot(0.0, {"meminfo.MemAvailable": machine.available}),
-    )
-    monkeypatch.setattr(experiment, "open_experiment", lambda spec: exp)
-    spec = {
-        "floor_bytes": 0,
-        "fill_pattern": "00000000",
-        "settle_s": 0.0,
-        "idle_samples": 2,
-        "freed_samples": 1,
-        "step_bytes": STEP,
-        "target_bytes": steps * STEP,
-        "budget_s": budget,
-    }
-    events: list[dict[str, Any]] = []
+    spec = {"step_bytes": STEP, "target_bytes": steps * STEP, "budget_s": budget}
     start = time.monotonic()
-    assert audit_child.run(spec, lambda event, **fields: events.append({"event": event, **fields})) == 0
+    events = run_child_on(monkeypatch, machine, exp, spec)
     took = time.monotonic() - start
     samples = [
         Sample.from_dict({k: v for k, v in e.items() if k not in ("event", "unavailable")})

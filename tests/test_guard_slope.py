@@ -119,10 +119,10 @@ class Mirrored:
         pass
 
 
-def _run_child(
-    monkeypatch: pytest.MonkeyPatch, machine: Machine, exp: Mirrored, floor: int, step: int
-) -> dict[str, Any]:
-    """Run the child's loop of 256 steps on ``exp``; return its end event and samples."""
+def run_child_on(
+    monkeypatch: pytest.MonkeyPatch, machine: Machine, exp: Mirrored, spec: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Run the child's loop on ``exp`` with ``machine``'s MemAvailable; return its events."""
     from l0mem import probe
     from l0mem.audit import experiment
 
@@ -134,19 +134,27 @@ def _run_child(
         lambda extra=None: Snapshot(0.0, {"meminfo.MemAvailable": machine.available}),
     )
     monkeypatch.setattr(experiment, "open_experiment", lambda spec: exp)
-    spec = {
-        "floor_bytes": floor,
+    base = {
+        "floor_bytes": 0,
         "fill_pattern": "00000000",
         "settle_s": 0.0,
         "idle_samples": 2,
         "freed_samples": 1,
-        "step_bytes": step,
-        "target_bytes": 256 * step,
     }
     events: list[dict[str, Any]] = []
-    assert audit_child.run(spec, lambda event, **fields: events.append(fields)) == 0
-    samples = [e for e in events if "phase" in e]
-    (end,) = [e for e in events if "status" in e]
+    emit = lambda event, **fields: events.append({"event": event, **fields})  # noqa: E731
+    assert audit_child.run({**base, **spec}, emit) == 0
+    return events
+
+
+def _run_child(
+    monkeypatch: pytest.MonkeyPatch, machine: Machine, exp: Mirrored, floor: int, step: int
+) -> dict[str, Any]:
+    """Run the child's loop of 256 steps on ``exp``; return its end event and samples."""
+    spec = {"floor_bytes": floor, "step_bytes": step, "target_bytes": 256 * step}
+    events = run_child_on(monkeypatch, machine, exp, spec)
+    samples = [e for e in events if e["event"] == "sample"]
+    (end,) = [e for e in events if e["event"] == "end"]
     # One sample ends each step up: the "after" edge of a window that allocated.
     grown = [s for s in samples if s.get("edge") == "after" and s["phase"] == "alloc"]
     return {"end": end, "alloc": grown}

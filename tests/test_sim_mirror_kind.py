@@ -90,13 +90,7 @@ def env(**config: object) -> dict[str, str]:
 
 def run(code: str, **config: object) -> dict[str, Any]:
     """Run PRELUDE plus `code` in a fresh interpreter under env(**config); return what it passed to out()."""
-    proc = sim.run_python_env(PRELUDE + textwrap.dedent(code), env(**config), 120.0)
-    assert proc.returncode == 0, f"subprocess failed:\n{proc.stdout}\n{proc.stderr}"
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, f"no result:\n{proc.stdout}\n{proc.stderr}"
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
-    result["_stderr"] = proc.stderr
-    return result
+    return sim.run_result(PRELUDE + textwrap.dedent(code), env(**config), 120.0)
 
 
 def popen(code: str, **config: object) -> subprocess.Popen[str]:

@@ -24,6 +24,7 @@ from tests.support.sim import (
     build,
     run_python,
     run_python_env,
+    run_result,
     sim_env,
 )
 
@@ -46,13 +47,7 @@ def run(
     code: str, driver_env: Mapping[str, str] | None = None, /, **config: object
 ) -> dict[str, Any]:
     """Run `code` after PRELUDE against the simulator (plus `driver_env`) and return what it passed to out()."""
-    proc = run_python_env(PRELUDE + textwrap.dedent(code), sim_env(driver_env, **config), 60.0)
-    assert proc.returncode == 0, f"subprocess failed:\n{proc.stdout}\n{proc.stderr}"
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, f"no result:\n{proc.stdout}\n{proc.stderr}"
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
-    result["_stderr"] = proc.stderr
-    return result
+    return run_result(PRELUDE + textwrap.dedent(code), sim_env(driver_env, **config), 60.0)
 
 
 def close(actual: float, expected: float, rel: float, slack: float) -> bool:

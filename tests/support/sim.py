@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -308,6 +309,21 @@ def run_python(
 ) -> subprocess.CompletedProcess[str]:
     """Run `code` in a fresh interpreter against the simulator configured by `config`."""
     return run_python_env(code, sim_env(**config), timeout)
+
+
+def run_result(code: str, env: Mapping[str, str], timeout: float = 60) -> dict[str, Any]:
+    """Run `code` as run_python_env does; return the JSON of its last ``RESULT `` line.
+
+    The script prints ``RESULT <json>`` for what it found; a script that fails or
+    prints none fails the caller with its output. Its stderr is in ``_stderr``.
+    """
+    proc = run_python_env(code, env, timeout)
+    assert proc.returncode == 0, f"subprocess failed:\n{proc.stdout}\n{proc.stderr}"
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, f"no result:\n{proc.stdout}\n{proc.stderr}"
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    result["_stderr"] = proc.stderr
+    return result
 
 
 def run_python_env(
