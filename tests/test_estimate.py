@@ -30,7 +30,7 @@ from l0mem.estimate import (
     step_slope,
     windows,
 )
-from l0mem.estimate.steps import Window, _binomial_tail
+from l0mem.estimate.steps import Window, rank
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -139,6 +139,11 @@ def truth_verdict(ratio: float) -> str:
 # ------------------------------------------------------------ the interval
 
 
+def _tail(n: int, k: int) -> float:
+    """Return P(B <= k) for B ~ Binomial(n, 1/2), the plain way."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+
+
 def test_the_interval_has_the_coverage_it_claims() -> None:
     for n in range(1, 80):
         xs = [float(i) for i in range(n)]
@@ -146,14 +151,38 @@ def test_the_interval_has_the_coverage_it_claims() -> None:
         assert iv.low <= iv.median <= iv.high
         k = int(iv.low) + 1  # the rank of the lower end
         assert iv.high == n - k  # symmetric ranks
-        assert iv.coverage == pytest.approx(1 - 2 * _binomial_tail(n, k - 1))
+        assert iv.coverage == pytest.approx(1 - 2 * _tail(n, k - 1))
         if n >= 6:  # from six values on, 95% can be had
             assert iv.coverage >= 0.95
             # ... and no narrower pair of ranks would still have it.
             if k + 1 <= (n + 1) // 2:
-                assert 1 - 2 * _binomial_tail(n, k) < 0.95
+                assert 1 - 2 * _tail(n, k) < 0.95
         else:
             assert (iv.low, iv.high) == (0.0, n - 1.0)
+
+
+def test_the_rank_holds_for_thousands_of_windows() -> None:
+    # A long watch: exact in integers, no overflow, and the normal law's rank.
+    for n in (1023, 1100, 5000):
+        k, coverage = rank(n, 0.95)
+        assert coverage >= 0.95
+        assert abs(k - (n / 2 - 1.96 * math.sqrt(n) / 2)) <= 2
+
+
+def test_equal_weights_give_the_unweighted_interval() -> None:
+    rng = random.Random(3)
+    for n in range(1, 40):
+        xs = [rng.uniform(-5, 5) for _ in range(n)]
+        assert median_interval(xs, 0.95, [0.125] * n) == median_interval(xs, 0.95)
+
+
+def test_a_few_large_windows_are_not_outvoted_by_many_small_ones() -> None:
+    # Eight 128 MiB allocations mirrored, 24 pooled 2 MiB ones not: by bytes, 96% mirrored.
+    big = [Window(i, float(i), 0.01, 128 * MIB, 128.0) for i in range(1, 9)]
+    small = [Window(i, float(i), 0.01, 2 * MIB, 0.0) for i in range(9, 33)]
+    found = step_slope(big + small, 0.95)
+    assert found is not None and found.slope == pytest.approx(1024.0)
+    assert found.rejected == ()
 
 
 @pytest.mark.parametrize("n", [8, 15, 40])
@@ -179,6 +208,23 @@ def test_disturbed_windows_are_rejected_and_named() -> None:
     assert sorted(w.step for w in found.rejected) == [4, 8]
     assert found.slope == pytest.approx(1024.0, abs=8.0)
     assert found.interval.high - found.interval.low < 16.0
+
+
+def test_a_steady_drift_is_taken_out_of_every_window() -> None:
+    # A neighbour freeing 70 MiB/s all along: 100 ms windows, 100 ms pauses, 0.15:1.
+    samples, t, level, device = [], 0.0, 0.0, 0
+    for k in range(1, 13):
+        samples.append(Sample(t, "alloc", device, {"host.available": int(40 * GIB - level)}, k, "before"))
+        t += 0.1
+        device += 128 * MIB
+        level += 0.15 * 128 * MIB - 70 * MIB * 0.1
+        samples.append(Sample(t, "alloc", device, {"host.available": int(40 * GIB - level)}, k, "after"))
+        t += 0.1
+        level -= 70 * MIB * 0.1
+    found = windows(samples, "host.available")
+    assert [round(w.ratio) for w in found] == [round(0.15 * 1024)] * 12
+    res = analyze_samples(samples, CONFIG)
+    assert res.verdict == "partial" and res.slope == pytest.approx(0.15 * 1024, abs=1)
 
 
 def test_small_jitter_is_never_rejected() -> None:
@@ -390,3 +436,22 @@ def test_windows_pair_their_edges_and_skip_unpaired_ones() -> None:
     cut = [s for s in samples if not (s.step == 2 and s.edge == "after")]
     assert [w.step for w in windows(cut, "host.available")] == [1, 3, 4, 5, 6]
     assert statistics.median(w.ratio for w in found[:3]) == pytest.approx(1024.0, abs=40.0)
+
+
+def test_lumpy_costs_the_windows_reject_never_make_a_clean() -> None:
+    # 512 MiB paid at every fourth step of 128 MiB (1:1 on the whole): three quarters
+    # of the windows are flat, the rest rejected as disturbed.
+    out: list[Sample] = []
+    t, device, cost = 0.0, 0, 0
+    for _ in range(3):
+        out.append(Sample(t, "idle", 0, {"host.available": 40 * GIB}))
+        t += 0.1
+    for k in range(1, 17):
+        out.append(Sample(t, "alloc" if device else "idle", device, {"host.available": 40 * GIB - cost}, k, "before"))  # fmt: skip
+        device += 128 * MIB
+        cost += 512 * MIB if k % 4 == 0 else 0
+        t += 0.02
+        out.append(Sample(t, "alloc", device, {"host.available": 40 * GIB - cost}, k, "after"))
+        t += 0.1
+    res = analyze_samples(out, CONFIG)
+    assert res.verdict != "clean", res.reason

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from l0mem.audit import AuditOptions, Guard, discover, plan_audit, run_setup
+from l0mem.audit import AuditOptions, Guard, discover, plan_audit, run_setup, stepping
 from l0mem.audit import child as audit_child
 from l0mem.audit.guard import measured_slope
 from l0mem.probe import Snapshot
@@ -126,8 +126,8 @@ def run_child_on(
     from l0mem import probe
     from l0mem.audit import experiment
 
-    monkeypatch.setattr(audit_child._Stop, "signum", None)
-    monkeypatch.setattr(audit_child, "mem_available", lambda: machine.available)
+    monkeypatch.setattr(stepping.Stop, "signum", None)
+    monkeypatch.setattr(stepping, "mem_available", lambda: machine.available)
     monkeypatch.setattr(
         probe,
         "take_snapshot",

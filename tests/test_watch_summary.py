@@ -206,7 +206,9 @@ def test_samples_caught_inside_a_step_are_outvoted() -> None:
             mirror = device + (128 * MIB if j == 2 and k == 3 else 0)
             t += 0.1
             samples.append(
-                WatchSample(t, {"host.available": AVAILABLE - mirror, f"drm.{PDEV0}.vram0.total": device})
+                WatchSample(
+                    t, {"host.available": AVAILABLE - mirror, f"drm.{PDEV0}.vram0.total": device}
+                )
             )
     series = Series(base, tuple(samples), {})
     summary = summarize(series)
@@ -240,3 +242,29 @@ def test_a_reading_during_a_traced_call_is_left_out_of_the_fit(flagged: bool) ->
         # Unflagged, the two windows it closes and opens lie half a step off the
         # others: rejected as disturbed, and named.
         assert len(fit.rejected) == 2
+
+
+def test_memory_made_resident_after_its_allocation_is_never_clean() -> None:
+    # Eight allocations of 128 MiB, 0.5 s apart, with no host cost; then all of it made
+    # resident on the peer, 128 MiB every 0.5 s, each time mirrored 1:1.
+    base = WatchSample(0.0, {"host.available": AVAILABLE})
+    samples, t, allocated, resident = [], 0.0, 0, 0
+    for phase in ("allocate", "reside"):
+        for _ in range(8):
+            for _ in range(3):
+                t += 0.5 / 3
+                totals = {
+                    "devices": [
+                        {"index": 0, "allocated": allocated, "resident_on": {"1": resident}}
+                    ]
+                }
+                values = {"host.available": AVAILABLE - resident, **trace_values(totals)}
+                samples.append(WatchSample(round(t, 4), values, pids=1))
+            if phase == "allocate":
+                allocated += 128 * MIB
+            else:
+                resident += 128 * MIB
+    summary = summarize(Series(base, tuple(samples), {}, tracing=True))
+    assert summary.verdict == "mirror", summary.analysis.reason
+    assert summary.analysis.slope == pytest.approx(1024, abs=1)
+    assert "made resident on a peer" in summary.analysis.reason

@@ -25,7 +25,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
-from l0mem.estimate.fits import fit_signal, step_slopes
+from l0mem.estimate.fits import climb, fit_signal, step_slopes, theil_sen
 from l0mem.estimate.model import (
     AnalysisConfig,
     NextSteps,
@@ -34,8 +34,8 @@ from l0mem.estimate.model import (
     SignalFit,
     Verdict,
 )
-from l0mem.estimate.signals import GIB, recorded_signals
-from l0mem.estimate.steps import step_slope, windows, windows_needed
+from l0mem.estimate.signals import GIB, cost_series, recorded_signals
+from l0mem.estimate.steps import drift, step_slope, windows, windows_needed
 
 _PCP_HIDDEN = frozenset({"meminfo.MemAvailable", "meminfo.MemFree"})
 # What a user can do for more evidence, when the caller does not say.
@@ -94,10 +94,12 @@ def _meets(a: SignalFit, b: SignalFit) -> bool:
 def unexplained(
     samples: Sequence[Sample], total: str, component: str, config: AnalysisConfig
 ) -> float | None:
-    """Return the median, over the step windows, of the total's fall the component leaves unexplained.
+    """Return how much of the total's fall, in MiB per GiB, the component leaves unexplained.
 
-    In MiB per GiB; None without windows both signals were read in. A window a
-    neighbour disturbed moves the total alone and is outvoted by the others.
+    Over the step windows both signals were read in: the median of the
+    differences, so that a window a neighbour disturbed (it moves the total
+    alone) is outvoted. Without windows: the slope of the difference over the
+    climb's samples. None when neither can be had.
     """
     of_total = {w.step: w for w in windows(samples, total)}
     paired = [
@@ -106,7 +108,14 @@ def unexplained(
         if w.step in of_total and w.device_bytes > 0
     ]
     found = step_slope(paired, config.confidence)
-    return None if found is None else found.slope
+    if found is not None and found.interval.coverage >= config.confidence:
+        return found.slope
+    a, b = cost_series(climb(samples), total), cost_series(climb(samples), component)
+    if len(a) != len(b):
+        return None
+    pts = [(x, ca - cb) for (pa, x, ca), (_, _, cb) in zip(a, b, strict=True) if pa == "alloc"]
+    # Theil-Sen: a sample a neighbour moved tilts a least-squares line, not the median slope.
+    return theil_sen([x for x, _ in pts], [y for _, y in pts])
 
 
 def _accounts(
@@ -116,15 +125,35 @@ def _accounts(
     low, high = total.interval or (math.nan, math.nan)
     if not _meets(fit, total):
         return f"does not account for the fall of {total.signal} ({low:.0f} to {high:.0f} MiB/GiB)"
-    if fit.method != "steps" or total.method != "steps":
-        return None
     rest = unexplained(samples, total.signal, fit.signal, config)
-    if rest is not None and abs(rest) > config.clean_threshold * 1024.0:
-        return (
-            f"does not account for the fall of {total.signal}: {rest:.0f} MiB/GiB of it in a "
-            "typical step window went elsewhere"
-        )
+    if rest is None or abs(rest) > config.clean_threshold * 1024.0:
+        typical = "an unknown share" if rest is None else f"{rest:.0f} MiB/GiB"
+        return f"does not account for the fall of {total.signal}: {typical} of it went elsewhere"
     return None
+
+
+def _outside(
+    samples: Sequence[Sample], fit: SignalFit, verdict: Verdict, config: AnalysisConfig
+) -> str | None:
+    """Return why windows that say ``verdict`` are contradicted by the whole climb, or None.
+
+    Costs a step window cannot see (a residency made long after its
+    allocation, pages committed late, costs paid in lumps the windows
+    rejected) still show in the level the host reached: a line over the
+    climb whose interval separates into another verdict says the windows
+    missed them.
+    """
+    if fit.method != "steps":
+        return None
+    rate = drift(windows(samples, fit.signal))
+    line = fit_signal(climb(samples), fit.signal, config, drift=rate)
+    other = separated(line, config) if why_unusable(line, config) is None else None
+    if other is None or other == verdict or line.slope is None:
+        return None
+    return (
+        f"its step windows say {verdict} but the whole climb says {other} "
+        f"({line.slope:.0f} MiB/GiB): host memory moved outside the windows"
+    )
 
 
 def choose(
@@ -155,20 +184,32 @@ def choose(
             pass
         elif verdict is None:
             why = _spans(fit)
-        elif verdict == "clean" and name in config.blind:
-            why = "blind to driver-owned host pages: it cannot show that a run is clean"
         elif verdict == "clean" and not is_total:
             why = "one component of the host's loss: it cannot show that a run is clean"
+        elif verdict == "clean" and name in config.blind:
+            why = "blind to driver-owned host pages: it cannot show that a run is clean"
         elif verdict == "clean" and name in pcp_hidden:
             why = "misses memory taken from the per-CPU free lists: it cannot show that a run is clean"
+        elif verdict == "clean" and total is not fit and _reaches_past_clean(total, config):
+            assert total is not None
+            why = (
+                f"{total.signal} reaches past clean: a later total cannot show that a run is clean"
+            )
         elif not is_total and total is None:
             why = "no total of the host's memory could check that it accounts for the loss"
         elif not is_total and total is not None:
             why = _accounts(samples, fit, total, config)
         if why is None:
+            why = _outside(samples, fit, verdict, config)  # type: ignore[arg-type]
+        if why is None:
             return fit, total, passed_over
         passed_over[name] = why
     return None, total, passed_over
+
+
+def _reaches_past_clean(total: SignalFit | None, config: AnalysisConfig) -> bool:
+    interval = None if total is None else total.interval
+    return interval is not None and interval[1] >= config.clean_threshold * 1024.0
 
 
 def analyze_samples(
@@ -202,7 +243,14 @@ def analyze_samples(
                 f"memory not touched: {untouched} allocation(s) did not read back the fill pattern"
             )
         advice = next_steps(
-            samples, total, by_name, config, unavailable or {}, more, untouched=untouched
+            samples,
+            total,
+            by_name,
+            config,
+            unavailable or {},
+            more,
+            untouched=untouched,
+            why=None if total is None else passed_over.get(total.signal),
         )
         return SetupAnalysis(
             verdict="inconclusive",
@@ -278,18 +326,28 @@ def released(fit: SignalFit, max_device_gib: float, config: AnalysisConfig) -> b
     """Return whether the memory the allocations cost came back after free."""
     if fit.slope is None:
         return None
+    taken = max(fit.slope * max_device_gib, 0.0)
     if fit.method == "steps" and fit.kept_mib is not None:
         # What the frees gave back against what the allocations took, window by window:
         # a disturbed window counts at its kind's median, so no neighbour decides it.
-        taken = max(fit.slope * max_device_gib, 0.0)
-        allowance = max(config.release_fraction * taken, 1.0)
-        return fit.kept_mib <= allowance
+        if fit.kept_mib <= max(config.release_fraction * taken, 1.0):
+            return True
+        # Not within the windows; a driver that frees later (a free worker) still
+        # gave it back if the level after the freed samples' settling says so.
+        return _released_by_level(fit, taken, config) is True
+    return _released_by_level(fit, taken, config)
+
+
+def _released_by_level(fit: SignalFit, taken: float, config: AnalysisConfig) -> bool | None:
+    """Return whether the cost at the last freed sample is back near the line's zero, or None."""
     if fit.remaining_mib is None or fit.intercept_mib is None:
         return None
     # Measured from the fitted line's zero, so one-off costs (a context that
     # lives until exit) are not mistaken for allocations kept after free.
-    taken = max(fit.slope * max_device_gib, 0.0)
-    sigma = max(fit.noise_mib or 0.0, fit.residual_mib or 0.0)
+    # A line's noise is its idle spread and residual; the windows' is their own spread
+    # (a line through the way down of a kept mirror would excuse any level).
+    residual = 0.0 if fit.method == "steps" else (fit.residual_mib or 0.0)
+    sigma = max(fit.noise_mib or 0.0, residual)
     # The 1 MiB floor keeps rounding in the fit from deciding noise-free cases.
     allowance = max(config.release_fraction * taken, config.noise_sigmas * sigma, 1.0)
     return fit.remaining_mib - fit.intercept_mib <= allowance
@@ -304,8 +362,12 @@ def next_steps(
     more: str,
     *,
     untouched: int = 0,
+    why: str | None = None,
 ) -> NextSteps:
-    """Return what an inconclusive run measured and what would decide it."""
+    """Return what an inconclusive run measured and what would decide it.
+
+    ``why`` is why the total did not decide (its ``passed_over`` entry).
+    """
     missing = {
         name: unavailable.get(name) or unavailable.get(name.partition(".")[0]) or "not read"
         for name in config.priority
@@ -316,14 +378,14 @@ def next_steps(
             f"{untouched} allocation(s) never showed the fill: the driver did not execute it, "
             "so no size or repeat decides; check the driver (l0mem info)"
         )
-        return NextSteps(text, None, None, 0, None, None, missing)
+        return NextSteps(text, None, None, 0, None, None, missing, None)
     if total is None or total.slope is None:
         text = (
             "no total of the host's memory (host.available, MemAvailable) was read in enough "
             f"samples to judge; {more}"
         )
         return NextSteps(
-            text, None, None, 0 if total is None else total.points, None, None, missing
+            text, None, None, 0 if total is None else total.points, None, None, missing, None
         )
     slope = total.slope
     low, high = total.interval or (slope, slope)
@@ -332,10 +394,16 @@ def next_steps(
     max_device = max((s.device_bytes for s in samples), default=0)
     half = max(slope - low, high - slope)
     need: int | None = None
+    seconds: float | None = None
     if total.method == "steps":
         grow, _ = step_slopes(samples, total.signal, config)
         if grow is not None:
             need = windows_needed(grow, distance, config.confidence)
+        found = windows(samples, total.signal)
+        if need is not None and len(found) >= 2:
+            # A cycle is an allocation window and a free window, at this run's pace.
+            pace = (max(w.t for w in found) - min(w.t - w.seconds for w in found)) / len(found)
+            seconds = round(2 * pace * max(need - total.points, 0), 1)
     size = None
     if distance > 0 and half > 0 and max_device:
         # The noise is MiB per window whatever the size: the ratio's spread shrinks with it.
@@ -346,14 +414,16 @@ def next_steps(
     parts = [
         f"{total.signal} moved by {seen} per measurement beside this run's own steps "
         f"(other processes' memory); its slope {slope:.0f} MiB/GiB lies between {low:.0f} and "
-        f"{high:.0f}, which spans two verdicts"
+        f"{high:.0f}"
+        + (f" ({why})" if why and "spans two verdicts" not in why else ", which spans two verdicts")
     ]
     if distance <= 0:
         parts.append("the slope sits on a verdict's threshold: no repeat separates it")
     else:
         wanted = []
         if need is not None:
-            wanted.append(f"about {need} step {at} (this run had {total.points})")
+            pace_text = "" if seconds is None else f", about {seconds:.0f} s more of cycles"
+            wanted.append(f"about {need} step {at} (this run had {total.points}{pace_text})")
         if size is not None:
             wanted.append(f"a size of {size >> 20} MiB")
         if wanted:
@@ -372,6 +442,7 @@ def next_steps(
         windows_needed=need,
         size_needed_bytes=size,
         missing=missing,
+        seconds_needed=seconds,
     )
 
 

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 
 from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit
-from l0mem.estimate.signals import cost_series, signal_info
+from l0mem.estimate.signals import cost_series, signal_info, value
 from l0mem.estimate.steps import StepSlope, step_slope, windows
 
 
@@ -48,6 +48,35 @@ def least_squares(xs: Sequence[float], ys: Sequence[float]) -> Line | None:
     return Line(slope, intercept, r2, residual)
 
 
+def theil_sen(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Return the median of the slopes between every two points with different x, or None."""
+    slopes = [
+        (ys[j] - ys[i]) / (xs[j] - xs[i])
+        for i in range(len(xs))
+        for j in range(i + 1, len(xs))
+        if xs[j] != xs[i]
+    ]
+    return statistics.median(slopes) if slopes else None
+
+
+def climb(samples: Sequence[Sample]) -> list[Sample]:
+    """Return the run up to its peak: the idle samples and the alloc ones until the last at the peak.
+
+    Without window marks, so that a fit over them is a line: the level the
+    host reached as device memory grew, whatever happened in any window.
+    """
+    alloc = [i for i, s in enumerate(samples) if s.phase == "alloc"]
+    if not alloc:
+        return []
+    peak = max(samples[i].device_bytes for i in alloc)
+    last = max(i for i in alloc if samples[i].device_bytes == peak)
+    return [
+        dataclasses.replace(s, step=None, edge=None)
+        for i, s in enumerate(samples)
+        if s.phase == "idle" or (s.phase == "alloc" and i <= last)
+    ]
+
+
 def step_slopes(
     samples: Sequence[Sample], signal: str, config: AnalysisConfig
 ) -> tuple[StepSlope | None, StepSlope | None]:
@@ -58,15 +87,45 @@ def step_slopes(
     return grow, shrink
 
 
+def _kept(grow: StepSlope, shrink: StepSlope | None) -> float | None:
+    """Return what the allocation windows took less what the freeing windows gave back, MiB.
+
+    Only when the frees undid every allocation window (a run stopped half way
+    down freed the rest without windows): None otherwise.
+    """
+    if shrink is None:
+        return None
+    moved = sum(
+        w.device_bytes for w in (*grow.kept, *grow.rejected, *shrink.kept, *shrink.rejected)
+    )
+    # Frees give back a positive cost over negative device bytes: the sum is what stayed.
+    return grow.total_mib + shrink.total_mib if moved == 0 else None
+
+
 def fit_signal(
-    samples: Sequence[Sample], signal: str, config: AnalysisConfig | None = None
+    samples: Sequence[Sample],
+    signal: str,
+    config: AnalysisConfig | None = None,
+    *,
+    drift: float = 0.0,
 ) -> SignalFit:
-    """Return the fit of ``signal``'s memory cost against device bytes over a run's samples."""
+    """Return the fit of ``signal``'s memory cost against device bytes over a run's samples.
+
+    ``drift`` (MiB of cost per second, :func:`l0mem.estimate.steps.drift`) is
+    taken out of a line's costs, as the windows take it out of theirs.
+    """
     config = config or AnalysisConfig()
     info = signal_info(signal)
     if info is None:
         raise ValueError(f"unknown signal {signal!r}")
     series = cost_series(samples, signal)
+    if drift and series:
+        t0 = samples[0].t
+        held = [s for s in samples if value(s.values, signal) is not None]
+        series = [
+            (phase, x, c - drift * (s.t - t0))
+            for (phase, x, c), s in zip(series, held, strict=True)
+        ]
     idle = [c for phase, _, c in series if phase == "idle"]
     alloc = [(x, c) for phase, x, c in series if phase == "alloc"]
     freed = [c for phase, _, c in series if phase == "freed"]
@@ -92,8 +151,10 @@ def fit_signal(
     # Too few windows for an interval of the asked confidence: the line over every sample.
     if grow is not None and grow.interval.coverage >= config.confidence:
         iv = grow.interval
-        # The line through the samples at the windows' slope: for plots and release.
-        intercept = statistics.median(c - iv.median * x for x, c in alloc) if alloc else None
+        # The line through the climb's samples at the windows' slope: for plots and release
+        # (the way down would pull a kept mirror's level into it).
+        up = [(x, c) for phase, x, c in cost_series(climb(samples), signal) if phase == "alloc"]
+        intercept = statistics.median(c - iv.median * x for x, c in up) if up else None
         return dataclasses.replace(
             base,
             points=iv.n,
@@ -107,8 +168,7 @@ def fit_signal(
             coverage=iv.coverage,
             rejected=tuple(w.step for w in grow.rejected),
             release_slope=None if shrink is None else shrink.slope,
-            # Frees give back a positive cost over negative device bytes: the sum is what stayed.
-            kept_mib=None if shrink is None else grow.total_mib + shrink.total_mib,
+            kept_mib=_kept(grow, shrink),
         )
     noise = statistics.stdev(idle) if len(idle) >= 2 else None
     uncertainty = None
@@ -126,4 +186,4 @@ def fit_signal(
     )
 
 
-__all__ = ["Line", "fit_signal", "least_squares", "step_slopes"]
+__all__ = ["Line", "climb", "fit_signal", "least_squares", "step_slopes", "theil_sen"]

@@ -129,9 +129,10 @@ class AnalysisConfig:
     min_r2: float = 0.9  # line fits: a non-clean slope must fit at least this well
     release_fraction: float = 0.10  # host memory still held after free, as a fraction
     priority: tuple[str, ...] = DEFAULT_PRIORITY
-    # Signals blind to driver-owned host pages: they can show a mirror but never
-    # prove its absence, so they do not decide a "clean" verdict.
-    blind: tuple[str, ...] = ("proc.VmRSS",)
+    # Signals that can show a mirror but never prove its absence, so they do not
+    # decide a "clean" verdict: every component of the host's loss (a reader of
+    # report schema 1.1, which knows no totals, honours this list too).
+    blind: tuple[str, ...] = tuple(n for n in DEFAULT_PRIORITY if n not in DEFAULT_TOTALS)
     confidence: float = 0.95  # the least coverage of a step-window slope interval
     totals: tuple[str, ...] = DEFAULT_TOTALS
 
@@ -289,6 +290,9 @@ class NextSteps:
     windows_needed: int | None  # windows that would decide at that noise; None: unknown
     size_needed_bytes: int | None  # a device size that would decide at that noise
     missing: dict[str, str]  # component signals this machine lacks -> why
+    seconds_needed: float | None = (
+        None  # more allocate/free cycles that would take, at the run's pace
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """Return the advice as plain JSON data."""
@@ -311,6 +315,7 @@ class NextSteps:
             windows_needed=opt_int("windows_needed"),
             size_needed_bytes=opt_int("size_needed_bytes"),
             missing=str_map(field(d, "missing", path), join(path, "missing")),
+            seconds_needed=opt_number(d.get("seconds_needed"), join(path, "seconds_needed")),
         )
 
 

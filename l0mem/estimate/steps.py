@@ -10,10 +10,14 @@ windows come at moments it cannot follow. So:
 - a window whose cost lies further from the median line than the windows'
   own spread allows (:data:`REJECT_SIGMAS` robust deviations, and never less
   than :data:`REJECT_FLOOR_MIB`) is rejected as disturbed and reported;
-- the slope is the median of the kept windows' ratios;
+- the slope is the median of the kept windows' ratios, each window weighted
+  by the device bytes it changed;
 - its interval is distribution-free: the order statistics around the median
   whose coverage under a binomial law is at least the asked confidence
-  (with few windows, the widest there is, at the coverage it has).
+  (with few windows, the widest there is, at the coverage it has);
+- a steady drift of the host (another process growing or shrinking all
+  along) is measured in the pauses between windows, where device memory
+  does not change, and taken out of each window in proportion to its length.
 
 Nothing here assumes the noise is Gaussian or that it averages out.
 """
@@ -21,6 +25,7 @@ Nothing here assumes the noise is Gaussian or that it averages out.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -46,7 +51,9 @@ class Window:
     t: float  # when the window closed, seconds into the run
     seconds: float  # how long the window lasted
     device_bytes: int  # the change of device memory (negative: freed)
-    cost_mib: float  # the change of the signal's cost, sense applied
+    cost_mib: float  # the change of the signal's cost, sense applied (drift taken out)
+    start_mib: float = 0.0  # the signal's level at the window's edges, sense applied
+    end_mib: float = 0.0
 
     @property
     def gib(self) -> float:
@@ -59,12 +66,18 @@ class Window:
         return self.cost_mib / self.gib
 
 
+# Pauses between windows needed before a drift is measured and taken out.
+MIN_PAUSES = 4
+
+
 def windows(samples: Sequence[Sample], signal: str) -> list[Window]:
     """Return the step windows of ``samples`` in which ``signal`` was read at both edges.
 
     A window is the "before" and "after" sample of one step; an "after"
     without a "before" of its step closes a window that opened at the sample
     just before it (a watched workload's windows are consecutive samples).
+    Each window's cost has the host's drift over its length taken out
+    (:func:`drift`).
     """
     info = signal_info(signal)
     if info is None:
@@ -85,16 +98,37 @@ def windows(samples: Sequence[Sample], signal: str) -> list[Window]:
         v0, v1 = value(b.values, signal), value(s.values, signal)
         if v0 is None or v1 is None:
             continue
+        start, end = info.sense * v0 / MIB, info.sense * v1 / MIB
         out.append(
             Window(
                 step=s.step,
                 t=s.t,
                 seconds=s.t - b.t,
                 device_bytes=s.device_bytes - b.device_bytes,
-                cost_mib=info.sense * (v1 - v0) / MIB,
+                cost_mib=end - start,
+                start_mib=start,
+                end_mib=end,
             )
         )
-    return out
+    rate = drift(out)
+    return [dataclasses.replace(w, cost_mib=w.cost_mib - rate * w.seconds) for w in out]
+
+
+def drift(found: Sequence[Window]) -> float:
+    """Return the host's steady drift, MiB of cost per second, from the pauses between windows.
+
+    Between two windows device memory does not change, so what the signal did
+    there is other processes': the median rate over the pauses (a neighbour's
+    occasional step moves only the pauses it fell in) is a drift that every
+    window also carried for its length. 0 with fewer than :data:`MIN_PAUSES`.
+    """
+    ordered = sorted(found, key=lambda w: w.t)
+    rates = [
+        (b.start_mib - a.end_mib) / gap
+        for a, b in itertools.pairwise(ordered)
+        if (gap := (b.t - b.seconds) - a.t) > 0
+    ]
+    return statistics.median(rates) if len(rates) >= MIN_PAUSES else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,28 +147,60 @@ class Interval:
         return max(self.median - self.low, self.high - self.median)
 
 
-def _binomial_tail(n: int, k: int) -> float:
-    """Return P(B <= k) for B ~ Binomial(n, 1/2)."""
-    return sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+def rank(n: int, confidence: float) -> tuple[int, float]:
+    """Return the largest rank ``k`` whose ``[x(k), x(n+1-k)]`` holds the median with ``confidence``.
+
+    Also its coverage, ``1 - 2 P(B <= k-1)`` for B ~ Binomial(n, 1/2); with too
+    few values for ``confidence``, rank 1 (the whole range) at the coverage it
+    has. Exact, in integers: ``2**n`` never overflows.
+    """
+    if n < 1:
+        raise ValueError("no values")
+    total = 1 << n
+    choose, tail, k = 1, 1, 1  # C(n, k-1) and P(B <= k-1) * 2**n
+    while k + 1 <= (n + 1) // 2:
+        choose = choose * (n - k + 1) // k
+        if (total - 2 * (tail + choose)) / total < confidence:
+            break
+        tail, k = tail + choose, k + 1
+    return k, (total - 2 * tail) / total
 
 
-def median_interval(values: Sequence[float], confidence: float) -> Interval:
+def _quantile(pairs: Sequence[tuple[float, float]], fraction: float, strict: bool = False) -> float:
+    """Return the smallest value whose cumulative weight share reaches ``fraction`` (exceeds it when ``strict``)."""
+    whole = sum(w for _, w in pairs)
+    seen = 0.0
+    for x, w in pairs:
+        seen += w
+        share = seen / whole
+        if share > fraction + 1e-12 or (not strict and share >= fraction - 1e-12):
+            return x
+    return pairs[-1][0]
+
+
+def median_interval(
+    values: Sequence[float], confidence: float, weights: Sequence[float] | None = None
+) -> Interval:
     """Return the median of ``values`` and the narrowest order-statistic interval of ``confidence``.
 
-    The interval is ``[x(k), x(n+1-k)]`` of the sorted values for the largest
-    rank ``k`` whose coverage ``1 - 2 P(B <= k-1)`` is still at least
-    ``confidence``; with too few values for that, the whole range at the
-    coverage it has.
+    Unweighted, the interval is ``[x(k), x(n+1-k)]`` of the sorted values for
+    the rank :func:`rank` gives. With ``weights`` (a window's device bytes),
+    the median and the interval's ends are the values where the cumulative
+    weight reaches the same shares (``1/2``, ``k/n`` and ``(n+1-k)/n``), with
+    ``n`` the effective number of values, ``(sum w)^2 / sum w^2``: equal
+    weights give the unweighted answer, and a few large windows are not
+    outvoted by many small ones.
     """
-    xs = sorted(values)
-    n = len(xs)
-    if n == 0:
+    if not values:
         raise ValueError("no values")
-    k = 1
-    while k + 1 <= (n + 1) // 2 and 1.0 - 2.0 * _binomial_tail(n, k) >= confidence:
-        k += 1
-    coverage = 1.0 - 2.0 * _binomial_tail(n, k - 1)
-    return Interval(statistics.median(xs), xs[k - 1], xs[n - k], coverage, n)
+    w = [1.0] * len(values) if weights is None else [abs(x) for x in weights]
+    if len(w) != len(values) or not all(x > 0 for x in w):
+        raise ValueError("one positive weight per value")
+    pairs = sorted(zip(values, w, strict=True))
+    n = max(1, math.floor(sum(w) ** 2 / sum(x * x for x in w) + 1e-9))
+    k, coverage = rank(n, confidence)
+    median = (_quantile(pairs, 0.5) + _quantile(pairs, 0.5, strict=True)) / 2.0
+    return Interval(median, _quantile(pairs, k / n), _quantile(pairs, (n + 1 - k) / n), coverage, n)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +211,7 @@ class StepSlope:
     noise_mib: float  # robust spread of the kept windows' costs about the median line
     kept: tuple[Window, ...]
     rejected: tuple[Window, ...]
+    limit_mib: float = math.inf  # how far from the median line a window may lie undisturbed
 
     @property
     def slope(self) -> float:
@@ -153,8 +220,18 @@ class StepSlope:
 
     @property
     def total_mib(self) -> float:
-        """Return the cost over every window, a rejected one counted at the median ratio."""
-        return sum(w.cost_mib for w in self.kept) + sum(self.slope * w.gib for w in self.rejected)
+        """Return the cost over every window, each disturbed one counted at the median ratio.
+
+        Disturbed here is every window further from the median line than
+        ``limit_mib``, not only those the slope left out (at most a quarter):
+        a sum must not carry any neighbour's step.
+        """
+        return sum(
+            w.cost_mib
+            if abs(w.cost_mib - self.slope * w.gib) <= self.limit_mib
+            else self.slope * w.gib
+            for w in (*self.kept, *self.rejected)
+        )
 
 
 def robust_spread(residuals: Sequence[float]) -> float:
@@ -166,7 +243,7 @@ def step_slope(found: Sequence[Window], confidence: float) -> StepSlope | None:
     """Return the slope over ``found`` with disturbed windows rejected, or None without windows."""
     if not found:
         return None
-    center = statistics.median(w.ratio for w in found)
+    center = median_interval([w.ratio for w in found], confidence, [w.gib for w in found]).median
     residuals = [w.cost_mib - center * w.gib for w in found]
     limit = max(REJECT_SIGMAS * robust_spread(residuals), REJECT_FLOOR_MIB)
     order = sorted(range(len(found)), key=lambda i: -abs(residuals[i]))
@@ -174,9 +251,9 @@ def step_slope(found: Sequence[Window], confidence: float) -> StepSlope | None:
     out = {i for i in order[:cap] if abs(residuals[i]) > limit}
     kept = tuple(w for i, w in enumerate(found) if i not in out)
     rejected = tuple(w for i, w in enumerate(found) if i in out)
-    interval = median_interval([w.ratio for w in kept], confidence)
+    interval = median_interval([w.ratio for w in kept], confidence, [w.gib for w in kept])
     spread = robust_spread([w.cost_mib - interval.median * w.gib for w in kept])
-    return StepSlope(interval, spread, kept, rejected)
+    return StepSlope(interval, spread, kept, rejected, limit)
 
 
 def windows_needed(slope: StepSlope, distance: float, confidence: float) -> int | None:
@@ -204,7 +281,9 @@ __all__ = [
     "Interval",
     "StepSlope",
     "Window",
+    "drift",
     "median_interval",
+    "rank",
     "robust_spread",
     "step_slope",
     "windows",

@@ -14,19 +14,12 @@ enough settled ones remain (:func:`settled`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
-from l0mem.audit.model import (
-    AnalysisConfig,
-    Phase,
-    Sample,
-    SetupAnalysis,
-    SetupRun,
-    SignalFit,
-    plain_run,
-)
-from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, fit_signal
-from l0mem.estimate.model import Edge
+from l0mem.audit.model import SetupRun, plain_run
+from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, fit_signal, separated
+from l0mem.estimate.model import AnalysisConfig, Edge, Phase, Sample, SetupAnalysis, SignalFit
 from l0mem.watch.series import (
     IN_FLIGHT,
     Series,
@@ -38,6 +31,9 @@ from l0mem.watch.series import (
     host_signal,
     resident_bytes,
 )
+
+# Fewer windows than this cannot give a 95% interval of their own (l0mem.estimate.steps.rank).
+WINDOWS_FOR_STEPS = 6
 
 # What a watch's user can do for more evidence (an inconclusive verdict's advice).
 MORE_EVIDENCE = (
@@ -232,7 +228,11 @@ def as_setup_run(
     samples: list[Sample] = []
     if held:
         first, last = held[0], held[-1]
-        marks = step_windows([x for _, x, _ in known])
+        levels = [x for _, x, _ in known]
+        marks = step_windows(levels)
+        if sum(1 for a, b in itertools.pairwise(levels) if b > a) < WINDOWS_FOR_STEPS:
+            # Too few windows for the windows' own interval: the line, over settled samples.
+            marks = {}
         start = first - 1 if first > 0 else first
         if first == 0:
             samples.append(Sample(series.baseline.t, "idle", 0, dict(series.baseline.values)))
@@ -280,6 +280,8 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     xs = device_series(series)
     run = as_setup_run(series, xs, config)
     analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
+    resident = _resident_fit(series, analysis, config)
+    analysis = _by_residency(analysis, resident, config)
     if all(x is None for x in xs) or not series.samples:
         analysis = dataclasses.replace(analysis, reason=_no_device_reason(series))
     host_name = host_signal(series)
@@ -304,7 +306,7 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
         cgroup=_series_peak(series, "cgroup.memory.current"),
         devices=devices,
         analysis=analysis,
-        per_resident_gib=_resident_fit(series, analysis, config),
+        per_resident_gib=resident,
         vmrss_would_miss=_vmrss_would_miss(analysis, config),
         charged_to=charged,
     )
@@ -337,6 +339,40 @@ def _resident_fit(
         return None
     fit = fit_signal(as_setup_run(series, xs, config).samples, analysis.deciding_signal, config)
     return fit if fit.slope is not None else None
+
+
+def _by_residency(
+    analysis: SetupAnalysis, resident: SignalFit | None, config: AnalysisConfig
+) -> SetupAnalysis:
+    """Return ``analysis``, or the residency's verdict when the allocations looked clean but it is not.
+
+    A workload may allocate first and make its memory resident on a peer
+    later: the host pays at the residency call, outside every allocation's
+    window. The tracer sees those calls; where the bytes made resident show
+    a mirror, that is the answer, never "clean".
+    """
+    if analysis.verdict != "clean" or resident is None or resident.slope is None:
+        return analysis
+    verdict = separated(resident, config)
+    if verdict not in ("mirror", "partial"):
+        return analysis
+    low, high = resident.interval or (resident.slope, resident.slope)
+    reason = (
+        f"{resident.signal}: {resident.slope:.0f} MiB host per GiB made resident on a peer "
+        f"({low:.0f} to {high:.0f}); the allocations themselves cost nothing: the host paid "
+        f"at the residency calls (the allocations said: {analysis.reason})"
+    )
+    # The deciding signal's fit becomes the residency's, so that slope and interval agree.
+    host = [resident if f.signal == resident.signal else f for f in analysis.host]
+    return dataclasses.replace(
+        analysis,
+        verdict=verdict,
+        deciding_signal=resident.signal,
+        ratio=resident.ratio,
+        reason=reason,
+        released=None,
+        host=host,
+    )
 
 
 def _device_peaks(series: Series, pdev: str) -> DevicePeaks:
