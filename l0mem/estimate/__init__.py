@@ -7,8 +7,8 @@ JSON forms), :mod:`.signals` (what each signal measures and its cost series),
 :mod:`.steps` (robust slopes from step windows: the change of each signal
 right around each change of device memory), :mod:`.fits` (one signal's fit:
 step windows where there are any, else a least-squares line) and
-:mod:`.decide` (which signal decides, whether its interval separates the
-verdicts, and what to do when it does not).
+:mod:`.decide` (which signal decides, and whether its interval separates the
+verdicts) and :mod:`.advice` (what to do when it does not).
 
 What it may import: :mod:`l0mem.probe` (signal names) and the leaves.
 """
