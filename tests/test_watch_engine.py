@@ -420,3 +420,20 @@ def test_the_floor_reads_every_look_not_only_the_kept_ones() -> None:
 def test_a_look_longer_than_the_interval_is_refused() -> None:
     with pytest.raises(ValueError, match="look"):
         Watch(interval=0.5, look=1.0)
+
+
+def test_a_tree_slow_to_read_is_read_less_often() -> None:
+    class Slow(_Steps):
+        def sample(self) -> TreeReading | None:
+            time.sleep(0.03)  # a large tree: a read costs 30 ms
+            return super().sample()
+
+    watch = Watch(interval=0.5, look=0.05)
+    watch.set_baseline({"host.available": 64 * GIB}, {})
+    watch.take(Slow(set()))
+    # At most a tenth of the time goes to reading: 30 ms a read, a read every 300 ms or more.
+    assert 0.3 <= watch.next_interval() <= 0.5
+    quick = Watch(interval=0.5, look=0.05)
+    quick.set_baseline({"host.available": 64 * GIB}, {})
+    quick.take(_Steps(set()))
+    assert quick.next_interval() == pytest.approx(0.05)

@@ -146,6 +146,7 @@ class Watch:
         os.set_blocking(self._wake_w, False)
         self._samples: list[WatchSample] = []  # the series: what tells, see _keep
         self._looks: list[WatchSample] = []  # the last few reads, every one, for the floor
+        self._cost = 0.0  # seconds the last read took
         self._shown = -math.inf  # when on_sample was last called
         self._asked = 0.0  # the interval next_interval last gave
         self._late: list[float] = []  # per look after the first: how much later than asked it came
@@ -206,6 +207,13 @@ class Watch:
 
     def take(self, source: Source) -> TreeReading | None:
         """Take one sample of ``source`` (with the tracer's totals); None when the tree is gone."""
+        started = time.perf_counter()
+        try:
+            return self._take(source)
+        finally:
+            self._cost = time.perf_counter() - started
+
+    def _take(self, source: Source) -> TreeReading | None:
         traced: dict[str, int] = {}
         if self.tracer is None:
             reading = source.sample()
@@ -273,14 +281,19 @@ class Watch:
         self._asked = self._interval(self._losses())
         return self._asked
 
+    @property
+    def _look(self) -> float:
+        """Return the look, stretched so that reading costs at most a tenth of the time."""
+        return min(max(self.look, LOOK_COST * self._cost), self.interval)
+
     def _interval(self, losses: list[tuple[int, float]]) -> float:
         if not self.floor or not self._looks:
-            return self.look
+            return self._look
         now = available(self._looks[-1].values)
         if now is None:
-            return self.look
+            return self._look
         room = max(now - self.floor, 0)
-        wait = min(self.look, self.interval * room / NEAR_FLOOR)
+        wait = min(self._look, self.interval * room / NEAR_FLOOR)
         rate = max((loss / dt for loss, dt in losses if dt > 0), default=0.0)
         if rate > 0:
             wait = min(wait, room / rate / 4)
@@ -342,6 +355,8 @@ def _device_key(sample: WatchSample) -> tuple[tuple[str, int], ...]:
 # How often run and watch read the tree: a change of device memory lies between two
 # reads this close, so another process rarely moves host memory in between.
 LOOK = 0.05
+# ... but never so often that reading takes more than 1/LOOK_COST of the time (a large tree).
+LOOK_COST = 10.0
 # Host readings taken again while the traced device memory moves (see Watch.take).
 RETAKES = 3
 # How long the baseline waits for Sysman's reader to have loaded the driver.

@@ -145,7 +145,7 @@ def watch_pid(
         while watch.stop_signal is None:
             if end is not None and watch.clock() >= end:
                 break
-            left = watch.look if end is None else min(watch.look, end - watch.clock())
+            left = watch.next_interval() if end is None else min(watch.next_interval(), end - watch.clock())
             watch.wait(left, fd)
             if watch.stop_signal is not None:
                 break
