@@ -73,6 +73,11 @@ DEFAULT_TESTS = (
     "tests/test_simdriver.py::test_mirror_costs_host_memory_outside_rss_and_is_released",
     "tests/test_simdriver.py::test_mirror_none_costs_nothing",
     "tests/test_simdriver.py::test_mirror_release_0_keeps_host_memory_after_free",
+    "tests/test_audit_noise.py",
+    "tests/test_audit_cycles.py",
+    "tests/test_neighbour.py",
+    "tests/test_sim_mirror_kind.py",
+    "tests/test_watch_engine.py",
 )
 
 
