@@ -14,14 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from l0mem.watch.engine import (
-    MIN_INTERVAL,
-    CommandError,
-    NoSuchProcess,
-    TreeReading,
-    Watch,
-)
+from l0mem.watch.engine import MIN_INTERVAL, Watch
 from l0mem.watch.loop import FloorError, run_workload, watch_pid
+from l0mem.watch.sources import CommandError, NoSuchProcess, TreeReading
 
 GIB = 1 << 30
 MIB = 1 << 20

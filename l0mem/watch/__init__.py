@@ -16,14 +16,8 @@ from l0mem.watch.engine import (
     DEFAULT_GRACE,
     DEFAULT_INTERVAL,
     LOOK,
-    CommandError,
     FloorStop,
-    NoSuchProcess,
-    NotPermitted,
-    TreeReading,
-    TreeSource,
     Watch,
-    WatchError,
     WatchResult,
 )
 from l0mem.watch.loop import FloorError, run_workload, watch_pid
@@ -35,6 +29,14 @@ from l0mem.watch.series import (
     drm_devices,
     drm_memory,
     host_cost,
+)
+from l0mem.watch.sources import (
+    CommandError,
+    NoSuchProcess,
+    NotPermitted,
+    TreeReading,
+    TreeSource,
+    WatchError,
 )
 from l0mem.watch.summary import WatchSummary, live_ratio, summarize
 

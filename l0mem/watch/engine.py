@@ -29,16 +29,10 @@ from typing import Any
 from l0mem.units import format_bytes
 from l0mem.watch.series import IN_FLIGHT, Series, WatchSample, trace_values
 from l0mem.watch.sources import (
-    CommandError,
     DeviceMemoryReader,
-    NoSuchProcess,
-    NotPermitted,
-    Reading,
     Source,
     Tracer,
     TreeReading,
-    TreeSource,
-    WatchError,
 )
 
 # System-wide sources a baseline taken before the workload exists may hold;
@@ -370,17 +364,8 @@ __all__ = [
     "LOOK",
     "MIN_INTERVAL",
     "NEAR_FLOOR",
-    "CommandError",
     "FloorStop",
-    "NoSuchProcess",
-    "NotPermitted",
-    "Reading",
-    "Source",
-    "Tracer",
-    "TreeReading",
-    "TreeSource",
     "Watch",
-    "WatchError",
     "WatchResult",
     "available",
     "baseline_values",

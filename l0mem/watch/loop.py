@@ -15,17 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from l0mem.units import format_bytes
-from l0mem.watch.engine import (
-    FloorStop,
-    NoSuchProcess,
-    Source,
-    TreeSource,
-    Watch,
-    WatchError,
-    WatchResult,
-    available,
-    baseline_values,
-)
+from l0mem.watch.engine import FloorStop, Watch, WatchResult, available, baseline_values
+from l0mem.watch.sources import NoSuchProcess, Source, TreeSource, WatchError
 from l0mem.watch.workload import foreground_terminal, pidfd, reclaim_terminal, signal_tree, start
 
 SourceFactory = Callable[[int], Source]

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from l0mem.watch.engine import CommandError
+from l0mem.watch.sources import CommandError
 
 
 def pidfd(pid: int) -> int | None:
