@@ -66,8 +66,10 @@ class Window:
         return self.cost_mib / self.gib
 
 
-# Pauses between windows needed before a drift is measured and taken out.
+# Pauses between windows needed before a drift is measured and taken out ...
 MIN_PAUSES = 4
+# ... and how far their rates may scatter about the median, as a share of it.
+STEADY = 0.5
 
 
 def windows(samples: Sequence[Sample], signal: str) -> list[Window]:
@@ -110,17 +112,53 @@ def windows(samples: Sequence[Sample], signal: str) -> list[Window]:
                 end_mib=end,
             )
         )
-    rate = drift(out)
-    return [dataclasses.replace(w, cost_mib=w.cost_mib - rate * w.seconds) for w in out]
+    rates = local_drift(out)
+    return [
+        dataclasses.replace(w, cost_mib=w.cost_mib - rate * w.seconds)
+        for w, rate in zip(out, rates, strict=True)
+    ]
+
+
+def _agree(a: float, b: float) -> bool:
+    """Return whether two rates agree within :data:`STEADY` of the larger."""
+    return abs(a - b) <= STEADY * max(abs(a), abs(b))
+
+
+def local_drift(found: Sequence[Window]) -> list[float]:
+    """Return, per window, the drift (MiB of cost per second) to take out of it.
+
+    Where the pauses right before and right after a window agree on a rate
+    (another process growing or shrinking through the window: it carried
+    that rate too), their mean; else the run's steady drift (:func:`drift`),
+    or 0 (a neighbour that jumped in one of the pauses says nothing of the
+    window between them).
+    """
+    steady = drift(found)
+    order = sorted(range(len(found)), key=lambda i: found[i].t)
+    rate: dict[int, float] = {}
+    pauses: dict[tuple[int, int], float] = {}
+    for a, b in itertools.pairwise(order):
+        gap = (found[b].t - found[b].seconds) - found[a].t
+        if gap > 0:
+            pauses[(a, b)] = (found[b].start_mib - found[a].end_mib) / gap
+    for k, i in enumerate(order):
+        before = pauses.get((order[k - 1], i)) if k > 0 else None
+        after = pauses.get((i, order[k + 1])) if k + 1 < len(order) else None
+        if before is not None and after is not None and _agree(before, after):
+            rate[i] = (before + after) / 2.0
+        else:
+            rate[i] = steady
+    return [rate[i] for i in range(len(found))]
 
 
 def drift(found: Sequence[Window]) -> float:
     """Return the host's steady drift, MiB of cost per second, from the pauses between windows.
 
     Between two windows device memory does not change, so what the signal did
-    there is other processes': the median rate over the pauses (a neighbour's
-    occasional step moves only the pauses it fell in) is a drift that every
-    window also carried for its length. 0 with fewer than :data:`MIN_PAUSES`.
+    there is other processes': when the pauses agree on a rate (their robust
+    spread within :data:`STEADY` of it), that rate is a drift every window
+    also carried for its length. 0 with fewer than :data:`MIN_PAUSES` pauses
+    or rates that scatter (a neighbour that jumps now and then).
     """
     ordered = sorted(found, key=lambda w: w.t)
     rates = [
@@ -128,7 +166,13 @@ def drift(found: Sequence[Window]) -> float:
         for a, b in itertools.pairwise(ordered)
         if (gap := (b.t - b.seconds) - a.t) > 0
     ]
-    return statistics.median(rates) if len(rates) >= MIN_PAUSES else 0.0
+    if len(rates) < MIN_PAUSES:
+        return 0.0
+    rate = statistics.median(rates)
+    # Steady means the pauses agree: a neighbour that jumps now and then makes their
+    # rates scatter, and a median of scattered rates is no drift to take out.
+    scatter = robust_spread([r - rate for r in rates])
+    return rate if scatter <= STEADY * abs(rate) else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,6 +326,7 @@ __all__ = [
     "StepSlope",
     "Window",
     "drift",
+    "local_drift",
     "median_interval",
     "rank",
     "robust_spread",
