@@ -379,20 +379,31 @@ def test_quick_looks_keep_the_reads_around_each_change_and_one_per_interval() ->
     clock, shown = _Clock(), []
     watch = Watch(interval=0.5, look=0.05, clock=clock, on_sample=lambda s, x: shown.append(x.t))
     watch.set_baseline({"host.available": 64 * GIB}, {})
-    source = _Steps({40, 70, 71})
-    _look(watch, source, clock, 120, 0.05)  # six seconds of reads, 50 ms apart
+    # A mirror filled over reads 37-39 before device memory moves at 40; a neighbour
+    # takes 50 MiB at each of reads 90 and 91, far from any change.
+    host, took = [], 0
+    for read in range(1, 131):
+        took += 20 * MIB if read in (37, 38, 39) else 50 * MIB if read in (90, 91) else 0
+        host.append(64 * GIB - took)
+    source = _Steps({40, 60, 61}, host)
+    _look(watch, source, clock, 130, 0.05)  # 6.5 seconds of reads, 50 ms apart
     kept = [round(s.t / 0.05) for s in watch.series.samples]
     # Around each change: the two reads before it and the two after it (or up to the next change).
-    for read in (40, 70, 71):
+    for read in (40, 60, 61):
         assert {read - 2, read - 1, read, read + 1} <= set(kept), kept
-    # Between changes the kept reads are an interval (ten reads) apart.
-    near = {k for c in (40, 70, 71) for k in range(c - 4, c + 5)}
-    quiet = [k for k in kept if k not in near]
-    assert all(b - a >= 10 for a, b in itertools.pairwise(quiet[1:-2])), kept  # the last two: not judged yet
-    assert len(kept) < 40  # far fewer than the 120 reads
+    # The host moving into a change: every read of it, from the last still one.
+    assert {36, 37, 38, 39} <= set(kept), kept
+    # The neighbour, more than a horizon from any change: only the reads an interval apart.
+    assert not {89, 90, 91} <= set(kept), kept
+    # Between changes the kept reads are an interval (ten reads) apart; the reads of
+    # the last second are not judged yet.
+    near = {k for c in (40, 60, 61) for k in range(c - 4, c + 5)} | {36, 37}
+    quiet = [k for k in kept if k not in near and k < 130 - 20]
+    assert all(b - a >= 10 for a, b in itertools.pairwise(quiet[1:])), kept
+    assert len(kept) < 60  # far fewer than the 130 reads
     # The view is told once per interval, not once per read.
     assert all(b - a >= 0.5 - 0.025 - 1e-9 for a, b in itertools.pairwise(shown))
-    assert 10 <= len(shown) <= 13
+    assert 12 <= len(shown) <= 14
 
 
 def test_the_floor_reads_every_look_not_only_the_kept_ones() -> None:

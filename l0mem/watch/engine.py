@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from l0mem.units import format_bytes
+from l0mem.watch.retention import Retention
 from l0mem.watch.series import IN_FLIGHT, Series, WatchSample, trace_values
 from l0mem.watch.sources import (
     DeviceMemoryReader,
@@ -138,7 +139,7 @@ class Watch:
         self.stop_signal: int | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
-        self._samples: list[WatchSample] = []  # the series: what tells, see _keep
+        self._kept = Retention(self.interval, self.look)  # the series: what tells
         self._looks: list[WatchSample] = []  # the last few reads, every one, for the floor
         self._cost = 0.0  # seconds the last read took
         self._shown = -math.inf  # when on_sample was last called
@@ -166,7 +167,7 @@ class Watch:
     def series(self) -> Series:
         """Return what was recorded so far."""
         return Series(
-            self._baseline, tuple(self._samples), dict(self._unavailable), self.tracer is not None
+            self._baseline, self._kept.samples, dict(self._unavailable), self.tracer is not None
         )
 
     def set_baseline(self, values: Mapping[str, int], unavailable: Mapping[str, str]) -> None:
@@ -237,32 +238,11 @@ class Watch:
         if self._looks:  # how late this look came, for floor_near; the last few only
             self._late = [*self._late[1 - RATE_WINDOW :], max(0.0, sample.t - self._looks[-1].t - self._asked)]
         self._looks = [*self._looks[-RATE_WINDOW:], sample]
-        self._keep(sample)
+        self._kept.add(sample)
         if self.on_sample is not None and sample.t - self._shown >= self.interval - self.look / 2:
             self._shown = sample.t
             self.on_sample(self.series, sample)
         return reading
-
-    def _keep(self, sample: WatchSample) -> None:
-        """Add ``sample`` to the series; drop the one before it if it tells nothing new.
-
-        A read is dropped when device memory (every traced, DRM and Sysman
-        value) was the same in it, in the two reads before it and in the two
-        after it, no traced call was under way, and it came less than an
-        interval after the read before it: what stays are the reads around
-        each change (the step windows) and one per interval between them.
-        """
-        self._samples.append(sample)
-        if self.look >= self.interval or len(self._samples) < 5:
-            return
-        # Judged two reads late, so that the two reads before a change are still there.
-        q, p, m, n1, n2 = self._samples[-5:]
-        if (
-            len({_device_key(x) for x in (q, p, m, n1, n2)}) == 1
-            and not m.values.get(IN_FLIGHT)
-            and m.t - p.t < self.interval
-        ):
-            del self._samples[-3]
 
     def next_interval(self) -> float:
         """Return how long to wait for the next sample: shorter as the room above the floor shrinks.
@@ -335,15 +315,6 @@ class Watch:
         if self.tracer is not None:
             self._trace = self.tracer.poll().to_dict()
         return self._trace
-
-
-def _device_key(sample: WatchSample) -> tuple[tuple[str, int], ...]:
-    """Return every device memory value of a read (traced, DRM, Sysman), to see whether any moved."""
-    return tuple(
-        (k, v)
-        for k, v in sorted(sample.values.items())
-        if k.startswith(("trace.", "drm.", "sysman.")) and k != IN_FLIGHT
-    )
 
 
 # How often run and watch read the tree: a change of device memory lies between two

@@ -8,7 +8,7 @@ memory, the sample just before as its "idle" reference and those after it
 gave every byte back as "freed". The tree's VmRSS plays the part the audit's
 own ``proc.VmRSS`` plays: last in priority, and blind to driver-owned pages.
 Samples taken while device memory was changing are left out of the fit when
-enough settled ones remain (:func:`settled`).
+enough settled ones remain (:func:`~l0mem.watch.windows.settled`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from l0mem.watch.series import (
     host_signal,
     resident_bytes,
 )
+from l0mem.watch.windows import settled, step_windows
 
 # Fewer windows than this cannot give a 95% interval of their own (l0mem.estimate.steps.rank).
 WINDOWS_FOR_STEPS = 6
@@ -165,45 +166,6 @@ def device_series(series: Series) -> list[int | None]:
     return [series.device_growth(s) for s in series.samples]
 
 
-def settled(xs: list[int | None]) -> list[bool]:
-    """Return, per sample, whether device memory held still from the sample before to the one after.
-
-    A sample taken while the workload changes its device memory can catch the
-    host side half done (allocated but not yet resident, a mirror half made
-    inside an allocation call the tracer has not recorded yet): such a point
-    lies off the line by up to a whole step.
-    """
-    return [
-        0 < i < len(xs) - 1 and x is not None and xs[i - 1] == x == xs[i + 1]
-        for i, x in enumerate(xs)
-    ]
-
-
-def step_windows(xs: list[int]) -> dict[int, list[tuple[int, Edge]]]:
-    """Return, by index into ``xs``, the window edges each sample is: where device memory changed.
-
-    A change at sample ``i`` makes a window from sample ``i - 1`` to the first
-    sample that held the new amount for two samples (a mirror made just after
-    the call that moved device memory is still caught), or to ``i`` when it
-    changed again at once. Windows are kept that short because any other
-    process may move host memory while one is open; a read that caught a
-    call half done lies off the other windows and is outvoted by them. One
-    sample can close a window and open the next.
-    """
-    marks: dict[int, list[tuple[int, Edge]]] = {}
-    n, step = len(xs), 0
-    for i in range(1, n):
-        if xs[i] == xs[i - 1]:
-            continue
-        step += 1
-        after = i + 1 if i + 1 < n and xs[i + 1] == xs[i] else i
-        marks.setdefault(i - 1, []).append((step, "before"))
-        marks.setdefault(after, []).append((step, "after"))
-    for edges in marks.values():
-        edges.sort(key=lambda e: (e[0], e[1] == "before"))  # a window closes before the next opens
-    return marks
-
-
 def as_setup_run(
     series: Series, xs: list[int | None], config: AnalysisConfig = DEFAULT_CONFIG
 ) -> SetupRun:
@@ -213,8 +175,10 @@ def as_setup_run(
     (the baseline if it grew at once); "freed" are the samples after the last
     one holding device memory; "alloc" those in between. Where device memory
     changed between two samples, they are a step window
-    (:func:`step_windows`), and the estimation measures from those; without any, a line is fitted over the alloc samples, only the
-    settled ones (:func:`settled`) when there are enough of them. Samples
+    (:func:`~l0mem.watch.windows.step_windows`, its edges moved out to where
+    the host's cost was still), and the estimation measures from those;
+    without enough of them, a line is fitted over the alloc samples, only the
+    settled ones when there are enough of them. Samples
     whose device memory is unknown are left out.
     """
     still = settled(xs)
@@ -229,11 +193,13 @@ def as_setup_run(
     if held:
         first, last = held[0], held[-1]
         levels = [x for _, x, _ in known]
-        marks = step_windows(levels)
+        times = [s.t for s, _, _ in known]
+        marks = step_windows(levels, times, [host_cost(series, s) for s, _, _ in known])
         if sum(1 for a, b in itertools.pairwise(levels) if b > a) < WINDOWS_FOR_STEPS:
             # Too few windows for the windows' own interval: the line, over settled samples.
             marks = {}
-        start = first - 1 if first > 0 else first
+        # From the read before the first growth, or the first window's edge where it moved earlier.
+        start = min(first - 1 if first > 0 else first, min(marks, default=first))
         if first == 0:
             samples.append(Sample(series.baseline.t, "idle", 0, dict(series.baseline.values)))
         during = known[first : last + 1]
@@ -407,8 +373,6 @@ __all__ = [
     "as_setup_run",
     "device_series",
     "live_ratio",
-    "settled",
-    "step_windows",
     "summarize",
     "watch_config",
 ]

@@ -1,0 +1,108 @@
+"""Step windows in a watched series: each change of device memory, between reads where the host was still.
+
+A workload's allocation call may make its host pages before device memory
+is seen to move (a mirror filled inside the call, before Sysman counts the
+allocation) or after (made resident on a peer by a later call). A window
+from the read just before the change to the read just after it then catches
+the host's side half done, on every step alike, and reads low. So each edge
+moves outward over the run of reads, unbroken up to the change, between
+which the host's cost kept moving the way the step moved it, to the first
+read where it was still; never past the next or previous change, and at
+most :data:`SETTLE_HORIZON` seconds from the change. Motion the other way,
+or motion that stopped before the change, is not the step's: it never
+widens a window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from l0mem.estimate.model import Edge
+
+MIB = 1 << 20
+# How far an edge may move from the change it belongs to, in seconds: longer
+# than the host's side of an allocation takes to make (the simulator fills
+# 128 MiB in about 0.1 s), short enough that a neighbour rarely moves within it.
+SETTLE_HORIZON = 1.0
+# The host's cost is still between two reads when it moved by at most this much,
+# or by at most this fraction of the step's device memory where that is more.
+SETTLE_MIN = 2 * MIB
+SETTLE_FRACTION = 1 / 32
+
+
+def settled(xs: Sequence[int | None]) -> list[bool]:
+    """Return, per sample, whether device memory held still from the sample before to the one after.
+
+    A sample taken while the workload changes its device memory can catch the
+    host side half done (allocated but not yet resident, a mirror half made
+    inside an allocation call the tracer has not recorded yet): such a point
+    lies off the line by up to a whole step.
+    """
+    return [
+        0 < i < len(xs) - 1 and x is not None and xs[i - 1] == x == xs[i + 1]
+        for i, x in enumerate(xs)
+    ]
+
+
+def step_windows(
+    xs: Sequence[int],
+    ts: Sequence[float] | None = None,
+    cost: Sequence[int | None] | None = None,
+) -> dict[int, list[tuple[int, Edge]]]:
+    """Return, by index into ``xs``, the window edges each sample is: where device memory changed.
+
+    A change at sample ``i`` makes a window from sample ``i - 1`` to ``i + 1``
+    when that sample still holds the new amount (a mirror made just after the
+    call that moved device memory is still caught), else to ``i``. With the
+    host's cost per sample (``cost``, at times ``ts``), each edge then moves
+    outward while the cost kept moving in the step's direction (see the
+    module's text). Windows are kept that short because any other process
+    may move host memory while one is open; a read that caught a step half
+    done lies off the other windows and is outvoted by them. One sample can
+    close a window and open the next.
+    """
+    n = len(xs)
+    changes = [i for i in range(1, n) if xs[i] != xs[i - 1]]
+    marks: dict[int, list[tuple[int, Edge]]] = {}
+    floor = 0  # no window opens before the one before it closed
+    for step, i in enumerate(changes, start=1):
+        nxt = changes[step] if step < len(changes) else n
+        before = i - 1
+        after = i + 1 if i + 1 < nxt else i
+        if ts is not None and cost is not None:
+            moving = _mover(xs[i] - xs[i - 1], cost)
+            # Back over the run of moving reads that leads into the change ...
+            j = i - 1
+            while (
+                j > floor
+                and ts[i] - ts[j - 1] <= SETTLE_HORIZON
+                and moving(j - 1, j)
+                and moving(j, j + 1)
+            ):
+                j -= 1
+            # ... and on over the run that starts at it.
+            k = i
+            while k + 1 < nxt and ts[k + 1] - ts[i] <= SETTLE_HORIZON and moving(k, k + 1):
+                k += 1
+            before, after = j, max(after, k)
+        floor = after
+        marks.setdefault(before, []).append((step, "before"))
+        marks.setdefault(after, []).append((step, "after"))
+    for edges in marks.values():
+        edges.sort(key=lambda e: (e[0], e[1] == "before"))  # a window closes before the next opens
+    return marks
+
+
+def _mover(delta: int, cost: Sequence[int | None]) -> Callable[[int, int], bool]:
+    """Return a test of whether the host's cost moved from one read to another the way ``delta`` moves it."""
+    sign = 1 if delta > 0 else -1
+    still = max(SETTLE_MIN, int(abs(delta) * SETTLE_FRACTION))
+
+    def moving(a: int, b: int) -> bool:
+        ca, cb = cost[a], cost[b]
+        return ca is not None and cb is not None and sign * (cb - ca) > still
+
+    return moving
+
+
+__all__ = ["SETTLE_FRACTION", "SETTLE_HORIZON", "SETTLE_MIN", "settled", "step_windows"]
