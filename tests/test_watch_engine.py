@@ -17,6 +17,7 @@ import pytest
 from l0mem.watch.engine import MIN_INTERVAL, Watch
 from l0mem.watch.loop import FloorError, run_workload, watch_pid
 from l0mem.watch.sources import CommandError, NoSuchProcess, TreeReading
+from l0mem.watch.windows import SETTLE_HORIZON
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -380,13 +381,16 @@ def test_quick_looks_keep_the_reads_around_each_change_and_one_per_interval() ->
     watch = Watch(interval=0.5, look=0.05, clock=clock, on_sample=lambda s, x: shown.append(x.t))
     watch.set_baseline({"host.available": 64 * GIB}, {})
     # A mirror filled over reads 37-39 before device memory moves at 40; a neighbour
-    # takes 50 MiB at each of reads 90 and 91, far from any change.
+    # takes 50 MiB at each of two reads more than a horizon after the last change.
+    horizon = round(SETTLE_HORIZON / 0.05)
+    far = 61 + horizon + 5
+    reads = far + horizon + 20
     host, took = [], 0
-    for read in range(1, 131):
-        took += 20 * MIB if read in (37, 38, 39) else 50 * MIB if read in (90, 91) else 0
+    for read in range(1, reads + 1):
+        took += 20 * MIB if read in (37, 38, 39) else 50 * MIB if read in (far, far + 1) else 0
         host.append(64 * GIB - took)
     source = _Steps({40, 60, 61}, host)
-    _look(watch, source, clock, 130, 0.05)  # 6.5 seconds of reads, 50 ms apart
+    _look(watch, source, clock, reads, 0.05)
     kept = [round(s.t / 0.05) for s in watch.series.samples]
     # Around each change: the two reads before it and the two after it (or up to the next change).
     for read in (40, 60, 61):
@@ -394,16 +398,17 @@ def test_quick_looks_keep_the_reads_around_each_change_and_one_per_interval() ->
     # The host moving into a change: every read of it, from the last still one.
     assert {36, 37, 38, 39} <= set(kept), kept
     # The neighbour, more than a horizon from any change: only the reads an interval apart.
-    assert not {89, 90, 91} <= set(kept), kept
+    assert not {far - 1, far, far + 1} <= set(kept), kept
     # Between changes the kept reads are an interval (ten reads) apart; the reads of
-    # the last second are not judged yet.
+    # the last horizon are not judged yet.
     near = {k for c in (40, 60, 61) for k in range(c - 4, c + 5)} | {36, 37}
-    quiet = [k for k in kept if k not in near and k < 130 - 20]
+    quiet = [k for k in kept if k not in near and k < reads - horizon]
     assert all(b - a >= 10 for a, b in itertools.pairwise(quiet[1:])), kept
-    assert len(kept) < 60  # far fewer than the 130 reads
+    judged = reads - horizon
+    assert len([k for k in kept if k < judged]) < judged // 3  # far fewer than the reads
     # The view is told once per interval, not once per read.
     assert all(b - a >= 0.5 - 0.025 - 1e-9 for a, b in itertools.pairwise(shown))
-    assert 12 <= len(shown) <= 14
+    assert abs(len(shown) - reads // 10) <= 1
 
 
 def test_the_floor_reads_every_look_not_only_the_kept_ones() -> None:

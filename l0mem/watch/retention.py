@@ -3,9 +3,9 @@
 ``run`` and ``watch`` read the tree far more often than they keep: a read
 is kept when it is the first, when an interval has passed since the last
 one kept, when a traced call was under way during it, when device memory
-(any traced, DRM or Sysman value) moved within two reads of it, or when the
-host's available memory moved next to it within
-:data:`~l0mem.watch.windows.SETTLE_HORIZON` of such a change. The last
+(any traced, DRM or Sysman value) moved within two reads of it, or when,
+within :data:`~l0mem.watch.windows.SETTLE_HORIZON` of such a change, the
+host's available memory moved since the last read kept or to the next read. The last
 keeps the reads the step windows move their edges over (a mirror made
 inside an allocation call, before device memory is seen to move), so a read
 is judged only once that much time has passed after it.
@@ -18,8 +18,11 @@ from collections.abc import Mapping
 from l0mem.watch.series import HOST_SIGNALS, IN_FLIGHT, WatchSample
 from l0mem.watch.windows import SETTLE_HORIZON, SETTLE_MIN
 
-# Smaller than the windows' own test of stillness, so that every read they
-# would step over is kept.
+# Half the windows' own test of stillness: a read is dropped near a change only
+# when it lies within this of the last read kept and of the read after it, so
+# that the host moves by at most the test between any two reads kept, or
+# between two reads of those dropped: the windows over the reads kept are
+# those over every read.
 MOVED = SETTLE_MIN // 2
 
 
@@ -34,6 +37,11 @@ def device_key(values: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
 
 def _host(values: Mapping[str, int]) -> int | None:
     return next((values[n] for n in HOST_SIGNALS if n in values), None)
+
+
+def _moved(a: WatchSample, b: WatchSample) -> bool:
+    ha, hb = _host(a.values), _host(b.values)
+    return ha is not None and hb is not None and abs(hb - ha) > MOVED
 
 
 class Retention:
@@ -81,13 +89,7 @@ class Retention:
             for r, key in zip(self._recent, self._keys, strict=True)
             if abs(r.t - m.t) <= self.horizon
         }
-        return len(near) > 1 and (self._moved(i - 1, i) or self._moved(i, i + 1))
-
-    def _moved(self, a: int, b: int) -> bool:
-        if a < 0:
-            return False
-        ha, hb = _host(self._recent[a].values), _host(self._recent[b].values)
-        return ha is not None and hb is not None and abs(hb - ha) > MOVED
+        return len(near) > 1 and (_moved(self._kept[-1], m) or _moved(m, self._recent[i + 1]))
 
     def _trim(self) -> None:
         """Forget reads no judgement needs any more: more than a horizon and two reads back."""

@@ -5,12 +5,13 @@ is seen to move (a mirror filled inside the call, before Sysman counts the
 allocation) or after (made resident on a peer by a later call). A window
 from the read just before the change to the read just after it then catches
 the host's side half done, on every step alike, and reads low. So each edge
-moves outward over the run of reads, unbroken up to the change, between
-which the host's cost kept moving the way the step moved it, to the first
-read where it was still; never past the next or previous change, and at
-most :data:`SETTLE_HORIZON` seconds from the change. Motion the other way,
-or motion that stopped before the change, is not the step's: it never
-widens a window.
+moves outward over the run of reads, unbroken up to the change (or to the
+read before it), between which the host's cost kept moving the way the step
+moved it, to the first read where it was still; never past the next or
+previous change, and at most :data:`SETTLE_HORIZON` seconds from the
+change. Motion the other way, or motion that stopped well before the
+change, is not the step's: it never widens a window. Motion between two
+changes that runs on into the later one is the later one's.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from l0mem.estimate.model import Edge
 MIB = 1 << 20
 # How far an edge may move from the change it belongs to, in seconds: longer
 # than the host's side of an allocation takes to make (the simulator fills
-# 128 MiB in about 0.1 s), short enough that a neighbour rarely moves within it.
-SETTLE_HORIZON = 1.0
+# 128 MiB in about 0.1 s; pinning runs at GB/s), short enough that a neighbour
+# rarely moves the same way all through it. A host side made more slowly
+# than that reads low.
+SETTLE_HORIZON = 2.0
 # The host's cost is still between two reads when it moved by at most this much,
 # or by at most this fraction of the step's device memory where that is more.
 SETTLE_MIN = 2 * MIB
@@ -71,20 +74,22 @@ def step_windows(
         after = i + 1 if i + 1 < nxt else i
         if ts is not None and cost is not None:
             moving = _mover(xs[i] - xs[i - 1], cost)
-            # Back over the run of moving reads that leads into the change ...
-            j = i - 1
+            # Back over the run of moving reads that leads up to the change (or to
+            # the read before it: the host's side may be done a moment before the
+            # device memory is counted) ...
             while (
-                j > floor
-                and ts[i] - ts[j - 1] <= SETTLE_HORIZON
-                and moving(j - 1, j)
-                and moving(j, j + 1)
+                before > floor
+                and ts[i] - ts[before - 1] <= SETTLE_HORIZON
+                and moving(before - 1, before)
             ):
-                j -= 1
-            # ... and on over the run that starts at it.
-            k = i
+                before -= 1
+            # ... and on over the run that starts at it, unless that run goes on
+            # into the next change: then it is the next step's, made before it.
+            k = after
             while k + 1 < nxt and ts[k + 1] - ts[i] <= SETTLE_HORIZON and moving(k, k + 1):
                 k += 1
-            before, after = j, max(after, k)
+            if not (k + 1 == nxt < n and k > after and moving(k, nxt)):
+                after = k
         floor = after
         marks.setdefault(before, []).append((step, "before"))
         marks.setdefault(after, []).append((step, "after"))

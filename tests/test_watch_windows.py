@@ -1,0 +1,160 @@
+"""Step windows of a watched series, as a class: seeded random timelines of steps and their host side."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import pytest
+
+from l0mem.watch.retention import Retention
+from l0mem.watch.series import WatchSample
+from l0mem.watch.windows import SETTLE_FRACTION, SETTLE_HORIZON, SETTLE_MIN, step_windows
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+
+def _timeline(seed: int, ratio: float) -> tuple[list[int], list[float], list[int], list[int]]:
+    """Return device bytes, times and host cost per read, and the host cost of each step.
+
+    Steps of 32-256 MiB up or down, 0.2-1.5 s apart beyond their host sides; each
+    step's host side (``ratio`` of it) is made at 0.3-5 GB/s, ending as device
+    memory moves (made inside the call) or starting up to a read after it (made
+    resident by the next call).
+    Reads come every 40-60 ms.
+    """
+    rng = random.Random(seed)
+    events = []  # (time device memory moves, bytes, host side starts, ends)
+    t, held, lag = 0.5, 0, 0.0
+    for _ in range(rng.randint(3, 12)):
+        size = rng.randint(1, 8) * 32 * MIB
+        delta = -size if held >= size and rng.random() < 0.3 else size
+        held += delta
+        # Made at 0.3-5 GB/s: the time is the host side's size over the rate.
+        # (within the horizon, less a read: a slower one reads low).
+        fill = max(0.005, abs(ratio * delta) / rng.uniform(0.3e9, 5e9))
+        fill = min(fill, SETTLE_HORIZON - 0.1)
+        lead = rng.random() < 0.5
+        # Far enough from the step before that their host sides do not meet.
+        t += lag + (fill if lead else 0.0) + rng.uniform(0.2, 1.5)
+        start = t - fill if lead else t + rng.uniform(0.0, 0.05)
+        lag = 0.0 if lead else start + fill - t
+        events.append((t, delta, start, start + fill))
+    end = t + 1.5
+    ts, xs, cost = [], [], []
+    now = 0.0
+    while now < end:
+        now += rng.uniform(0.04, 0.06)
+        ts.append(now)
+        xs.append(sum(d for at, d, _, _ in events if at <= now))
+        made = 0.0
+        for _, d, a, b in events:
+            part = min(1.0, max(0.0, (now - a) / (b - a)))
+            made += ratio * d * part
+        cost.append(round(made))
+    return xs, ts, cost, [round(ratio * d) for _, d, _, _ in events]
+
+
+def _windows(marks: dict[int, list[tuple[int, str]]]) -> dict[int, tuple[int, int]]:
+    edges: dict[int, dict[str, int]] = {}
+    for i, found in marks.items():
+        for step, edge in found:
+            edges.setdefault(step, {})[edge] = i
+    return {step: (e["before"], e["after"]) for step, e in edges.items()}
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.1, 0.5, 1.0, 2.0])
+@pytest.mark.parametrize("seed", range(40))
+def test_each_window_holds_its_whole_step_wherever_the_host_side_was_made(
+    seed: int, ratio: float
+) -> None:
+    xs, ts, cost, truth = _timeline(seed, ratio)
+    windows = _windows(step_windows(xs, ts, cost))
+    assert len(windows) == len(truth)
+    for step, (before, after) in windows.items():
+        moved = cost[after] - cost[before]
+        delta = xs[after] - xs[before]
+        # An edge stops at the first pair of reads that moved by no more than the
+        # test of stillness, so each edge may leave out at most that much.
+        still = max(SETTLE_MIN, abs(delta) * SETTLE_FRACTION)
+        assert abs(moved - truth[step - 1]) <= 2 * still, (seed, step, moved, truth[step - 1])
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_edges_stay_between_their_neighbours_and_within_the_horizon(seed: int) -> None:
+    # Any host at all (a noisy neighbour): the windows keep their order and reach.
+    rng = random.Random(seed)
+    n = rng.randint(2, 80)
+    ts = [0.05 * i + rng.uniform(0, 0.02) for i in range(n)]
+    xs, level = [], 0
+    for _ in range(n):
+        if rng.random() < 0.2:
+            level += rng.choice([-1, 1]) * rng.randint(1, 4) * 64 * MIB
+        xs.append(level)
+    cost: list[int | None] = [
+        None if rng.random() < 0.05 else rng.randint(-300, 300) * MIB for _ in range(n)
+    ]
+    windows = _windows(step_windows(xs, ts, cost))
+    changes = [i for i in range(1, n) if xs[i] != xs[i - 1]]
+    assert len(windows) == len(changes)
+    closed = 0
+    for step, change in enumerate(changes, start=1):
+        before, after = windows[step]
+        nxt = changes[step] if step < len(changes) else n
+        assert closed <= before < change <= after < nxt
+        assert before == change - 1 or ts[change] - ts[before] <= SETTLE_HORIZON
+        assert after <= change + 1 or ts[after] - ts[change] <= SETTLE_HORIZON
+        closed = after
+
+
+def test_motion_the_other_way_or_that_stopped_before_the_change_never_widens_a_window() -> None:
+    ts = [0.05 * i for i in range(12)]
+    xs = [0] * 6 + [128 * MIB] * 6
+    # Another process gave back 64 MiB over reads 2-5, right up to the change.
+    back = [0, 0, -16 * MIB, -32 * MIB, -48 * MIB, -64 * MIB, *([64 * MIB] * 6)]
+    assert _windows(step_windows(xs, ts, back)) == {1: (5, 7)}
+    # It took 64 MiB over reads 1-3, then held still for two reads before the change.
+    early = [0, 16 * MIB, 32 * MIB, 64 * MIB, 64 * MIB, 64 * MIB, *([192 * MIB] * 6)]
+    assert _windows(step_windows(xs, ts, early)) == {1: (5, 7)}
+    # ... but a host side done a read before device memory is counted is the step's.
+    late = [0, 0, 0, 32 * MIB, 96 * MIB, 128 * MIB, *([128 * MIB] * 6)]
+    assert _windows(step_windows(xs, ts, late)) == {1: (2, 7)}
+
+
+def test_without_the_host_the_window_is_the_reads_around_the_change() -> None:
+    xs = [0, 0, 0, 64 * MIB, 64 * MIB, 128 * MIB, 128 * MIB]
+    assert _windows(step_windows(xs)) == {1: (2, 4), 2: (4, 6)}
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_reads_a_watch_keeps_give_the_windows_all_its_reads_give(seed: int) -> None:
+    # Quick looks, a host side made around each step and a neighbour moving at random:
+    # the windows over the kept reads span the same times as over every read.
+    rng = random.Random(seed)
+    xs, ts, cost, _ = _timeline(seed, rng.choice([0.0, 0.5, 1.0, 2.0]))
+    neighbour = 0
+    reads = []
+    for x, t, c in zip(xs, ts, cost, strict=True):
+        if rng.random() < 0.04:
+            neighbour += rng.randint(-12, 12) * 64 * MIB
+        if rng.random() < 0.3:
+            neighbour += rng.randint(-2, 2) * MIB // 2  # small moves either side of the test
+        values = {"host.available": 64 * GIB - c - neighbour, "sysman.0.used": x}
+        reads.append(WatchSample(t, values, pids=1))
+    kept = Retention(interval=0.5, look=0.05)
+    for read in reads:
+        kept.add(read)
+    assert len(kept.samples) < len(reads)
+
+    def spans(samples: Sequence[WatchSample]) -> list[tuple[float, float]]:
+        found = _windows(
+            step_windows(
+                [s.values["sysman.0.used"] for s in samples],
+                [s.t for s in samples],
+                [64 * GIB - s.values["host.available"] for s in samples],
+            )
+        )
+        return [(samples[b].t, samples[a].t) for _, (b, a) in sorted(found.items())]
+
+    assert spans(kept.samples) == spans(reads)
