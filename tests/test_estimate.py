@@ -20,12 +20,17 @@ from typing import Literal
 import pytest
 
 from l0mem.estimate import (
+    DEFAULT_PRIORITY,
+    DEFAULT_TOTALS,
+    STACK_COMPONENTS,
     AnalysisConfig,
     NextSteps,
     Sample,
     SignalFit,
     analyze_samples,
+    carries,
     classify,
+    for_stacks,
     median_interval,
     step_slope,
     windows,
@@ -284,6 +289,33 @@ def test_shmem_decides_a_memfd_mirror_the_total_cannot_separate() -> None:
     res = analyze_samples(samples, CONFIG)
     assert "spans two verdicts" in res.passed_over["host.available"]
     assert res.deciding_signal == "meminfo.Shmem" and res.verdict == "mirror"
+
+
+@pytest.mark.parametrize(
+    ("stacks", "decides"),
+    [((), True), (("i915",), True), (("xe",), False), (("i915", "xe"), True), (("nouveau",), True)],
+)
+def test_a_component_decides_only_on_a_stack_that_puts_the_pages_there(
+    stacks: tuple[str, ...], decides: bool
+) -> None:
+    samples = _hit_windows(ratio=1.0, memfd=True)
+    res = analyze_samples(samples, for_stacks(CONFIG, stacks))
+    if decides:
+        assert res.deciding_signal == "meminfo.Shmem" and res.verdict == "mirror"
+    else:
+        assert res.verdict == "inconclusive", res.reason
+        assert res.passed_over["meminfo.Shmem"] == "not where xe puts a mirror's host pages"
+
+
+def test_every_component_is_admitted_by_some_stack_and_totals_by_all() -> None:
+    for name in DEFAULT_PRIORITY:
+        on = {stack for stack in STACK_COMPONENTS if carries(name, (stack,))}
+        if name in DEFAULT_TOTALS or name.endswith("VmRSS"):
+            assert on == set(STACK_COMPONENTS), name
+        else:
+            assert on and carries(name, ()) and carries(name, tuple(STACK_COMPONENTS)), name
+    assert not carries("meminfo.Shmem", ("xe",)) and not carries("meminfo.GPUActive", ("i915",))
+    assert for_stacks(CONFIG, {"xe": "1.0", "amdgpu": None}).stacks == ("xe",)
 
 
 def test_a_component_that_does_not_account_for_the_fall_does_not_decide() -> None:

@@ -10,7 +10,9 @@ Run as ``python -m l0mem.audit.child MODE`` with MODE one of:
   still spans two verdicts or is wider than 10% of the slope (50 MiB/GiB at
   least) on either side (:mod:`l0mem.estimate`: a busy machine), it
   allocates and frees one step again, window by window, until it is not or
-  ``budget_s`` is spent. Then it frees what is left and samples again.
+  ``budget_s`` is spent (judged as the audit will judge it, for the GPU
+  drivers the spec's ``stacks`` names). Then it frees what is left and
+  samples again.
 - ``discover-l0``: describes the Level Zero loader, drivers and devices.
 - ``discover-sycl [FILTER]``: describes the SYCL runtime and devices.
 

@@ -48,6 +48,7 @@ from l0mem.audit.setups import (
     plan_audit,
 )
 from l0mem.driverenv import no_hardware_reason
+from l0mem.estimate import DEFAULT_CONFIG, AnalysisConfig, for_stacks
 
 
 class DiscoveryError(RuntimeError):
@@ -148,6 +149,13 @@ def build_fingerprint(inventory: Inventory) -> dict[str, Any]:
     }
 
 
+def machine_config(fingerprint: dict[str, Any]) -> AnalysisConfig:
+    """Return the analysis settings for the machine ``fingerprint`` describes (its GPU drivers)."""
+    host = fingerprint.get("host")
+    modules = host.get("gpu_modules") if isinstance(host, dict) else None
+    return for_stacks(DEFAULT_CONFIG, modules if isinstance(modules, dict) else {})
+
+
 def remedy_list(options: AuditOptions) -> list[Remedy]:
     """Return the remedies an audit with ``options`` tries (known ones and ``--env``)."""
     out: list[Remedy] = list(KNOWN_REMEDIES) if options.remedies else []
@@ -187,7 +195,7 @@ def run_audit(
             runs=runs,
             complete=complete,
         )
-        return analyze_report(raw)
+        return analyze_report(raw, machine_config(fingerprint))
 
     try:
         inventory = discover(options, cancel)
@@ -204,7 +212,8 @@ def run_audit(
         raise NoDeviceError(
             f"no device to audit: Level Zero: {inventory.l0_error}; SYCL: {inventory.sycl_error}"
         )
-    plans = plan_audit(options, inventory, guard.floor_bytes)
+    config = machine_config(fingerprint)
+    plans = plan_audit(options, inventory, guard.floor_bytes, config.stacks)
     runs: list[SetupRun] = []
     interrupted = False
 
@@ -245,7 +254,7 @@ def run_audit(
             # expected there and no remedy can or should change it.
             if run.status == "skipped" or run.remedy is not None or plan.host_memory_device:
                 continue
-            if analyze_run(run).verdict not in ("mirror", "partial"):
+            if analyze_run(run, config).verdict not in ("mirror", "partial"):
                 continue
             retry.extend(plan.with_remedy(r) for r in remedies_for(plan.setup, remedies))
         if retry:

@@ -188,6 +188,7 @@ class SetupPlan:
     idle_samples: int = 5
     freed_samples: int = 2
     budget_s: float = 30.0
+    stacks: tuple[str, ...] = ()  # the machine's GPU drivers, for the child's analysis
     allow_fewer_devices: bool = False  # a remedy may hide devices (ZE_AFFINITY_MASK)
     host_memory_device: bool = False  # its memory is host memory (host_backed; not the simulator)
     simulated: bool = False  # runs on the simulated Level Zero driver
@@ -226,6 +227,7 @@ class SetupPlan:
             "idle_samples": self.idle_samples,
             "freed_samples": self.freed_samples,
             "budget_s": self.budget_s,
+            "stacks": list(self.stacks),
             "allow_fewer_devices": self.allow_fewer_devices,
         }
 
@@ -308,7 +310,10 @@ def _select_sycl(options: AuditOptions, inv: Inventory) -> tuple[dict[str, Any] 
 
 
 def plan_audit(
-    options: AuditOptions, inventory: Inventory, floor_bytes: int = 0
+    options: AuditOptions,
+    inventory: Inventory,
+    floor_bytes: int = 0,
+    stacks: tuple[str, ...] = (),
 ) -> list[SetupPlan]:
     """Return one plan per selected set-up: what it runs on, or why it is skipped.
 
@@ -322,6 +327,7 @@ def plan_audit(
         "idle_samples": options.idle_samples,
         "freed_samples": options.freed_samples,
         "budget_s": options.budget_s,
+        "stacks": stacks,
     }
     plans: list[SetupPlan] = []
     l0_devs, l0_why = _select_l0(options, inventory)

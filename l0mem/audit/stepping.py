@@ -149,11 +149,12 @@ class Runner:
 
         Also True when no repeat could help (a fill that did not read back).
         """
-        from l0mem.estimate import analyze_samples
+        from l0mem.estimate import AnalysisConfig, analyze_samples
 
         if self.untouched:
             return True
-        result = analyze_samples(self.record)
+        stacks = tuple(str(s) for s in self.spec.get("stacks") or ())
+        result = analyze_samples(self.record, AnalysisConfig(stacks=stacks))
         fit = result.fit(result.deciding_signal) if result.deciding_signal else None
         if fit is None or fit.slope is None:
             return False

@@ -150,7 +150,7 @@ def _finish(
     console_stderr: bool,
 ) -> WatchSummary:
     """Summarize, write the files and show the summary; exit 4 when a file could not be written."""
-    summary = summarize(result.series)
+    summary = summarize(result.series, run_outputs.analysis_config())
     errors = run_outputs.write_all(result, summary, paths, meta, title)
     out = output(highlight=False, stderr=console_stderr or to_stdout(*paths))
     with rendering():

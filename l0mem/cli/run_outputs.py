@@ -8,6 +8,7 @@ Prometheus textfile is also rewritten while it runs, every
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -17,10 +18,17 @@ from typing import Any
 from l0mem.audit.report import MissingDependencyError
 from l0mem.cli._common import check_outputs, fail
 from l0mem.cli._exits import ExitCode
-from l0mem.estimate import DEFAULT_CONFIG
+from l0mem.estimate import DEFAULT_CONFIG, AnalysisConfig, for_stacks
 from l0mem.files import ReportWriteError
+from l0mem.probe.fingerprint import gpu_modules
 from l0mem.watch import Series, WatchResult, WatchSample, WatchSummary, summarize
 from l0mem.watch.export import document, write_csv, write_json, write_plot
+
+
+@functools.cache
+def analysis_config() -> AnalysisConfig:
+    """Return the analysis settings for this machine: the audit's, for its GPU drivers."""
+    return for_stacks(DEFAULT_CONFIG, gpu_modules())
 
 
 def check(
@@ -69,7 +77,7 @@ def with_prometheus(
         now = time.monotonic()
         if now - last[0] >= PROMETHEUS_EVERY:
             last[0] = now
-            metrics = prometheus.watch_metrics(series, summarize(series), labels)
+            metrics = prometheus.watch_metrics(series, summarize(series, analysis_config()), labels)
             with contextlib.suppress(ReportWriteError):  # said once, at the end
                 prometheus.write(path, metrics)
 
@@ -106,7 +114,7 @@ def write_all(
     writers: list[tuple[Path | None, Callable[[Path], None]]] = [
         (
             json_path,
-            lambda p: write_json(document(result, summary, config=DEFAULT_CONFIG, **meta), p),
+            lambda p: write_json(document(result, summary, config=analysis_config(), **meta), p),
         ),
         (csv_path, lambda p: write_csv(result.series, p)),
         (plot_path, lambda p: write_plot(result.series, summary, p, title=title)),
@@ -122,4 +130,4 @@ def write_all(
     return errors
 
 
-__all__ = ["PROMETHEUS_EVERY", "check", "metric_labels", "with_prometheus", "write_all"]
+__all__ = ["PROMETHEUS_EVERY", "analysis_config", "check", "metric_labels", "with_prometheus", "write_all"]

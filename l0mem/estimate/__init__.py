@@ -13,6 +13,9 @@ verdicts) and :mod:`.advice` (what to do when it does not).
 What it may import: :mod:`l0mem.probe` (signal names) and the leaves.
 """
 
+import dataclasses
+from collections.abc import Iterable
+
 from l0mem.estimate.decide import (
     MORE_EVIDENCE,
     analyze_samples,
@@ -34,6 +37,8 @@ from l0mem.estimate.model import (
 )
 from l0mem.estimate.signals import (
     DRM_HOST_AGGREGATE,
+    STACK_COMPONENTS,
+    carries,
     cost_series,
     recorded_signals,
     signal_info,
@@ -42,12 +47,20 @@ from l0mem.estimate.steps import Interval, StepSlope, Window, median_interval, s
 
 DEFAULT_CONFIG = AnalysisConfig()
 
+
+def for_stacks(config: AnalysisConfig, gpu_modules: Iterable[str]) -> AnalysisConfig:
+    """Return ``config`` for a machine with these GPU kernel modules loaded (its ``stacks``)."""
+    return dataclasses.replace(
+        config, stacks=tuple(sorted({m for m in gpu_modules if m in STACK_COMPONENTS}))
+    )
+
 __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_PRIORITY",
     "DEFAULT_TOTALS",
     "DRM_HOST_AGGREGATE",
     "MORE_EVIDENCE",
+    "STACK_COMPONENTS",
     "AnalysisConfig",
     "Interval",
     "NextSteps",
@@ -58,9 +71,11 @@ __all__ = [
     "Verdict",
     "Window",
     "analyze_samples",
+    "carries",
     "classify",
     "cost_series",
     "fit_signal",
+    "for_stacks",
     "least_squares",
     "median_interval",
     "recorded_signals",

@@ -34,7 +34,7 @@ from l0mem.estimate.model import (
     SignalFit,
     Verdict,
 )
-from l0mem.estimate.signals import GIB, cost_series, recorded_signals
+from l0mem.estimate.signals import GIB, carries, cost_series, recorded_signals
 from l0mem.estimate.steps import drift, step_slope, windows
 
 _PCP_HIDDEN = frozenset({"meminfo.MemAvailable", "meminfo.MemFree"})
@@ -178,6 +178,8 @@ def choose(
         ):
             # Components are checked against the first total that measured anything at all.
             total = fit
+        if why is None and not is_total and not carries(name, config.stacks):
+            why = f"not where {' or '.join(config.stacks)} puts a mirror's host pages"
         verdict = separated(fit, config) if why is None else None
         if why is not None:
             pass

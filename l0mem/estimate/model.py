@@ -135,6 +135,10 @@ class AnalysisConfig:
     blind: tuple[str, ...] = tuple(n for n in DEFAULT_PRIORITY if n not in DEFAULT_TOTALS)
     confidence: float = 0.95  # the least coverage of a step-window slope interval
     totals: tuple[str, ...] = DEFAULT_TOTALS
+    # The machine's GPU kernel drivers (xe, i915): a component decides only where
+    # one of them puts a mirror's pages (l0mem.estimate.signals.carries). None
+    # known: any component that accounts for the host's loss.
+    stacks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Reject thresholds that cannot classify anything."""
@@ -183,9 +187,9 @@ class AnalysisConfig:
             raise fail(path, str(exc).removeprefix("analysis: ")) from None
 
 
-_NAME_LISTS = ("priority", "blind", "totals")
-# Added in report schema 1.2 (step windows).
-_ADDED = frozenset({"confidence", "totals"})
+_NAME_LISTS = ("priority", "blind", "totals", "stacks")
+# Added in report schema 1.2 (step windows; stacks later in 1.2, optional).
+_ADDED = frozenset({"confidence", "totals", "stacks"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,6 +45,29 @@ def drm_host_key(name: str) -> str | None:
     return name.rpartition(".")[2]
 
 
+# Where each GPU kernel driver puts a mirror's host pages (docs/report-schema.md):
+# i915 backs system-memory objects with shmem; xe takes TTM pool pages, which
+# show in GPUActive / nr_gpu_active / the cgroup's gpu_active from kernel 7.1.
+# Both charge them to the peer's DRM file and (i915; xe from 7.1) the cgroup.
+_DRM_HOST = frozenset({DRM_HOST_AGGREGATE + "resident", DRM_HOST_AGGREGATE + "total"})
+STACK_COMPONENTS: dict[str, frozenset[str]] = {
+    "i915": frozenset({"meminfo.Shmem", "cgroup.memory.current"}) | _DRM_HOST,
+    "xe": frozenset(
+        {"meminfo.GPUActive", "vmstat.nr_gpu_active", "cgroup.gpu_active", "cgroup.memory.current"}
+    )
+    | _DRM_HOST,
+}
+_PLACED = frozenset().union(*STACK_COMPONENTS.values())
+
+
+def carries(signal: str, stacks: Sequence[str]) -> bool:
+    """Return whether ``signal`` can hold a mirror's pages on these GPU drivers (none known: any)."""
+    known = [s for s in stacks if s in STACK_COMPONENTS]
+    if not known or signal not in _PLACED:
+        return True
+    return any(signal in STACK_COMPONENTS[s] for s in known)
+
+
 def value(values: Mapping[str, int], signal: str) -> float | None:
     """Return the signal's value in one snapshot, or None when absent or not finite."""
     if signal.startswith(DRM_HOST_AGGREGATE):
@@ -96,6 +119,8 @@ __all__ = [
     "DRM_HOST_AGGREGATE",
     "GIB",
     "MIB",
+    "STACK_COMPONENTS",
+    "carries",
     "cost_series",
     "drm_host_key",
     "recorded_signals",

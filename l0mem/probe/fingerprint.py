@@ -94,6 +94,15 @@ def pci_kernel_driver(bdf: str, sys_root: str = "/sys") -> str | None:
         return None
 
 
+def gpu_modules(sys_root: str = "/sys") -> dict[str, str | None]:
+    """Return the loaded GPU kernel modules (xe, i915) with their versions (None: unknown)."""
+    return {
+        name: kernel_module_version(name, sys_root)
+        for name in GPU_MODULES
+        if os.path.isdir(os.path.join(sys_root, "module", name))
+    }
+
+
 def kernel_module_version(name: str, sys_root: str = "/sys") -> str | None:
     """Return the version (else srcversion) of loaded module ``name``, or None if unknown."""
     if not _MODULE.match(name):
@@ -190,11 +199,7 @@ def host_fingerprint(
     cpuinfo = _read(os.path.join(proc_root, "cpuinfo"))
     release = parse_os_release(_read(os_release) or "")
     distribution = {k: release[k] for k in ("ID", "VERSION_ID", "PRETTY_NAME") if k in release}
-    modules = {
-        name: kernel_module_version(name, sys_root)
-        for name in GPU_MODULES
-        if os.path.isdir(os.path.join(sys_root, "module", name))
-    }
+    modules = gpu_modules(sys_root)
     return {
         "kernel_release": uname.release,
         "kernel_version": uname.version,
