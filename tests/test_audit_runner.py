@@ -50,7 +50,7 @@ from l0mem.audit import (
 )
 from l0mem.audit.execute import assemble_run
 from l0mem.audit.model import AnalysisConfig, AuditReport, Sample, SetupRun
-from l0mem.audit.runner import CHILD_MODULE, build_fingerprint
+from l0mem.audit.runner import CHILD_MODULE, build_fingerprint, machine_config
 from l0mem.audit.setups import L0_FILL, SYCL_FILL, NoDeviceError, size_plan
 from l0mem.estimate import classify
 from tests.support import own_memory, sim
@@ -185,6 +185,25 @@ def test_plan_on_two_devices_runs_every_setup_with_its_context() -> None:
     assert plans["l0"].fill_pattern == L0_FILL and plans["sycl"].fill_pattern == SYCL_FILL
     assert plans["sycl"].host_memory_device and not plans["l0"].host_memory_device
     assert all(p.floor_bytes == 3 * GIB for p in plans.values())
+
+
+@pytest.mark.parametrize(
+    ("host", "stacks"),
+    [
+        ({"gpu_modules": {"xe": "1.0", "i915": None}}, ("i915", "xe")),
+        ({"gpu_modules": {}}, ()),
+        ({"gpu_modules": ["xe"]}, ()),  # a malformed fingerprint: no stack known
+        ("xe", ()),
+        (None, ()),
+    ],
+)
+def test_the_machines_gpu_drivers_reach_the_analysis_and_the_childs_spec(
+    host: object, stacks: tuple[str, ...]
+) -> None:
+    config = machine_config({"host": host})
+    assert config.stacks == stacks
+    plans = plan_audit(AuditOptions(), l0_inventory(2), 3 * GIB, config.stacks)
+    assert all(p.to_spec()["stacks"] == list(stacks) for p in plans)
 
 
 def test_multi_device_setups_are_skipped_with_a_reason_on_one_device() -> None:

@@ -288,6 +288,7 @@ __all__ = [
     "Progress",
     "RunEvent",
     "build_fingerprint",
+    "machine_config",
     "discover",
     "remedy_list",
     "run_audit",
