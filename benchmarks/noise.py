@@ -56,6 +56,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -137,6 +138,7 @@ class Config:
     warmup: float = 1.0
     timeout: float = 600.0
     repo: Path = REPO_ROOT
+    keep: Path | None = None  # where each run's reports and logs are kept (None: nowhere)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -451,6 +453,8 @@ def measure_once(
         finally:
             if neighbour is not None:
                 neighbour.stop()
+            if config.keep is not None:
+                _keep(work, config.keep / f"{_cell_name(cell)}-run{run_index}")
     wall_s = time.monotonic() - started
     classify = _classifier()
     out = []
@@ -470,6 +474,19 @@ def measure_once(
             "command_s": command_s, "wall_s": wall_s,
         })  # fmt: skip
     return out
+
+
+def _cell_name(cell: Cell) -> str:
+    amplitude = "" if cell.amplitude is None else f"-{_size(cell.amplitude)}"
+    return f"{cell.command}-r{cell.ratio:g}-{cell.mirror_kind}-{cell.kind}{amplitude}"
+
+
+def _keep(work: Path, dest: Path) -> None:
+    """Copy a run's reports and logs (not the simulator's state) to ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in work.iterdir():
+        if path.is_file() and path.suffix in (".json", ".log", ".csv"):
+            shutil.copy2(path, dest / path.name)
 
 
 # ---------------------------------------------------------------- the matrix
@@ -641,6 +658,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Config, Path | None]:
     p.add_argument("--timeout", type=seconds, default=600.0, help="seconds one command may take")
     p.add_argument("--repo", type=Path, default=REPO_ROOT, help="the checkout to measure")
     p.add_argument("--json", type=Path, help="write every run's result and the rows here")
+    p.add_argument("--keep", type=Path, help="keep each run's reports and logs in this directory")
     args = p.parse_args(argv)
     config = Config(
         commands=args.commands, ratios=args.ratios, kinds=args.kinds, amplitudes=args.amplitudes,
@@ -648,6 +666,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Config, Path | None]:
         seed=args.seed, time_limit=args.time_limit, setups=args.setups, size=args.size,
         gib=args.gib, extra=tuple(shlex.split(args.extra)), warmup=args.warmup,
         timeout=args.timeout, repo=args.repo.resolve(),
+        keep=None if args.keep is None else args.keep.resolve(),
     )  # fmt: skip
     return config, args.json
 

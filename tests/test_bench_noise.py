@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -78,8 +79,11 @@ TINY = noise.Config(
 
 
 @pytest.mark.slow
-def test_one_quiet_audit_cell_end_to_end_gives_a_row_with_a_verdict() -> None:
-    results, complete = noise.measure(TINY)
+def test_one_quiet_audit_cell_end_to_end_gives_a_row_with_a_verdict(tmp_path: Path) -> None:
+    results, complete = noise.measure(dataclasses.replace(TINY, keep=tmp_path))
+    # Its report and log are kept, named after the cell and the run.
+    kept = tmp_path / "audit-r1-memfd-quiet-run0"
+    assert {p.name for p in kept.iterdir()} == {"audit.json", "audit.log"}
     assert complete and len(results) == 1
     (r,) = results
     assert r["error"] is None, r["error"]
