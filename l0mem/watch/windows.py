@@ -4,14 +4,18 @@ A workload's allocation call may make its host pages before device memory
 is seen to move (a mirror filled inside the call, before Sysman counts the
 allocation) or after (made resident on a peer by a later call). A window
 from the read just before the change to the read just after it then catches
-the host's side half done, on every step alike, and reads low. So each edge
-moves outward over the run of reads, unbroken up to the change (or to the
-read before it), between which the host's cost kept moving the way the step
-moved it, to the first read where it was still; never past the next or
+the host's side half done, on every step alike, and reads low. So an edge
+moves outward over the run of reads between which the host's cost kept
+moving the way the step moved it, when that run goes on across the change
+itself, to the first read where it was still; never past the next or
 previous change, and at most :data:`SETTLE_HORIZON` seconds from the
-change. Motion the other way, or motion that stopped well before the
-change, is not the step's: it never widens a window. Motion between two
-changes that runs on into the later one is the later one's.
+change. A window is only ever widened over motion it already holds: where
+the host was still across the change, another process moving memory next
+to it stays out, whichever way it moved, so that the edges add no bias to
+any verdict. Motion between two changes that runs on into the later one is
+the later one's. The price: a host side done less than the test of
+stillness before device memory is counted is missed, and its window reads
+low; it lies off the others and is outvoted by them.
 """
 
 from __future__ import annotations
@@ -74,21 +78,20 @@ def step_windows(
         after = i + 1 if i + 1 < nxt else i
         if ts is not None and cost is not None:
             moving = _mover(xs[i] - xs[i - 1], cost)
-            # Back over the run of moving reads that leads up to the change (or to
-            # the read before it: the host's side may be done a moment before the
-            # device memory is counted) ...
+            # Back over the run of moving reads that goes on across the change ...
             while (
                 before > floor
                 and ts[i] - ts[before - 1] <= SETTLE_HORIZON
+                and moving(before, before + 1)
                 and moving(before - 1, before)
             ):
                 before -= 1
             # ... and on over the run that starts at it, unless that run goes on
             # into the next change: then it is the next step's, made before it.
-            k = after
+            k = i
             while k + 1 < nxt and ts[k + 1] - ts[i] <= SETTLE_HORIZON and moving(k, k + 1):
                 k += 1
-            if not (k + 1 == nxt < n and k > after and moving(k, nxt)):
+            if k > after and not (k + 1 == nxt < n and moving(k, nxt)):
                 after = k
         floor = after
         marks.setdefault(before, []).append((step, "before"))
