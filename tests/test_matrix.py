@@ -162,3 +162,55 @@ def test_a_run_report_joins_the_matrix_on_its_platform(reports: Path, tmp_path: 
         r["cells"][column] for r in groups["simulator, schema 1"]["rows"] if column in r["cells"]
     ]
     assert cell["verdicts"] == ["mirror"] and abs(cell["slope_mib_per_gib"] - 1024) < 64
+
+
+def _md_tables(text: str) -> list[list[list[str]]]:
+    """Return every table of a Markdown text as rows of cells' plain text (a real parser's view)."""
+    from markdown_it import MarkdownIt
+
+    tables: list[list[list[str]]] = []
+    for tok in MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(text):
+        if tok.type == "table_open":
+            tables.append([])
+        elif tok.type == "tr_open":
+            tables[-1].append([])
+        elif tok.type == "inline" and tables and tables[-1] and tok.level > 3:
+            kinds = {c.type for c in tok.children or []}
+            assert kinds <= {"text", "softbreak"}, kinds  # no emphasis, code, link or HTML
+            tables[-1][-1].append("".join(c.content for c in tok.children or []))
+    return tables
+
+
+def test_the_markdown_tables_parse_with_every_stack_whole(reports: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m.md"
+    proc = run_l0mem("matrix", [str(reports), "--markdown", str(out)], {})
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(run_l0mem("matrix", [str(reports), "--json", "-"], {}).stdout)
+    tables = _md_tables(out.read_text())
+    assert len(tables) == len(data["groups"])
+    for table, group in zip(tables, data["groups"], strict=True):
+        header, *rows = table
+        assert all(len(row) == len(header) for row in rows), table
+        # The stack labels hold " | " and come back whole, one cell each.
+        assert [row[0] for row in rows] == [r["stack"] for r in group["rows"]]
+
+
+HOSTILE = "a|b\\c`d*e_f[g]h~i&j<k>l\x1b[31mred\x1b[0m\nnew\rline\ttab\x7f\x9b é ✓ #!()"
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_any_text_stands_in_one_cell_shown_as_written(seed: int) -> None:
+    import random
+
+    from l0mem.audit.matrix import md_text
+
+    rng = random.Random(seed)
+    text = "".join(rng.choice(HOSTILE) for _ in range(rng.randint(0, 40)))
+    table = f"| {md_text(text)} | x |\n| --- | --- |\n| {md_text(text[::-1])} | y |\n"
+    (header, row) = _md_tables(table)[0]
+    shown = "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text)
+    assert header == [shown.strip(), "x"]
+    assert row[0] == "".join(
+        f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text[::-1]
+    ).strip()
+    assert all(ord(c) >= 0x20 and not 0x7F <= ord(c) < 0xA0 for c in md_text(text))

@@ -279,20 +279,39 @@ def to_dict(
     }
 
 
+# Characters a Markdown table cell cannot hold as they are: the cell separator,
+# the escape itself, HTML's, and those that would make emphasis, code or a
+# link of a report's text; control characters (a terminal's escape sequences,
+# line breaks) are shown as their code, never sent raw.
+_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", **{c: "\\" + c for c in "\\|`*_[]~"}}
+
+
+def md_text(text: str) -> str:
+    """Return ``text`` as it can stand in one cell or heading of a Markdown table, shown as written."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if code < 0x20 or 0x7F <= code < 0xA0:
+            out.append(f"\\x{code:02x}")
+        else:
+            out.append(_MD_ESCAPES.get(ch, ch))
+    return "".join(out)
+
+
 def markdown(matrices: Sequence[Matrix]) -> str:
     """Return the matrices as Markdown tables (to paste into an issue)."""
     parts = []
     for m in matrices:
-        cols = m.columns
+        cols = [md_text(c) for c in m.columns]
         lines = [
-            f"### {m.group}",
+            f"### {md_text(m.group)}",
             "",
             "| stack | " + " | ".join(cols) + " |",
             "| --- |" + " --- |" * len(cols),
         ]
         for s in m.stacks:
-            cells = [m.cells[s][c].text() if c in m.cells[s] else "" for c in cols]
-            lines.append(f"| {s} | " + " | ".join(cells) + " |")
+            cells = [md_text(m.cells[s][c].text()) if c in m.cells[s] else "" for c in m.columns]
+            lines.append(f"| {md_text(s)} | " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 
@@ -330,6 +349,7 @@ __all__ = [
     "group_of",
     "machine_of",
     "markdown",
+    "md_text",
     "regressions",
     "stack_of",
     "to_dict",
