@@ -1,4 +1,8 @@
-"""The README's Python examples run as written, against the simulated driver."""
+"""The README's Python examples run as written, against the simulated driver.
+
+The README and the documentation pages (docs/) name only options the commands
+have, and the user guide's table of shared options is the commands' own.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ import pytest
 
 from tests.support import sim
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+OPTIONS_PAGE = ROOT / "docs" / "guide" / "options.md"
 
 
 def _python_blocks() -> list[str]:
@@ -83,7 +89,7 @@ MEASURING = ("p2p", "allreduce", "bench kernels")
 
 
 def test_shared_options_table_names_exactly_the_commands_that_take_each_option() -> None:
-    section = README.read_text().split("## Options the measuring commands share", 1)[1]
+    section = OPTIONS_PAGE.read_text().split("# Options the measuring commands share", 1)[1]
     rows = [line for line in section.split("\n## ", 1)[0].splitlines() if line.startswith("| `--")]
     options = _command_options()
     listed: dict[str, set[str]] = {}
@@ -106,9 +112,12 @@ def test_shared_options_table_names_exactly_the_commands_that_take_each_option()
 
 
 def test_readme_names_no_option_a_command_lacks() -> None:
-    # `l0mem COMMAND ... --option` in the commands table: each option exists.
+    # `l0mem COMMAND ... --option` in the commands table (docs/guide/commands.md), the
+    # README and every other page: each option exists.
     options = _command_options()
-    text = README.read_text()
+    pages = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+    text = "\n".join(p.read_text() for p in pages if "_build" not in p.parts)
+    assert "`l0mem bench kernels [" in text  # the commands table is among them
     for command, args in re.findall(r"`l0mem ((?:bench )?[a-z0-9]+) (\[[^`]*)`", text):
         for option in re.findall(r"--[a-z-]+", args):
             assert option in options[command], (command, option)

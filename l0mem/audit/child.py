@@ -34,7 +34,7 @@ Before each driver allocation the child checks the safety guard itself
 until a slope is measured, one allocation may take no more than the room
 above the floor over :data:`~l0mem.audit.guard.MAX_RATIO`, and the first
 allocation measures the slope), and after every driver call of a step it
-checks MemAvailable against the floor (:meth:`_Runner.checkpoint`). SIGINT, SIGTERM and SIGHUP stop it at the end
+checks MemAvailable against the floor (:meth:`Runner.checkpoint`). SIGINT, SIGTERM and SIGHUP stop it at the end
 of the step: it takes that step's sample, frees everything, takes the freed
 samples and reports what it freed (the discovery modes keep the default
 handlers: they hold no device memory). If the parent dies, the kernel sends

@@ -41,7 +41,7 @@ class CommonBackend:
 
     @property
     def closed(self) -> bool:
-        """Return True once :meth:`close` has run."""
+        """Return True once :meth:`~l0mem.backends.Backend.close` has run."""
         return self._closed
 
     def device_count(self) -> int:

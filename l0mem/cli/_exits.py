@@ -1,4 +1,4 @@
-"""The exit codes of every l0mem command and what each means: one table for README and ``--help``.
+"""The exit codes of every l0mem command and what each means: one table for the docs and ``--help``.
 
 Each failure class has one code in every command. 1 is a finding only (a
 regression, a mirror, a sum outside its error bound), never a failure. 2 is a
@@ -7,7 +7,7 @@ machine cannot serve: no loader, driver or device for it, or too little
 device or host memory for the sizes asked. A device lost or any other driver
 or runtime failure while working is 6, wherever it happens (discovery
 included). :data:`EXIT_TABLE` says which rows apply to which command;
-:func:`readme_rows` renders the table README's "## Exit codes" shows (a test
+:func:`readme_rows` renders the table docs/guide/exit-codes.md shows (a test
 keeps the two equal) and :func:`exit_epilog` each command's ``--help`` part.
 """
 
@@ -64,7 +64,7 @@ class Row(NamedTuple):
     """One meaning of an exit code, for the commands it applies to."""
 
     code: ExitCode
-    text: str  # Markdown as README shows it; --help drops the backticks
+    text: str  # Markdown as the docs show it; --help drops the backticks
     commands: frozenset[str]
 
 
@@ -289,7 +289,7 @@ def _rows(command: str | None) -> list[tuple[ExitCode, list[str]]]:
 
 
 def readme_rows() -> list[tuple[str, str]]:
-    """Return the rows of README's exit-code table: each code's label and its meanings joined."""
+    """Return the rows of the exit-code table in the docs: each code's label and its meanings joined."""
     return [(code_label(code), "; ".join(texts)) for code, texts in _rows(None)]
 
 

@@ -41,7 +41,7 @@ def access_message(path: str, pid: int, proc_root: str = "/proc") -> str:
 
 
 def children_of(pid: int, proc_root: str = "/proc") -> list[int]:
-    """Return the child pids of every thread of ``pid`` from task/*/children; raise OSError."""
+    """Return the child pids of every thread of ``pid`` from ``task/*/children``; raise OSError."""
     task_dir = os.path.join(proc_root, str(pid), "task")
     out: list[int] = []
     for tid in os.listdir(task_dir):
