@@ -149,6 +149,20 @@ def test_a_verdict_lost_to_failure_or_noise_is_a_regression_by_default(
     assert "not judged" in relaxed.stdout
 
 
+def test_an_inconclusive_baseline_is_not_judged_and_fails_unless_allowed(tmp_path: Path) -> None:
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    write_json(synthetic_report([synthetic_run(0.0, noise_mib=500.0, seed=4)]), before)
+    write_json(synthetic_report([synthetic_run(1.0)]), after)
+    strict = _run(str(before), str(after))
+    assert strict.exit_code == 1, strict.output
+    assert "sycl: not judged: the baseline run has no verdict (inconclusive) -> mirror" in strict.stdout
+    assert "0 regression" not in strict.stdout and "no regression" not in strict.stdout
+    assert "1 run(s) not judged" in strict.stdout and "--allow-unjudged" in strict.stdout
+    relaxed = _run(str(before), str(after), "--allow-unjudged")
+    assert relaxed.exit_code == 0, relaxed.output
+    assert "not judged" in relaxed.stdout
+
+
 def test_simulator_against_hardware_is_a_mismatch(tmp_path: Path) -> None:
     import dataclasses
 

@@ -98,14 +98,30 @@ def test_a_judged_run_that_fails_or_goes_missing_regresses_by_default() -> None:
     assert not relaxed.regressed and relaxed.missing == [("l0", None)]
 
 
-def test_a_run_without_a_verdict_in_the_baseline_is_never_lost() -> None:
+def test_a_run_without_a_verdict_in_the_baseline_is_unjudged_and_fails_unless_allowed() -> None:
     noisy = synthetic_run(1.0, noise_mib=900.0, seed=4)
     skipped = dataclasses.replace(
         synthetic_run(setup="l0"), status="skipped", reason="one device", samples=[]
     )
     result = _pair([noisy, skipped], [synthetic_run(1.0)])
-    assert result.lost == [] and not result.regressed
-    assert result.changes[0].note == "not judged: inconclusive -> mirror"
+    assert result.lost == [] and result.regressed
+    (change,) = result.changes
+    assert change.regression is True and change.judged is False
+    assert change.note == "not judged: the baseline run has no verdict (inconclusive) -> mirror"
+    assert result.unjudged == [change] and result.to_dict()["changes"][0]["judged"] is False
+    relaxed = _pair([noisy, skipped], [synthetic_run(1.0)], allow_unjudged=True)
+    assert not relaxed.regressed and relaxed.unjudged == []
+    assert relaxed.changes[0].note == change.note
+
+
+@pytest.mark.parametrize("now", [0.0, 1.0, None])
+def test_whatever_the_current_run_says_an_unjudged_baseline_is_never_a_pass(
+    now: float | None,
+) -> None:
+    noisy = synthetic_run(0.5, noise_mib=900.0, seed=4)
+    current = synthetic_run(0.5, noise_mib=900.0, seed=5) if now is None else synthetic_run(now)
+    (change,) = _pair([noisy], [current]).changes
+    assert change.regression is True and not change.judged
 
 
 def test_simulator_and_hardware_reports_are_a_mismatch() -> None:
@@ -118,13 +134,15 @@ def test_simulator_and_hardware_reports_are_a_mismatch() -> None:
     assert compare_reports(sim, sim).simulated is True
 
 
-def test_failed_baseline_is_not_judged() -> None:
+def test_failed_baseline_is_not_judged_and_fails_unless_allowed() -> None:
     failed = dataclasses.replace(synthetic_run(0.0), status="failed", reason="crash")
     report = synthetic_report([failed])
     report = dataclasses.replace(report, runs=[dataclasses.replace(report.runs[0], result=None)])
     result = compare_reports(report, synthetic_report([synthetic_run(1.0)]))
-    assert result.changes[0].regression is False
-    assert result.changes[0].note == "not judged: baseline run failed"
+    assert result.changes[0].regression is True
+    assert result.changes[0].note == "not judged: the baseline run has no verdict (failed (crash)) -> mirror"
+    relaxed = compare_reports(report, synthetic_report([synthetic_run(1.0)]), allow_unjudged=True)
+    assert relaxed.changes[0].regression is False
 
 
 def test_runs_are_matched_by_setup_and_remedy() -> None:

@@ -5,8 +5,10 @@ worse (clean -> partial -> mirror) or its deciding slope rises by more than
 the tolerance (MiB of host per GiB of device). A run that had a verdict in
 the baseline and has none now (failed, inconclusive, or missing from the
 current report) also regresses: a CI gate must not pass because the
-measurement broke. ``allow_unjudged`` relaxes that to a note. Skipped runs,
-and runs without a verdict in the baseline, are never judged.
+measurement broke. So does a run the baseline has no verdict for
+(inconclusive or failed there): nothing holds it to anything, and a gate
+that passes it has checked nothing (``unjudged``). ``allow_unjudged``
+relaxes both to a note. Skipped runs are never judged.
 
 Reports from different platforms cannot be compared
 (:class:`ReportMismatchError`): the simulated driver, a GPU driver running
@@ -51,6 +53,7 @@ class RunChange:
     current_slope: float | None
     regression: bool
     note: str  # why it regressed, or why it could not be judged; "" when unchanged and fine
+    judged: bool = True  # both runs had a verdict, so the rule could hold one to the other
 
     @property
     def label(self) -> str:
@@ -89,6 +92,11 @@ class Comparison:
     def regressions(self) -> list[RunChange]:
         """Return the runs present in both reports that regressed."""
         return [c for c in self.changes if c.regression]
+
+    @property
+    def unjudged(self) -> list[RunChange]:
+        """Return the failing runs the rule could not judge (a verdict missing on one side)."""
+        return [c for c in self.regressions if not c.judged]
 
     @property
     def regressed(self) -> bool:
@@ -174,10 +182,14 @@ def judge_runs(
         return False, f"not judged: current run {cur.status}" + (
             f" ({cur.reason})" if cur.reason else ""
         )
-    if base.status in ("skipped", "failed") or bv is None:
-        return False, f"not judged: baseline run {base.status}"
-    if bv not in _RANK or cv not in _RANK:
-        return False, f"not judged: {bv} -> {cv}"
+    if base.status == "skipped":
+        return False, "not judged: baseline run skipped"
+    if not _judged(base):
+        # Nothing to hold the current run to: passing it would check nothing.
+        was = "failed" if base.status == "failed" else f"{bv or 'no verdict'}"
+        why = f" ({base.reason})" if base.status == "failed" and base.reason else ""
+        note = f"not judged: the baseline run has no verdict ({was}{why}) -> {cv}"
+        return not allow_unjudged, note
     notes = []
     regressed = False
     if _RANK[cv] > _RANK[bv]:
@@ -235,6 +247,7 @@ def compare_reports(
                 current_slope=None if cur.result is None else cur.result.slope,
                 regression=regressed,
                 note=note,
+                judged=_judged(base) and _judged(cur),
             )
         )
     missing = [r for r in baseline.runs if r.key not in cur_runs]

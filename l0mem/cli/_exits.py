@@ -103,7 +103,8 @@ EXIT_TABLE: tuple[Row, ...] = (
         ExitCode.REGRESSION,
         "`compare`: a regression (a verdict got worse, a slope rose beyond "
         "`--slope-tolerance`, or, unless `--allow-unjudged`, a run with a verdict in the "
-        "baseline failed, is inconclusive or is missing)",
+        "baseline failed, is inconclusive or is missing, or a run has no verdict in the "
+        "baseline to hold it to)",
         _only("compare"),
     ),
     Row(

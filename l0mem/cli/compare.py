@@ -110,7 +110,8 @@ def _label(key: tuple[str, str | None]) -> str:
     "--allow-unjudged",
     is_flag=True,
     help="A run with a verdict in the baseline that failed, is inconclusive or is missing "
-    "in CURRENT is only listed, not a regression.",
+    "in CURRENT, and a run without a verdict in BASELINE (inconclusive or failed there: "
+    "nothing to hold CURRENT to), is only listed, not a failure.",
 )
 @click.option(
     "--json",
@@ -140,8 +141,15 @@ def compare(
     if not comparison.changes:
         code, message = ExitCode.MISMATCH, "the reports have no set-up run in common"
     elif comparison.regressions:
-        n = len(comparison.regressions)
-        code, message = ExitCode.REGRESSION, f"{n} regression(s)"
+        unjudged = len(comparison.unjudged)
+        worse = len(comparison.regressions) - unjudged
+        parts = [f"{worse} regression(s)"] if worse else []
+        if unjudged:
+            parts.append(
+                f"{unjudged} run(s) not judged: a verdict is missing to hold them to "
+                "(--allow-unjudged lists them without failing)"
+            )
+        code, message = ExitCode.REGRESSION, "; ".join(parts)
     elif (comparison.missing or comparison.new) and not allow_new_setups:
         code, message = ExitCode.MISMATCH, "some runs are present in only one report"
     elif comparison.lost:
