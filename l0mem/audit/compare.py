@@ -184,7 +184,7 @@ def judge_runs(
         )
     if base.status == "skipped":
         return False, "not judged: baseline run skipped"
-    if not _judged(base):
+    if not _judged(base) or bv is None:
         # Nothing to hold the current run to: passing it would check nothing.
         was = "failed" if base.status == "failed" else f"{bv or 'no verdict'}"
         why = f" ({base.reason})" if base.status == "failed" and base.reason else ""
