@@ -280,6 +280,9 @@ def test_without_level_zero_devices_auto_means_sycl(devices: int | None, message
     assert out["auto"] == "sycl"
     for name in ("inventory", "select", "select index"):
         assert out[name].startswith(message), out
+        if devices is None:
+            # Without a driver, the line says what to install, and where to try l0mem without one.
+            assert "libze-intel-gpu1" in out[name] and "simulated driver" in out[name], out
 
 
 SAME_CLASS = """

@@ -32,6 +32,14 @@ class NoDeviceError(LookupError):
     """The backend, or a device asked for, is not available on this machine."""
 
 
+# What a user without a Level Zero driver can do (Intel's packages; l0mem's simulator).
+INSTALL_HINT = (
+    "for an Intel GPU install its Level Zero driver (Debian and Ubuntu: libze-intel-gpu1; "
+    "elsewhere Intel's compute-runtime release); without one, try l0mem on its simulated "
+    "driver (docs/guide/no-gpu.md)"
+)
+
+
 class DeviceSelectionError(ValueError):
     """A device spec that cannot name a device (malformed, repeated, or for the wrong backend)."""
 
@@ -45,9 +53,12 @@ def level_zero_devices() -> list[Any]:
     try:
         found = drivers()
     except LoaderError as err:
-        raise NoDeviceError(f"no usable Level Zero loader: {err}") from None
+        raise NoDeviceError(
+            f"no usable Level Zero loader: {err}: install it (Debian and Ubuntu: libze1), "
+            f"and {INSTALL_HINT}"
+        ) from None
     except UninitializedError as err:
-        raise NoDeviceError(f"no Level Zero driver found ({err})") from None
+        raise NoDeviceError(f"no Level Zero driver found ({err}): {INSTALL_HINT}") from None
     except ZeError as err:
         # A driver that cannot initialize leaves no usable driver; a driver
         # that fails after it did (a lost device listing drivers) is a driver
