@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import sim
+from tests.support.own_memory import host_env
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -45,7 +46,7 @@ def test_readme_backend_example_copies_between_the_devices_info_lists(
     assert proc.stdout.rstrip().endswith(" 5a5a5a5a"), proc.stdout
 
 
-def test_readme_python_example_runs_and_makes_the_mirror() -> None:
+def test_readme_python_example_runs_makes_the_mirror_and_measures_it() -> None:
     block = _block_with("ctx.make_resident(dev1, buf)")
     # The simulator in peer-resident mode mirrors on make_resident: the example's
     # comment is ground truth there, and the mirror is released with the buffer.
@@ -55,16 +56,20 @@ def test_readme_python_example_runs_and_makes_the_mirror() -> None:
         "print('mirror-after', ctl.mirror_bytes())\n"
     )
     code = block.replace(
-        "        ctx.make_resident(dev1, buf)",
-        "        ctx.make_resident(dev1, buf)\n"
-        "        from tests.support.sim import SimControl\n"
-        "        print('mirror-during', SimControl.from_env().mirror_bytes())",
+        "            ctx.make_resident(dev1, buf)",
+        "            ctx.make_resident(dev1, buf)\n"
+        "            from tests.support.sim import SimControl\n"
+        "            print('mirror-during', SimControl.from_env().mirror_bytes())",
     )
     assert code != block
-    proc = sim.run_python(code + probe, timeout=120, devices=2, mirror="peer-resident")
+    # On the quiet host (only this process moves memory) the cost is the mirror's.
+    env = host_env(sim.sim_env(devices=2, mirror="peer-resident"), "quiet")
+    proc = sim.run_python_env(code + probe, env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"mirror-during {1 << 30}" in proc.stdout
     assert "mirror-after 0" in proc.stdout
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.endswith("per GiB made resident")]
+    assert 1020 <= int(line.split()[0]) <= 1040, line
 
 
 def _command_options() -> dict[str, set[str]]:

@@ -1,6 +1,8 @@
 """Host and device memory signals, sampled together as one snapshot.
 
-``take_snapshot()`` (or a long-lived :class:`Prober`) reads every memory source
+:func:`host_cost` measures what a block of one's own code cost the host
+(:mod:`l0mem.probe.measure`). ``take_snapshot()`` (or a long-lived
+:class:`Prober`) reads every memory source
 of this process and machine in one cheap pass; a :class:`TreeProber` does the
 same for another process and all its descendants (:mod:`l0mem.probe.tree`,
 what ``l0mem run`` and ``l0mem watch`` sample); signal names and meaning are in
@@ -14,12 +16,14 @@ machines without any GPU runtime.
 """
 
 from l0mem.probe.host import MeminfoError, mem_available, mem_total, read_meminfo
+from l0mem.probe.measure import HostCost, host_cost
 from l0mem.probe.pids import ProbeAccessError, ProcessGone, process_tree
 from l0mem.probe.readers import read_environ
 from l0mem.probe.snapshot import Prober, Snapshot, changes, take_snapshot
 from l0mem.probe.tree import TreeProber, TreeSample
 
 __all__ = [
+    "HostCost",
     "MeminfoError",
     "ProbeAccessError",
     "Prober",
@@ -28,6 +32,7 @@ __all__ = [
     "TreeProber",
     "TreeSample",
     "changes",
+    "host_cost",
     "mem_available",
     "mem_total",
     "process_tree",
