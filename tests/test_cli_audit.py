@@ -418,3 +418,25 @@ def test_remedies_show_what_each_costs_and_name_the_cheapest(tmp_path: Path) -> 
     assert costs["no-peer-access"]["route"] == "through host"
     assert costs["no-defer-backing"]["route"] == costs[None]["route"] == "direct"
     assert all(c["applicable"] for c in costs.values())
+
+
+@pytest.mark.parametrize("columns", [None, "100"])
+def test_off_a_terminal_the_tables_are_160_columns_wide_unless_columns_says(
+    columns: str | None,
+) -> None:
+    env = host_env(sim.sim_env(mirror="peer-resident"))
+    env.pop("COLUMNS", None)
+    if columns is not None:
+        env["COLUMNS"] = columns
+    args = ["--setups", "l0,l0-peer-resident", "--size", "192MiB", "--steps", "3", "--settle", "0"]
+    result = _cli(args, env)
+    assert result.returncode == 0, result.stderr
+    # The tables are laid out to the width; a sentence is one line for the reader's
+    # terminal (or log viewer) to wrap, so it is never cut.
+    table = [ln for ln in result.stdout.splitlines() if ln[:1] in set("┏┃┡│└")]
+    assert len(table) > 6
+    widest = max(len(line) for line in table)
+    if columns is None:
+        assert 100 < widest <= 160, widest
+    else:
+        assert widest <= int(columns), widest

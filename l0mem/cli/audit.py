@@ -6,6 +6,7 @@ The options, the run and the exit code live here; what the audit prints
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -356,11 +357,12 @@ def audit(
         )
     except ValueError as exc:
         fail("audit", ExitCode.USAGE, str(exc))
-    # Off a terminal (CI logs, pipes) rich would wrap the tables at 80 columns.
+    # Off a terminal (CI logs, pipes) rich would wrap the tables at 80 columns:
+    # 160 there, unless COLUMNS says how wide (rich reads it, as on a terminal).
     # A report on standard output (-) sends the tables to stderr.
     out = output(
         highlight=False,
-        width=None if stdout_is_tty() else 160,
+        width=None if stdout_is_tty() or os.environ.get("COLUMNS", "").isdigit() else 160,
         stderr=to_stdout(json_path, junit_path, plot_path),
     )
     cancel = CancelEvent()
