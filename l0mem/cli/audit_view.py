@@ -179,7 +179,8 @@ def _signal_table(report: AuditReport, run: SetupRun) -> Table | None:
     if res is None or not (res.host or res.device):
         return None
     priority = (report.analysis.priority if report.analysis else ()) + _EXTRA_SIGNALS
-    shown = [f for name in priority if (f := res.fit(name)) is not None]
+    # Each signal once, where the priority first names it (Shmem is in both since 1.2).
+    shown = [f for name in dict.fromkeys(priority) if (f := res.fit(name)) is not None]
     shown += res.device
     mark = _MARKS.get(report.run_platform(run))
     where = f" ({mark[0]})" if mark else ""
