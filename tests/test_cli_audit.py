@@ -331,7 +331,7 @@ def test_a_failed_setup_next_to_a_good_one_exits_6(tmp_path: Path) -> None:
 
 def test_no_driver_behind_alt_drivers_is_not_called_a_simulator(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    env = {**os.environ, "ZE_ENABLE_ALT_DRIVERS": "/nonexistent.so"}
+    env = {**os.environ, "ZE_ENABLE_ALT_DRIVERS": "/nonexistent.so", "COLUMNS": "160"}
     args = ["--setups", "l0,sycl", "--sycl-device", "opencl:cpu", "--size", "64MiB"]
     args += ["--steps", "4", "--settle", "0", "--json", str(out)]
     result = _cli(args, env)
@@ -355,7 +355,7 @@ def test_sycl_cpu_positive_control_next_to_the_simulator(tmp_path: Path) -> None
     args = ["--setups", "l0,sycl", "--sycl-device", "opencl:cpu", "--size", "512MiB"]
     args += ["--steps", "8", "--settle", "0", "--fail-on-mirror"]
     args += [str(x) for pair in paths.items() for x in pair]
-    result = _cli(args, host_env(sim.sim_env(mirror="none")))
+    result = _cli(args, {**host_env(sim.sim_env(mirror="none")), "COLUMNS": "160"})
     report = read_json(paths["--json"])
     runs = {r.setup: r for r in report.runs}
     l0, sycl = runs["l0"], runs["sycl"]
@@ -420,7 +420,7 @@ def test_remedies_show_what_each_costs_and_name_the_cheapest(tmp_path: Path) -> 
     assert all(c["applicable"] for c in costs.values())
 
 
-@pytest.mark.parametrize("columns", [None, "100"])
+@pytest.mark.parametrize("columns", [None, "100", "80"])
 def test_off_a_terminal_the_tables_are_160_columns_wide_unless_columns_says(
     columns: str | None,
 ) -> None:
@@ -440,3 +440,23 @@ def test_off_a_terminal_the_tables_are_160_columns_wide_unless_columns_says(
         assert 100 < widest <= 160, widest
     else:
         assert widest <= int(columns), widest
+    # However narrow, a cell folds: no verdict, number or name is cut short.
+    assert "…" not in result.stdout
+
+
+def test_the_answer_comes_first_quiet_is_the_answer_alone_and_verbose_shows_every_signal() -> None:
+    env = {**host_env(sim.sim_env(mirror="peer-resident")), "COLUMNS": "160"}
+    args = ["--setups", "l0,l0-peer-resident", "--size", "192MiB", "--steps", "3", "--settle", "0"]
+    runs = {flag: _cli([*args, *flag], env) for flag in ((), ("-q",), ("-v",))}
+    for proc in runs.values():
+        assert proc.returncode == 0, proc.stderr
+    answer = [
+        "[SIMULATOR] Affected: host memory taken per GiB of device memory: "
+        "l0-peer-resident mirror 1024 MiB/GiB",
+        "Clean: l0",
+        "Run again with --remedies to try the known workarounds and what each costs.",
+    ]
+    assert runs[("-q",)].stdout.splitlines() == answer
+    assert runs[()].stdout.splitlines()[:4] == [*answer, ""]
+    rows = {f: sum(ln.startswith("│ ") for ln in p.stdout.splitlines()) for f, p in runs.items()}
+    assert rows[("-v",)] > rows[()] > rows[("-q",)] == 0

@@ -126,3 +126,8 @@ def test_readme_names_no_option_a_command_lacks() -> None:
     for command, args in re.findall(r"`l0mem ((?:bench )?[a-z0-9]+) (\[[^`]*)`", text):
         for option in re.findall(r"--[a-z-]+", args):
             assert option in options[command], (command, option)
+
+
+def test_readme_is_a_users_page_of_at_most_200_lines() -> None:
+    # The rest lives in the documentation site (docs/).
+    assert len(README.read_text().splitlines()) <= 200

@@ -274,6 +274,18 @@ def advice(best: RemedyCost | None, default: RemedyCost | None) -> str | None:
     return f"Use {best.remedy} ({setting}) for {best.setup}: it removes the mirror and {cost}."
 
 
+def remedy_advice(report: Any) -> str | None:
+    """Return :func:`advice` for an audit report: the least costly remedy that removed a mirror."""
+    from l0mem.audit.analysis import remedy_effects
+
+    costs = {(c.setup, c.remedy): c for c in map(RemedyCost.from_dict, report.remedy_costs)}
+    if not any(c.error is None for c in costs.values()):
+        return None
+    order = ranked([e.remedy for e in remedy_effects(report) if e.removed], list(costs.values()))
+    best = order[0] if order else None
+    return advice(best, None if best is None else costs.get((best.setup, None)))
+
+
 def collect(
     report: Any, plans: Sequence[Any], python: str = sys.executable, timeout: float = 300.0
 ) -> list[RemedyCost]:

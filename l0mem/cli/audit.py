@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from l0mem.audit.model import AuditReport, ReportFormatError
 from l0mem.audit.remedies import ALL_SETUPS, parse_env_assignments
@@ -51,6 +52,7 @@ from l0mem.cli._options import (
     prometheus_option,
 )
 from l0mem.cli._signals import handling
+from l0mem.cli.audit_answer import answer_lines
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
 from l0mem.files import ReportWriteError
 from l0mem.units import parse_size
@@ -298,6 +300,12 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
     help="Also plot host memory against device memory (.png or .svg).",
 )
 @prometheus_option
+@click.option(
+    "-q", "--quiet", is_flag=True, help="Print the answer only (its five lines at most), no tables."
+)
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Show every signal each set-up recorded, not the chosen ones."
+)
 def audit(
     setups: tuple[str, ...],
     device_specs: tuple[str, ...],
@@ -315,8 +323,14 @@ def audit(
     junit_path: Path | None,
     plot_path: Path | None,
     prometheus_path: Path | None,
+    quiet: bool,
+    verbose: bool,
 ) -> None:
-    """Measure the host memory each set-up's device allocations cost, and say which mirror."""
+    """Measure the host memory each set-up's device allocations cost, and say which mirror.
+
+    The answer comes first (which allocation paths take host memory, how much per
+    GiB of device memory, what to do), then the details.
+    """
     floor_bytes = checked_floor("audit", "--floor", floor_bytes, no_floor, "--no-floor")
     # Before anything runs: a typo in a path must not cost a long measurement.
     check_outputs(
@@ -378,7 +392,11 @@ def audit(
             report, interrupted = exc.report, exc.signum
         errors = _write_outputs(report, json_path, junit_path, plot_path, prometheus_path)
     with rendering():
-        render(report, out)
+        for line in answer_lines(report):
+            out.print(escape(line), soft_wrap=True)
+        if not quiet:
+            out.print()
+            render(report, out, verbose=verbose)
     how = "device memory was freed, partial results kept"
     if interrupted is None and cancel.is_set():
         interrupted, how = cancel.signum, "after the last set-up; the report is complete"

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from l0mem.audit.analysis import remedy_effects
-from l0mem.audit.costs import RemedyCost, advice, ranked
+from l0mem.audit.costs import RemedyCost, remedy_advice
 from l0mem.audit.model import AuditReport, Platform, Sample, SetupRun
 from l0mem.audit.runner import RunEvent
 from l0mem.audit.setups import SetupPlan
@@ -148,7 +148,8 @@ def _summary_table(report: AuditReport) -> Table:
     columns = ("set-up", "measured on", "status", "verdict", "MiB/GiB", "deciding signal")
     for name in (*columns, "released", "VmRSS"):
         justify = "right" if name == "MiB/GiB" else "left"
-        table.add_column(name, justify=justify, no_wrap=name == "set-up")  # type: ignore[arg-type]
+        # Narrow, a cell folds rather than being cut short.
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for run in report.runs:
         res = run.result
         if res is None:
@@ -174,11 +175,13 @@ def _summary_table(report: AuditReport) -> Table:
     return table
 
 
-def _signal_table(report: AuditReport, run: SetupRun) -> Table | None:
+def _signal_table(report: AuditReport, run: SetupRun, verbose: bool = False) -> Table | None:
     res = run.result
     if res is None or not (res.host or res.device):
         return None
     priority = (report.analysis.priority if report.analysis else ()) + _EXTRA_SIGNALS
+    if verbose:
+        priority += tuple(f.signal for f in res.host)
     # Each signal once, where the priority first names it (Shmem is in both since 1.2).
     shown = [f for name in dict.fromkeys(priority) if (f := res.fit(name)) is not None]
     shown += res.device
@@ -186,7 +189,11 @@ def _signal_table(report: AuditReport, run: SetupRun) -> Table | None:
     where = f" ({mark[0]})" if mark else ""
     table = Table(title=escape(f"{run.label}{where}: {res.verdict}"), title_justify="left")
     for name in ("signal", "side", "MiB/GiB", "+/-", "R^2", "note"):
-        table.add_column(name, justify="right" if name in ("MiB/GiB", "+/-", "R^2") else "left")
+        table.add_column(
+            name,
+            justify="right" if name in ("MiB/GiB", "+/-", "R^2") else "left",
+            overflow="fold",
+        )
     for fit in shown:
         if fit.signal == res.deciding_signal:
             note = "deciding"
@@ -234,7 +241,7 @@ def _cost_table(report: AuditReport) -> tuple[Table | None, str | None]:
         "direct GB/s",
         "copies checked",
     ):
-        table.add_column(name)
+        table.add_column(name, overflow="fold")
     effects = {(e.setup, e.remedy): e for e in remedy_effects(report)}
     for c in measured:
         e = effects.get((c.setup, c.remedy)) if c.remedy else None
@@ -253,11 +260,7 @@ def _cost_table(report: AuditReport) -> tuple[Table | None, str | None]:
             _fmt(c.direct_gbps),
             "-" if c.copies_ok is None else ("ok" if c.copies_ok else "[bold red]CORRUPT[/]"),
         )
-    removed = [e.remedy for e in effects.values() if e.removed]
-    order = ranked(removed, list(costs.values()))
-    best = order[0] if order else None
-    default = None if best is None else costs.get((best.setup, None))
-    return table, advice(best, default)
+    return table, remedy_advice(report)
 
 
 def _remedy_table(report: AuditReport) -> Table | None:
@@ -267,7 +270,7 @@ def _remedy_table(report: AuditReport) -> Table | None:
     costs = _costs(report)
     table = Table(title="Remedies tried on the set-ups that mirrored", title_justify="left")
     for name in ("set-up", "remedy", "environment", "status", "verdict", "MiB/GiB", "removes it"):
-        table.add_column(name)
+        table.add_column(name, overflow="fold")
     for e in effects:
         env = " ".join(f"{k}={v}" for k, v in e.env.items())
         table.add_row(
@@ -282,11 +285,11 @@ def _remedy_table(report: AuditReport) -> Table | None:
     return table
 
 
-def render(report: AuditReport, console: Console) -> None:
-    """Print the audit's tables: summary, per-set-up signals, remedies, notes."""
+def render(report: AuditReport, console: Console, *, verbose: bool = False) -> None:
+    """Print the audit's tables: summary, per-set-up signals (``verbose``: all), remedies, notes."""
     console.print(_summary_table(report))
     for run in report.runs:
-        table = _signal_table(report, run)
+        table = _signal_table(report, run, verbose)
         if table is not None:
             console.print(table)
     remedies = _remedy_table(report)

@@ -66,7 +66,7 @@ def _table(comparison: Comparison, baseline: Path, current: Path) -> Table:
         ("change", "right"),
         ("result", "left"),
     ):
-        table.add_column(name, justify=justify, no_wrap=name == "set-up")  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for c in comparison.changes:
         table.add_row(
             escape(c.label),

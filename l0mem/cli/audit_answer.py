@@ -1,0 +1,74 @@
+"""The audit's answer, in at most five lines: affected or not, by how much, what to do.
+
+It is printed before every table (and alone with ``--quiet``): which
+allocation paths take host memory for device memory and how much per GiB,
+which do not, the remedy to use where one was measured, and what was not
+decided. Remedy runs, and devices whose memory is host memory (a CPU or
+integrated device's 1:1 is a positive control, not a mirror), are details.
+"""
+
+from __future__ import annotations
+
+from l0mem.audit.analysis import remedy_effects
+from l0mem.audit.costs import remedy_advice
+from l0mem.audit.model import AuditReport, SetupRun
+from l0mem.cli.audit_view import NO_HARDWARE_MARK, SIMULATOR_MARK
+
+MAX_LINES = 5  # affected (or not), clean, what to do, what was not decided
+_MARKS = {"simulator": SIMULATOR_MARK, "no-hardware": NO_HARDWARE_MARK}
+
+
+def _remedies_tried(report: AuditReport) -> str:
+    """Return what the remedy runs did where no remedy's cost was measured."""
+    effects = remedy_effects(report)
+    if not effects:
+        return "Run again with --remedies to try the known workarounds and what each costs."
+    removed = sorted({f"{e.remedy} for {e.setup}" for e in effects if e.removed})
+    if removed:
+        return "Removed by: " + ", ".join(removed) + " (its cost to peer copies: not measured)"
+    return "No remedy tried removed it (the remedies table below)."
+
+
+def _slope(run: SetupRun) -> str:
+    slope = None if run.result is None else run.result.slope
+    return "" if slope is None else f" {slope:.0f} MiB/GiB"
+
+
+def answer_lines(report: AuditReport) -> list[str]:
+    """Return the answer to the audit's question, at most :data:`MAX_LINES` lines."""
+    runs = [r for r in report.runs if r.remedy is None and r.status != "skipped"]
+    paths = [r for r in runs if not r.host_memory]
+    verdict = {r.label: (None if r.result is None else r.result.verdict) for r in runs}
+    taken = [r for r in paths if verdict[r.label] in ("mirror", "partial")]
+    clean = [r.label for r in paths if verdict[r.label] == "clean"]
+    open_ = [r for r in paths if verdict[r.label] not in ("mirror", "partial", "clean")]
+    marks = {_MARKS[p] for r in runs if (p := report.run_platform(r)) in _MARKS}
+    prefix = "".join(f"[{m}] " for m in sorted(marks))
+    lines = []
+    if taken:
+        lines.append(
+            prefix
+            + "Affected: host memory taken per GiB of device memory: "
+            + ", ".join(f"{r.label} {verdict[r.label]}{_slope(r)}" for r in taken)
+        )
+    elif paths and not open_:
+        lines.append(prefix + "Not affected: no allocation path took host memory for device memory")
+    if clean:
+        lines.append("Clean: " + ", ".join(clean))
+    if taken:
+        lines.append(remedy_advice(report) or _remedies_tried(report))
+    if open_:
+        lines.append(
+            "Not decided: "
+            + ", ".join(
+                f"{r.label} ({r.status if r.status != 'ok' else verdict[r.label] or r.status})"
+                for r in open_
+            )
+            + "; below: why, and what would decide"
+        )
+    if not lines:
+        lines.append(prefix + "Nothing was measured; below: why")
+    return lines
+
+
+__all__ = ["MAX_LINES", "answer_lines"]

@@ -1,0 +1,98 @@
+"""The audit's answer: at most five lines that say who is affected, by how much, what to do."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from l0mem.audit.analysis import analyze_report
+from l0mem.cli.audit_answer import MAX_LINES, answer_lines
+from tests.test_analysis import synthetic_report, synthetic_run
+
+SETUPS = ("l0", "l0-multi", "l0-peer-resident", "l0-dmabuf", "sycl", "sycl-single")
+
+
+def _answer(*runs):  # type: ignore[no-untyped-def]
+    return answer_lines(analyze_report(synthetic_report(list(runs))))
+
+
+def test_nothing_affected_says_so_and_names_the_clean_paths() -> None:
+    lines = _answer(synthetic_run(0.0, setup="l0"), synthetic_run(0.0, setup="l0-multi", seed=2))
+    assert lines == [
+        "Not affected: no allocation path took host memory for device memory",
+        "Clean: l0, l0-multi",
+    ]
+
+
+def test_a_mirror_comes_first_with_its_slope_and_what_to_do() -> None:
+    lines = _answer(
+        synthetic_run(0.0, setup="l0"), synthetic_run(1.0, setup="l0-peer-resident", seed=2)
+    )
+    assert lines[0] == (
+        "Affected: host memory taken per GiB of device memory: l0-peer-resident mirror 1024 MiB/GiB"
+    )
+    assert lines[1] == "Clean: l0"
+    assert "--remedies" in lines[2]
+
+
+def test_a_remedy_that_removed_it_is_named_even_without_its_cost() -> None:
+    lines = _answer(
+        synthetic_run(1.0, setup="l0-peer-resident"),
+        synthetic_run(0.0, setup="l0-peer-resident", remedy="no-defer-backing", seed=2),
+    )
+    assert lines[-1] == (
+        "Removed by: no-defer-backing for l0-peer-resident (its cost to peer copies: not measured)"
+    )
+    # The remedy's own clean run is a detail, not a clean path.
+    assert not any(line.startswith("Clean:") for line in lines)
+
+
+def test_host_memory_devices_and_simulated_runs() -> None:
+    lines = _answer(
+        synthetic_run(1.0, setup="sycl", host_memory=True),
+        synthetic_run(0.0, setup="l0", simulated=True, seed=2),
+    )
+    # A CPU device's 1:1 is a positive control: not "affected".
+    assert lines[0].startswith("[SIMULATOR] Not affected")
+    assert all("sycl" not in line for line in lines)
+
+
+def test_what_was_not_decided_is_one_line() -> None:
+    lines = _answer(
+        synthetic_run(1.0, setup="l0", noise_mib=900.0, seed=4),
+        synthetic_run(1.0, setup="l0-multi", status="failed", reason="DEVICE_LOST", steps=2),
+    )
+    assert lines[-1] == (
+        "Not decided: l0 (inconclusive), l0-multi (failed); below: why, and what would decide"
+    )
+    assert not lines[0].startswith("Not affected")
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_any_audit_is_answered_in_five_lines_naming_every_path_once(seed: int) -> None:
+    rng = random.Random(seed)
+    runs = []
+    for i, setup in enumerate(rng.sample(SETUPS, rng.randint(1, len(SETUPS)))):
+        kind = rng.choice(["clean", "partial", "mirror", "noisy", "failed", "skipped"])
+        ratio = {"clean": 0.0, "partial": 0.5}.get(kind, 1.0)
+        run = synthetic_run(
+            ratio,
+            setup=setup,
+            seed=i + 1,
+            noise_mib=900.0 if kind == "noisy" else 0.0,
+            status="failed" if kind == "failed" else "ok",
+            steps=2 if kind == "failed" else 8,
+            host_memory=setup.startswith("sycl") and rng.random() < 0.5,
+        )
+        if kind == "skipped":
+            run = dataclasses.replace(run, status="skipped", reason="no device", samples=[])
+        runs.append(run)
+    lines = _answer(*runs)
+    assert 1 <= len(lines) <= MAX_LINES
+    text = "\n".join(lines)
+    for run in runs:
+        named = sum(f" {run.setup} " in f" {line.replace(',', ' ')} " for line in lines)
+        expected = 0 if run.status == "skipped" or run.host_memory else 1
+        assert named == expected, (run.setup, text)
