@@ -52,6 +52,9 @@ def save(truth):
         json.dump(truth, f)
     os.replace(out + ".tmp", out)
 
+gate = os.environ.get("WORKLOAD_GATE")
+while gate and not os.path.exists(gate):  # held until a watcher has its baseline
+    time.sleep(0.01)
 with driver.create_context([dev0, dev1]) as ctx:
     time.sleep(2 * pause)  # samples before any device memory
     bufs = []
@@ -340,6 +343,55 @@ def test_traced_verdict_and_slope_match_the_simulators_ground_truth(
     if want:
         # The simulator's mirror pages are never mapped: VmRSS misses them.
         assert summary["vmrss_would_miss"] is True
+
+
+def _watch_from_the_start(
+    args: Sequence[str], env: Mapping[str, str], report: Path, gate: Path
+) -> subprocess.CompletedProcess[str]:
+    """Watch the workload ``args`` starts, held until the watch has taken its first sample."""
+    child = subprocess.Popen(args, env={**env, "WORKLOAD_GATE": str(gate)}, cwd=REPO_ROOT)
+    try:
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "l0mem", "watch", "--pid", str(child.pid), "--json", str(report)],
+            env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert watch.stderr is not None
+        lines = []
+        for line in watch.stderr:
+            lines.append(line)
+            if line.startswith("l0mem watch: t="):
+                gate.touch()
+                break
+        out, err = watch.communicate(timeout=120)
+        return subprocess.CompletedProcess(watch.args, watch.returncode, out, "".join(lines) + err)
+    finally:
+        gate.touch()
+        child.wait(timeout=60)
+
+
+@pytest.mark.parametrize("command", ["run", "watch"])
+@pytest.mark.parametrize(("mirror", "ratio"), [("all", 1.0), ("all", 0.5), ("peer-resident", 2.0)])
+def test_untraced_verdict_and_slope_wherever_the_mirror_is_made(
+    workload: Path, tmp_path: Path, command: str, mirror: str, ratio: float
+) -> None:
+    # Untraced, device memory is Sysman's count: under ``all`` the simulator fills
+    # the mirror inside the allocation call, before the count moves; under
+    # ``peer-resident`` in the residency call after it. Either way each step's
+    # window must hold the whole mirror.
+    from l0mem.estimate import classify
+
+    truth_path, report = tmp_path / "truth.json", tmp_path / "report.json"
+    env = _env(mirror=mirror, mirror_ratio=ratio)
+    args = _workload_args(workload, truth_path, steps=8, step=64 * MIB, pause=0.15)
+    if command == "run":
+        proc = _run(["--quiet", "--json", str(report)], env, args)
+    else:
+        proc = _watch_from_the_start(args, env, report, tmp_path / "gate")
+    assert proc.returncode == 0, proc.stderr
+    summary = _report(report)["summary"]
+    assert summary["device_source"] == "sysman"
+    assert summary["verdict"] == classify(ratio), summary["reason"]
+    assert abs(summary["slope_mib_per_gib"] - 1024 * ratio) <= 0.05 * 1024 * ratio
 
 
 def test_no_peer_residency_removes_the_peer_resident_mirror(workload: Path, tmp_path: Path) -> None:

@@ -487,3 +487,44 @@ def test_lumpy_costs_the_windows_reject_never_make_a_clean() -> None:
         t += 0.1
     res = analyze_samples(out, CONFIG)
     assert res.verdict != "clean", res.reason
+
+
+def _outside_the_windows(samples: list[Sample], per_gap: int, *, every: int = 1) -> list[Sample]:
+    """Return ``samples`` with host memory taken between windows, never in them.
+
+    ``every`` gaps take ``every * per_gap`` bytes at once: 1 is a steady rhythm
+    (it looks like drift), 2 lumps no steady drift explains.
+    """
+    out, extra, seen = [], 0, 0
+    for s in samples:
+        if s.edge == "before" and s.step is not None and s.step > seen:
+            seen = s.step
+            if s.step > 1 and s.phase == "alloc" and s.step % every == 0:
+                extra += every * per_gap
+        values = {
+            k: (v - extra if k in ("host.available", "meminfo.MemAvailable") else v)
+            for k, v in s.values.items()
+        }
+        out.append(dataclasses.replace(s, values=values))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("ratio", "per_gap", "every", "verdict"),
+    [
+        # Clean windows and a mirror paid between them, steadily or in lumps: never clean.
+        (0.0, 128 * MIB, 1, "inconclusive"),
+        (0.0, 128 * MIB, 2, "inconclusive"),
+        # Partial against mirror is the windows' to say.
+        (0.5, 64 * MIB, 2, "partial"),
+    ],
+)
+def test_the_climb_stops_a_verdict_only_across_clean(
+    ratio: float, per_gap: int, every: int, verdict: str
+) -> None:
+    for seed in range(1, 11):
+        samples = _outside_the_windows(windowed_run(ratio, kind="quiet", seed=seed), per_gap, every=every)
+        res = analyze_samples(samples, CONFIG)
+        assert res.verdict == verdict, (seed, res.reason)
+        if verdict == "inconclusive":
+            assert "but the whole climb says" in res.passed_over["host.available"]

@@ -139,20 +139,34 @@ def _outside(
     Costs a step window cannot see (a residency made long after its
     allocation, pages committed late, costs paid in lumps the windows
     rejected) still show in the level the host reached: a line over the
-    climb whose interval separates into another verdict says the windows
-    missed them.
+    climb whose interval separates on the other side of clean says the
+    windows missed them (or a neighbour moved with the steps): not a
+    verdict to give either way.
     """
     if fit.method != "steps":
         return None
     rate = drift(windows(samples, fit.signal))
-    line = fit_signal(climb(samples), fit.signal, config, drift=rate)
-    other = separated(line, config) if why_unusable(line, config) is None else None
-    if other is None or other == verdict or line.slope is None:
-        return None
-    return (
-        f"its step windows say {verdict} but the whole climb says {other} "
-        f"({line.slope:.0f} MiB/GiB): host memory moved outside the windows"
-    )
+    # A clean is held to the climb as read too: a cost paid between the windows
+    # in a steady rhythm looks like drift, and taking drift out would hide it.
+    rates = [rate, 0.0] if verdict == "clean" and rate else [rate]
+    clean = config.clean_threshold * 1024.0
+    for line in (fit_signal(climb(samples), fit.signal, config, drift=r) for r in rates):
+        interval = line.interval if why_unusable(line, config) is None else None
+        if interval is None or line.slope is None:
+            continue
+        # Only across clean: partial against mirror is the windows' to say (beside a
+        # neighbour the climb holds all its motion, the windows what they did not reject).
+        if verdict == "clean" and interval[0] >= clean:
+            other = "not clean"
+        elif verdict != "clean" and interval[1] < clean:
+            other = "clean"
+        else:
+            continue
+        return (
+            f"its step windows say {verdict} but the whole climb says {other} "
+            f"({line.slope:.0f} MiB/GiB): host memory moved outside the windows"
+        )
+    return None
 
 
 def choose(
