@@ -214,3 +214,27 @@ def test_any_text_stands_in_one_cell_shown_as_written(seed: int) -> None:
         f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text[::-1]
     ).strip()
     assert all(ord(c) >= 0x20 and not 0x7F <= ord(c) < 0xA0 for c in md_text(text))
+
+
+def test_a_report_named_again_counts_once(reports: Path, tmp_path: Path) -> None:
+    # b4.json (clean) named directly, through its directory and through a link:
+    # counted three times it would outvote b3.json (mirror) in their stack's cell.
+    link = tmp_path / "link.json"
+    link.symlink_to(reports / "b4.json")
+    once = json.loads(
+        run_l0mem("matrix", [str(reports / "b3.json"), str(reports / "b4.json"), "--json", "-"], {}).stdout
+    )
+    again = run_l0mem(
+        "matrix",
+        [str(reports / "b3.json"), str(reports / "b4.json"), str(reports), str(link), "--json", "-"],
+        {},
+    )
+    assert again.returncode == 0, again.stderr
+    data = json.loads(again.stdout)
+
+    def cell(d: dict) -> dict:  # type: ignore[type-arg]
+        (group,) = [g for g in d["groups"] if g["group"].startswith("hardware")]
+        (row,) = [r for r in group["rows"] if "26.05.1" in r["stack"]]
+        return row["cells"][PEER]  # type: ignore[no-any-return]
+
+    assert sorted(cell(data)["verdicts"]) == sorted(cell(once)["verdicts"]) == ["clean", "mirror"]

@@ -41,9 +41,23 @@ from l0mem.cli._options import json_option
 
 
 def _paths(reports: tuple[Path, ...]) -> list[Path]:
+    """Return the report files named (a directory: its ``*.json``), each file once.
+
+    A file named twice (again, through its directory, or through a link) is one
+    machine's report: counted twice it would outvote the others in its cell.
+    """
     out: list[Path] = []
+    seen: set[tuple[int, int]] = set()
     for p in reports:
-        out.extend(sorted(p.glob("*.json")) if p.is_dir() else [p])
+        for path in sorted(p.glob("*.json")) if p.is_dir() else [p]:
+            try:
+                st = path.stat()
+            except OSError:
+                out.append(path)  # read later, and reported there as unreadable
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                out.append(path)
     return out
 
 
