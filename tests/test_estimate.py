@@ -270,8 +270,11 @@ def test_never_a_wrong_verdict_and_the_slope_within_ten_percent(
         assert res.verdict == truth_verdict(ratio), (seed, res.reason)
         assert res.slope is not None
         assert abs(res.slope - 1024 * ratio) <= max(0.10 * 1024 * ratio, 50.0), (seed, res.reason)
-    # The neighbour jumps every 1.35 s on average; windows last 2-60 ms.
-    assert decided >= 0.95 * len(seeds)
+    # The neighbour jumps every 1.35 s on average; windows last 2-60 ms. A clean
+    # must also agree with the level the host reached over the climb, however
+    # poorly a line fits it (lumps paid outside the windows fit poorly), so a
+    # neighbour's jump during the climb may leave it undecided: 130 of 150 here.
+    assert decided >= (0.85 if ratio == 0.0 else 0.95) * len(seeds)
 
 
 def test_a_quiet_host_decides_from_the_staircase_alone() -> None:
@@ -515,6 +518,7 @@ def _outside_the_windows(samples: list[Sample], per_gap: int, *, every: int = 1)
         # Clean windows and a mirror paid between them, steadily or in lumps: never clean.
         (0.0, 128 * MIB, 1, "inconclusive"),
         (0.0, 128 * MIB, 2, "inconclusive"),
+        (0.0, 128 * MIB, 4, "inconclusive"),
         # Partial against mirror is the windows' to say.
         (0.5, 64 * MIB, 2, "partial"),
     ],
@@ -528,3 +532,23 @@ def test_the_climb_stops_a_verdict_only_across_clean(
         assert res.verdict == verdict, (seed, res.reason)
         if verdict == "inconclusive":
             assert "but the whole climb says" in res.passed_over["host.available"]
+
+
+@pytest.mark.parametrize(("every", "steps"), [(2, 8), (4, 8), (6, 12), (4, 16)])
+def test_a_mirror_paid_in_lumps_inside_windows_is_never_clean(every: int, steps: int) -> None:
+    # 1:1 on the whole, paid at every ``every``-th step of 128 MiB: most windows flat,
+    # the ones that paid rejected as disturbed. The climb's level says it.
+    out: list[Sample] = []
+    t, device, cost = 0.0, 0, 0
+    for _ in range(3):
+        out.append(Sample(t, "idle", 0, {"host.available": 40 * GIB}))
+        t += 0.1
+    for k in range(1, steps + 1):
+        out.append(Sample(t, "alloc" if device else "idle", device, {"host.available": 40 * GIB - cost}, k, "before"))  # fmt: skip
+        device += 128 * MIB
+        cost += every * 128 * MIB if k % every == 0 else 0
+        t += 0.02
+        out.append(Sample(t, "alloc", device, {"host.available": 40 * GIB - cost}, k, "after"))
+        t += 0.1
+    res = analyze_samples(out, CONFIG)
+    assert res.verdict != "clean", res.reason

@@ -195,7 +195,7 @@ def test_the_markdown_tables_parse_with_every_stack_whole(reports: Path, tmp_pat
         assert [row[0] for row in rows] == [r["stack"] for r in group["rows"]]
 
 
-HOSTILE = "a|b\\c`d*e_f[g]h~i&j<k>l\x1b[31mred\x1b[0m\nnew\rline\ttab\x7f\x9b é ✓ #!()"
+HOSTILE = "a|b\\c`d*e_f[g]h~i&j<k>l\x1b[31mred\x1b[0m\nnew\rline\ttab\x7f\x9b é ✓ #!()$x$"
 
 
 @pytest.mark.parametrize("seed", range(100))
@@ -238,3 +238,13 @@ def test_a_report_named_again_counts_once(reports: Path, tmp_path: Path) -> None
         return row["cells"][PEER]  # type: ignore[no-any-return]
 
     assert sorted(cell(data)["verdicts"]) == sorted(cell(once)["verdicts"]) == ["clean", "mirror"]
+
+
+def test_a_heading_keeps_a_trailing_hash() -> None:
+    from markdown_it import MarkdownIt
+
+    from l0mem.audit.matrix import md_text
+
+    (inline,) = [t for t in MarkdownIt("commonmark").parse(f"### {md_text('group #')}\n") if t.type == "inline"]
+    assert inline.content.replace("\\", "") == "group #"
+    assert "".join(c.content for c in inline.children or []) == "group #"

@@ -184,3 +184,29 @@ def test_the_reads_a_watch_keeps_give_the_windows_all_its_reads_give(seed: int) 
         return [(samples[b].t, samples[a].t) for _, (b, a) in sorted(found.items())]
 
     assert spans(kept.samples) == spans(reads)
+
+
+def test_a_host_side_still_moving_at_the_horizon_keeps_its_last_reads() -> None:
+    # A step at read 10, then the host's cost rising 12 MiB a read for longer than
+    # the horizon: the window stops at the horizon, over the kept reads as over all.
+    reads, took = [], 0
+    for n in range(120):
+        took += 12 * MIB if 10 <= n < 10 + 60 else 0
+        device = 256 * MIB if n >= 10 else 0
+        reads.append(WatchSample(0.05 * n, {"host.available": 64 * GIB - took, "sysman.0.used": device}))
+    kept = Retention(interval=10.0, look=0.05)
+    for read in reads:
+        kept.add(read)
+
+    def window(samples: Sequence[WatchSample]) -> tuple[float, float]:
+        ((_, (b, a)),) = _windows(
+            step_windows(
+                [s.values["sysman.0.used"] for s in samples],
+                [s.t for s in samples],
+                [64 * GIB - s.values["host.available"] for s in samples],
+            )
+        ).items()
+        return samples[b].t, samples[a].t
+
+    assert window(kept.samples) == window(reads)
+    assert window(reads)[1] == pytest.approx(0.5 + SETTLE_HORIZON)

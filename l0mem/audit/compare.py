@@ -53,7 +53,7 @@ class RunChange:
     current_slope: float | None
     regression: bool
     note: str  # why it regressed, or why it could not be judged; "" when unchanged and fine
-    judged: bool = True  # both runs had a verdict, so the rule could hold one to the other
+    judged: bool = True  # the baseline had a verdict to hold the current run to
 
     @property
     def label(self) -> str:
@@ -95,7 +95,7 @@ class Comparison:
 
     @property
     def unjudged(self) -> list[RunChange]:
-        """Return the failing runs the rule could not judge (a verdict missing on one side)."""
+        """Return the failing runs the rule could not judge (no verdict in the baseline)."""
         return [c for c in self.regressions if not c.judged]
 
     @property
@@ -178,18 +178,21 @@ def judge_runs(
         if allow_unjudged:
             return False, f"not judged: current run {now}{why}"
         return True, f"no verdict now: {bv} -> {now}{why}"
-    if cur.status in ("skipped", "failed") or cv is None:
-        return False, f"not judged: current run {cur.status}" + (
-            f" ({cur.reason})" if cur.reason else ""
-        )
-    if base.status == "skipped":
-        return False, "not judged: baseline run skipped"
+    if cur.status == "skipped" or base.status == "skipped":
+        which = "current" if cur.status == "skipped" else "baseline"
+        run = cur if cur.status == "skipped" else base
+        return False, f"not judged: {which} run skipped" + (f" ({run.reason})" if run.reason else "")
     if not _judged(base) or bv is None:
         # Nothing to hold the current run to: passing it would check nothing.
         was = "failed" if base.status == "failed" else f"{bv or 'no verdict'}"
         why = f" ({base.reason})" if base.status == "failed" and base.reason else ""
-        note = f"not judged: the baseline run has no verdict ({was}{why}) -> {cv}"
+        now = "failed" if cur.status == "failed" else f"{cv or 'no verdict'}"
+        note = f"not judged: the baseline run has no verdict ({was}{why}) -> {now}"
         return not allow_unjudged, note
+    if cur.status == "failed" or cv is None:
+        return False, f"not judged: current run {cur.status}" + (
+            f" ({cur.reason})" if cur.reason else ""
+        )
     notes = []
     regressed = False
     if _RANK[cv] > _RANK[bv]:
@@ -247,7 +250,7 @@ def compare_reports(
                 current_slope=None if cur.result is None else cur.result.slope,
                 regression=regressed,
                 note=note,
-                judged=_judged(base) and _judged(cur),
+                judged=_judged(base),
             )
         )
     missing = [r for r in baseline.runs if r.key not in cur_runs]

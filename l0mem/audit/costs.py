@@ -281,7 +281,11 @@ def remedy_advice(report: Any) -> str | None:
     costs = {(c.setup, c.remedy): c for c in map(RemedyCost.from_dict, report.remedy_costs)}
     if not any(c.error is None for c in costs.values()):
         return None
-    order = ranked([e.remedy for e in remedy_effects(report) if e.removed], list(costs.values()))
+    # Only a remedy on a set-up whose mirror it removed: the same remedy may only
+    # have reduced another set-up's.
+    removed = {(e.setup, e.remedy) for e in remedy_effects(report) if e.removed}
+    pool = [c for key, c in costs.items() if key in removed]
+    order = ranked({remedy for _, remedy in removed}, pool)
     best = order[0] if order else None
     return advice(best, None if best is None else costs.get((best.setup, None)))
 

@@ -283,7 +283,7 @@ def to_dict(
 # the escape itself, HTML's, and those that would make emphasis, code or a
 # link of a report's text; control characters (a terminal's escape sequences,
 # line breaks) are shown as their code, never sent raw.
-_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", **{c: "\\" + c for c in "\\|`*_[]~"}}
+_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", **{c: "\\" + c for c in "\\|`*_[]~#$"}}
 
 
 def md_text(text: str) -> str:

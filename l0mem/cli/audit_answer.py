@@ -47,12 +47,11 @@ def answer_lines(report: AuditReport) -> list[str]:
     lines = []
     if taken:
         lines.append(
-            prefix
-            + "Affected: host memory taken per GiB of device memory: "
+            "Affected: host memory taken per GiB of device memory: "
             + ", ".join(f"{r.label} {verdict[r.label]}{_slope(r)}" for r in taken)
         )
     elif paths and not open_:
-        lines.append(prefix + "Not affected: no allocation path took host memory for device memory")
+        lines.append("Not affected: no allocation path took host memory for device memory")
     if clean:
         lines.append("Clean: " + ", ".join(clean))
     if taken:
@@ -67,7 +66,9 @@ def answer_lines(report: AuditReport) -> list[str]:
             + "; below: why, and what would decide"
         )
     if not lines:
-        lines.append(prefix + "Nothing was measured; below: why")
+        lines.append("Nothing was measured; below: why")
+    # Whatever comes first carries the mark of numbers that are not hardware results.
+    lines[0] = prefix + lines[0]
     return lines
 
 

@@ -150,8 +150,14 @@ def _outside(
     # in a steady rhythm looks like drift, and taking drift out would hide it.
     rates = [rate, 0.0] if verdict == "clean" and rate else [rate]
     clean = config.clean_threshold * 1024.0
-    for line in (fit_signal(climb(samples), fit.signal, config, drift=r) for r in rates):
+    for r in rates:
+        line = fit_signal(climb(samples), fit.signal, config, drift=r)
         interval = line.interval if why_unusable(line, config) is None else None
+        if interval is None and verdict == "clean" and line.points >= config.min_points:
+            # Against a clean, a line that fits poorly still counts: lumps (every few
+            # steps, in windows it rejected or between them) are what makes it fit
+            # poorly, and its interval says so.
+            interval = line.interval
         if interval is None or line.slope is None:
             continue
         # Only across clean: partial against mirror is the windows' to say (beside a

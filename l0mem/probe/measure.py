@@ -11,7 +11,8 @@ For example::
 
 The sign is the same for every signal: a positive cost is memory taken from
 the host (``host.available`` fell, Shmem rose), a negative one memory given
-back. ``host`` is the cost in ``host.available`` (MemAvailable plus the
+back; for a device signal (``sysman.*``, DRM VRAM) it is more device memory in
+use. ``host`` is the cost in ``host.available`` (MemAvailable plus the
 per-CPU free lists: every page anyone took), or in MemAvailable where the
 per-CPU lists cannot be read.
 

@@ -84,20 +84,22 @@ class Retention:
             return True
         if len(set(self._keys[max(0, i - 2) : i + 3])) > 1:
             return True
-        near = {
-            key
-            for r, key in zip(self._recent, self._keys, strict=True)
-            if abs(r.t - m.t) <= self.horizon
-        }
-        return len(near) > 1 and (_moved(self._kept[-1], m) or _moved(m, self._recent[i + 1]))
+        # A change within the horizon: a read there whose device memory differs from
+        # the read before it (which may lie just outside).
+        near = any(
+            abs(self._recent[j].t - m.t) <= self.horizon and self._keys[j] != self._keys[j - 1]
+            for j in range(1, len(self._recent))
+        )
+        return near and (_moved(self._kept[-1], m) or _moved(m, self._recent[i + 1]))
 
     def _trim(self) -> None:
-        """Forget reads no judgement needs any more: more than a horizon and two reads back."""
+        """Forget reads no judgement needs: more than a horizon, one read and two reads back."""
         if not self._next:
             return
         oldest = self._recent[self._next].t - self.horizon
         drop = 0
-        while drop < self._next - 2 and self._recent[drop].t < oldest:
+        # The last read before the horizon stays: a change is told from the read before it.
+        while drop < self._next - 2 and self._recent[drop + 1].t < oldest:
             drop += 1
         if drop:
             del self._recent[:drop], self._keys[:drop]

@@ -214,6 +214,9 @@ def as_setup_run(
             phase: Phase = "idle" if i < first else ("alloc" if i <= last else "freed")
             if phase == "alloc" and not keep_all and not (ok and x > 0):
                 continue
+            if start < i < first and i not in marks:
+                continue  # the first step's host side under way: no idle level
+
             edges: list[tuple[int | None, Edge | None]] = [*marks.get(i, [])] or [(None, None)]
             for step, edge in edges:
                 samples.append(Sample(s.t, phase, x, dict(s.values), step, edge))

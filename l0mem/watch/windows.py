@@ -5,17 +5,18 @@ is seen to move (a mirror filled inside the call, before Sysman counts the
 allocation) or after (made resident on a peer by a later call). A window
 from the read just before the change to the read just after it then catches
 the host's side half done, on every step alike, and reads low. So an edge
-moves outward over the run of reads between which the host's cost kept
-moving the way the step moved it, when that run goes on across the change
-itself, to the first read where it was still; never past the next or
+moves outward over a run of reads between which the host's cost kept moving
+the way the step moved it, to the first read where it was still: the edge
+before the change over a run that goes on across the change itself, the
+edge after it over a run that starts at the change; never past the next or
 previous change, and at most :data:`SETTLE_HORIZON` seconds from the
-change. A window is only ever widened over motion it already holds: where
-the host was still across the change, another process moving memory next
-to it stays out, whichever way it moved, so that the edges add no bias to
-any verdict. Motion between two changes that runs on into the later one is
-the later one's. The price: a host side done less than the test of
-stillness before device memory is counted is missed, and its window reads
-low; it lies off the others and is outvoted by them.
+change. A window is only ever widened over motion its own reads already
+hold (from the read before the change to the one after it): where the host
+was still there, another process moving memory next to the window stays
+out, whichever way it moved. Motion between two changes that runs on into
+the later one is the later one's. The price: a host side done less than the
+test of stillness before device memory is counted is missed, and its window
+reads low; it lies off the others and is outvoted by them.
 """
 
 from __future__ import annotations
