@@ -96,3 +96,43 @@ def test_any_audit_is_answered_in_five_lines_naming_every_path_once(seed: int) -
         named = sum(f" {run.setup} " in f" {line.replace(',', ' ')} " for line in lines)
         expected = 0 if run.status == "skipped" or run.host_memory else 1
         assert named == expected, (run.setup, text)
+
+
+def test_the_mark_of_simulated_numbers_is_on_the_first_line_whatever_it_says() -> None:
+    lines = _answer(
+        synthetic_run(0.0, setup="l0", simulated=True),
+        synthetic_run(1.0, setup="l0-multi", noise_mib=900.0, seed=4, simulated=True),
+    )
+    assert lines[0] == "[SIMULATOR] Clean: l0"
+
+
+def test_the_remedy_advised_removed_the_mirror_on_the_set_up_it_names() -> None:
+    from l0mem.audit.costs import RemedyCost, remedy_advice
+
+    # X removes l0-multi's mirror but only halves l0-peer-resident's; its cost on
+    # l0-peer-resident ranks better (faster copies), yet it is not the advice there.
+    runs = [
+        synthetic_run(1.0, setup="l0-multi"),
+        synthetic_run(0.0, setup="l0-multi", remedy="X", seed=2),
+        synthetic_run(1.0, setup="l0-peer-resident", seed=3),
+        synthetic_run(0.5, setup="l0-peer-resident", remedy="X", seed=4),
+    ]
+    env = {"NEOReadDebugKeys": "1"}
+
+    def cost(setup: str, remedy: str | None, gbps: float) -> dict:  # type: ignore[type-arg]
+        return RemedyCost(
+            setup, remedy, env if remedy else {}, {"NEOReadDebugKeys": True},
+            routes={"0>1": "direct"}, direct_gbps=gbps, copies_ok=True,
+        ).to_dict()  # fmt: skip
+
+    report = dataclasses.replace(
+        analyze_report(synthetic_report(runs)),
+        remedy_costs=[
+            cost("l0-multi", None, 20.0),
+            cost("l0-multi", "X", 5.0),
+            cost("l0-peer-resident", None, 20.0),
+            cost("l0-peer-resident", "X", 19.0),
+        ],
+    )
+    advice = remedy_advice(report)
+    assert advice is not None and advice.startswith("Use X (NEOReadDebugKeys=1) for l0-multi:"), advice

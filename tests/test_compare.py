@@ -206,3 +206,14 @@ def test_load_pair_schema_major_mismatch_and_bad_input() -> None:
         load_pair(DATA / "schema-v2.json", DATA / "schema-v2.json")
     with pytest.raises(ReportFormatError, match="no such file"):
         load_pair(DATA / "baseline.json", DATA / "absent.json")
+
+
+def test_a_failed_run_against_an_unjudged_baseline_is_not_a_pass() -> None:
+    noisy = synthetic_run(1.0, noise_mib=900.0, seed=4)
+    failed = synthetic_run(1.0, status="failed", reason="DEVICE_LOST", steps=2, seed=2)
+    (change,) = _pair([noisy], [failed]).changes
+    assert change.regression is True and change.judged is False
+    assert change.note == "not judged: the baseline run has no verdict (inconclusive) -> failed"
+    # A verdict lost to failure is a regression, judged against the baseline's verdict.
+    (lost,) = _pair([synthetic_run(1.0)], [failed]).changes
+    assert lost.regression is True and lost.judged is True
