@@ -306,6 +306,48 @@ def test_a_stop_signal_is_forwarded_and_the_samples_are_kept(workload: Path, tmp
 
 
 @pytest.mark.parametrize(
+    ("first", "second", "gap"),
+    [
+        (signal.SIGINT, signal.SIGTERM, 0.0),
+        (signal.SIGINT, signal.SIGINT, 0.05),
+        (signal.SIGTERM, signal.SIGINT, 0.1),
+        (signal.SIGTERM, signal.SIGHUP, 0.3),
+    ],
+)
+def test_a_second_stop_signal_keeps_every_output(
+    workload: Path, tmp_path: Path, first: int, second: int, gap: float
+) -> None:
+    # A double Ctrl-C, or ``timeout`` forwarding what it got: the first stops the
+    # workload, the second comes while it ends or while the files are written.
+    outputs = {"--json": tmp_path / "r.json", "--csv": tmp_path / "r.csv"}
+    env = {**_env(mirror="peer-resident"), "WORKLOAD_HOLD": "60"}
+    args = _workload_args(workload, tmp_path / "truth.json", steps=2, pause=0.05)
+    l0mem = subprocess.Popen(
+        [sys.executable, "-m", "l0mem", "run", "--quiet", "--interval", "0.05",
+         *[str(x) for pair in outputs.items() for x in pair], "--", *args],
+        env=env, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "truth.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    l0mem.send_signal(first)
+    time.sleep(gap)
+    l0mem.send_signal(second)
+    _, stderr = l0mem.communicate(timeout=60)
+    # The code is the first signal handled (two sent at once may be handled in
+    # either order), and the line and the report name the same one.
+    assert l0mem.returncode in (128 + first, 128 + second), stderr
+    name = signal.Signals(l0mem.returncode - 128).name
+    assert f"interrupted by {name}" in stderr
+    data = _report(outputs["--json"])
+    assert data["stop_signal"] == name
+    assert len(data["samples"]) >= 3
+    assert len(outputs["--csv"].read_text().splitlines()) == 2 + len(data["samples"])
+    assert "verdict: " in stderr  # the summary was shown too
+
+
+@pytest.mark.parametrize(
     ("mirror", "ratio"),
     [("none", 1.0), ("peer-resident", 1.0), ("peer-resident", 0.5), ("dmabuf", 1.0), ("all", 1.5)],
 )

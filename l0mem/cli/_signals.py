@@ -26,11 +26,18 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def handling(signals: Iterable[int], handler: Callable[[int, Any], None]) -> Iterator[None]:
+def handling(
+    signals: Iterable[int],
+    handler: Callable[[int, Any], None],
+    *,
+    ignore_after: Callable[[], bool] | None = None,
+) -> Iterator[None]:
     """Run ``handler`` on each of ``signals`` in the block; the previous handlers come back after.
 
     A signal the process inherited as ignored (``nohup``) stays ignored. Off the
     main thread (where Python allows no handler) the block runs with the old ones.
+    When ``ignore_after()`` is true at the end, the signals are ignored from then
+    on instead (a stopped command on its way out), with no moment in between.
     """
     old: dict[int, Any] = {}
     try:
@@ -42,8 +49,9 @@ def handling(signals: Iterable[int], handler: Callable[[int, Any], None]) -> Ite
     try:
         yield
     finally:
+        ignore = ignore_after is not None and ignore_after()
         for number, previous in old.items():
-            signal.signal(number, previous)
+            signal.signal(number, signal.SIG_IGN if ignore else previous)
 
 
 def stop_signals_interrupt() -> contextlib.AbstractContextManager[None]:

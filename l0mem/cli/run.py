@@ -134,11 +134,17 @@ def _sysman(
     return reader
 
 
-def _stop_on_signals(watch: Watch) -> Any:
+def _stop_on_signals(watch: Watch) -> contextlib.AbstractContextManager[None]:
+    """Turn the stop signals into a stop request in the block; after it, ignore them once stopped.
+
+    A command that was stopped ends with its signal's code as soon as its files
+    are written: a later signal (a double Ctrl-C) must not kill it on the way out.
+    """
+
     def handler(signum: int, frame: FrameType | None) -> None:
         watch.request_stop(signum)
 
-    return handling(STOP_SIGNALS, handler)
+    return handling(STOP_SIGNALS, handler, ignore_after=lambda: watch.stop_signal is not None)
 
 
 def _finish(
@@ -148,21 +154,30 @@ def _finish(
     meta: dict[str, Any],
     title: str,
     console_stderr: bool,
+    watch: Watch,
 ) -> WatchSummary:
-    """Summarize, write the files and show the summary; exit 4 when a file could not be written."""
+    """Summarize, write the files and show the summary; exit 4 when a file could not be written.
+
+    The stop handlers stay installed (the caller's): a signal that comes while
+    the files are written, a second one or one after the workload ended, is
+    noted and answered once they are written.
+    """
     summary = summarize(result.series, run_outputs.analysis_config())
     errors = run_outputs.write_all(result, summary, paths, meta, title)
     out = output(highlight=False, stderr=console_stderr or to_stdout(*paths))
     with rendering():
         out.print(summary_view(result, summary, dict(result.series.unavailable)))
-    if result.stop_signal is not None:
-        name = signal_exit(result.stop_signal)[1]
+    stop = result.stop_signal if result.stop_signal is not None else watch.stop_signal
+    if stop is not None:
+        name = signal_exit(stop)[1]
         how = "the workload was stopped; " if command == "run" else ""
+        if result.stop_signal is None:
+            how = "after the workload ended; " if command == "run" else "at the end; "
         error(command, f"interrupted by {name}; {how}every sample was kept")
     for message in errors:
         error(command, message)
-    if result.stop_signal is not None:
-        raise SystemExit(signal_exit(result.stop_signal)[0])
+    if stop is not None:
+        raise SystemExit(signal_exit(stop)[0])
     if errors:
         raise SystemExit(int(ExitCode.BAD_INPUT))
     return summary
@@ -269,32 +284,34 @@ def run(
             look=min(LOOK, interval),
         )
         stack.callback(watch.close)
+        # Until the files are written: a second signal must not cost what was measured.
+        stack.enter_context(_stop_on_signals(watch))
         try:
-            with reporting("run"), _stop_on_signals(watch), progress:
+            with reporting("run"), progress:
                 result = run_workload(watch, command, env)
         except CommandError as exc:
             fail("run", exc.code, str(exc))
         except FloorError as exc:
             fail("run", ExitCode.NO_DEVICE, str(exc))
-    meta = {
-        "mode": "run",
-        "command": list(command),
-        "pid": None,
-        "environment": os.environ if env is None else env,
-        "options": {
-            "interval": interval,
-            "look": watch.look,
-            "host_floor": host_floor,
-            "grace": grace,
-            "trace": session is not None,
-            "no_peer_residency": no_peer_residency,
-            "sysman": not no_sysman,
-        },
-    }
-    paths = (json_path, csv_path, plot_path, prometheus_path)
-    summary = _finish("run", result, paths, meta, _title(command), True)
-    if result.floor_stop is not None:
-        fail("run", ExitCode.NO_DEVICE, result.floor_stop.message)
+        meta = {
+            "mode": "run",
+            "command": list(command),
+            "pid": None,
+            "environment": os.environ if env is None else env,
+            "options": {
+                "interval": interval,
+                "look": watch.look,
+                "host_floor": host_floor,
+                "grace": grace,
+                "trace": session is not None,
+                "no_peer_residency": no_peer_residency,
+                "sysman": not no_sysman,
+            },
+        }
+        paths = (json_path, csv_path, plot_path, prometheus_path)
+        summary = _finish("run", result, paths, meta, _title(command), True, watch)
+        if result.floor_stop is not None:
+            fail("run", ExitCode.NO_DEVICE, result.floor_stop.message)
     raise SystemExit(run_exit_code(result, summary, fail_on_mirror))
 
 
@@ -355,25 +372,29 @@ def watch(
             interval=interval, on_sample=on_sample, sysman=sysman, look=min(LOOK, interval)
         )
         stack.callback(watcher.close)
+        # Until the files are written: a second signal must not cost what was measured.
+        stack.enter_context(_stop_on_signals(watcher))
         try:
-            with reporting("watch"), _stop_on_signals(watcher), progress:
+            with reporting("watch"), progress:
                 result = watch_pid(watcher, pid, duration=duration)
         except (NoSuchProcess, NotPermitted) as exc:
             fail("watch", ExitCode.NO_DEVICE, str(exc))
-    meta = {
-        "mode": "watch",
-        "command": None,
-        "pid": pid,
-        "environment": environment,
-        "options": {
-            "interval": interval,
-            "look": watcher.look,
-            "duration": duration,
-            "sysman": not no_sysman,
-        },
-    }
-    paths = (json_path, csv_path, plot_path, prometheus_path)
-    summary = _finish("watch", result, paths, meta, f"l0mem watch --pid {pid}", False)
+        meta = {
+            "mode": "watch",
+            "command": None,
+            "pid": pid,
+            "environment": environment,
+            "options": {
+                "interval": interval,
+                "look": watcher.look,
+                "duration": duration,
+                "sysman": not no_sysman,
+            },
+        }
+        paths = (json_path, csv_path, plot_path, prometheus_path)
+        summary = _finish(
+            "watch", result, paths, meta, f"l0mem watch --pid {pid}", False, watcher
+        )
     if fail_on_mirror and summary.verdict == "mirror":
         raise SystemExit(int(ExitCode.REGRESSION))
     raise SystemExit(int(ExitCode.OK))
