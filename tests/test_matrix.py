@@ -248,3 +248,76 @@ def test_a_heading_keeps_a_trailing_hash() -> None:
     (inline,) = [t for t in MarkdownIt("commonmark").parse(f"### {md_text('group #')}\n") if t.type == "inline"]
     assert inline.content.replace("\\", "") == "group #"
     assert "".join(c.content for c in inline.children or []) == "group #"
+
+
+FINGERPRINT_FIELDS = (
+    ("host",),
+    ("host", "kernel_release"),
+    ("host", "machine_id"),
+    ("host", "packages"),
+    ("host", "packages", "dpkg"),
+    ("host", "packages", "dpkg", "libze1"),
+    ("host", "gpu_modules"),
+    ("compute_runtime",),
+    ("compute_runtime", "driver_versions"),
+    ("loader",),
+    ("loader", "components"),
+    ("sycl",),
+    ("sycl", "runtime"),
+    ("environment",),
+    ("simulated",),
+)
+WRONG = ("text", ["a", 1], 7, 2.5, True, {"k": [1]}, [{"x": None}])
+
+
+@pytest.mark.parametrize("where", FINGERPRINT_FIELDS, ids=".".join)
+def test_every_fingerprint_field_of_any_type_is_read_or_refused_in_one_line(
+    where: tuple[str, ...], tmp_path: Path
+) -> None:
+    from l0mem.audit.loading import read_json
+    from l0mem.audit.matrix import build, machine_of, stack_of
+    from l0mem.audit.model import ReportFormatError
+
+    good = {
+        "host": {"kernel_release": "6.8", "machine_id": "m1", "packages": {"dpkg": {"libze1": "1.8"}}},
+        "compute_runtime": {"driver_versions": ["26.05.1"]},
+        "loader": {"components": [{"name": "loader", "version": "1.8"}]},
+        "sycl": {"runtime": {"dpctl": "0.21.1"}},
+        "environment": {"ZE_AFFINITY_MASK": "0"},
+    }
+    path = tmp_path / "r.json"
+    for value in WRONG:
+        fp = json.loads(json.dumps(good))
+        node = fp
+        for key in where[:-1]:
+            node = node.setdefault(key, {})
+        node[where[-1]] = value
+        data = synthetic_report([synthetic_run(1.0)]).to_dict()
+        data["fingerprint"] = fp
+        path.write_text(json.dumps(data))
+        try:
+            loaded = read_json(path)
+        except ReportFormatError as exc:
+            assert str(exc).startswith(f"{path}: fingerprint") and "\n" not in str(exc)
+            continue
+        # Read: every part the matrix takes from it works.
+        assert stack_of(loaded) and machine_of(loaded, "r")
+        build([(str(path), loaded)])
+
+
+def test_a_malformed_fingerprint_a_huge_schema_version_and_a_long_name_are_exit_4(
+    tmp_path: Path,
+) -> None:
+    bad = tmp_path / "bad.json"
+    data = synthetic_report([synthetic_run(1.0)]).to_dict()
+    data["fingerprint"] = {"host": "x"}
+    bad.write_text(json.dumps(data))
+    huge = tmp_path / "huge.json"
+    data["schema"] = "l0mem.audit/1." + "9" * 5000
+    huge.write_text(json.dumps(data))
+    long = tmp_path / ("a" * 300 + ".json")
+    for args, command in (([str(bad)], "matrix"), ([str(huge)], "matrix"), ([str(long)], "matrix"),
+                          ([str(huge), str(bad)], "compare")):  # fmt: skip
+        proc = run_l0mem(command, args, {})
+        assert proc.returncode == 4, proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

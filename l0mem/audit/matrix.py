@@ -94,19 +94,23 @@ def from_watch(doc: Mapping[str, Any]) -> AuditReport:
     summary's (the audit's analysis over the series); its stack comes from the
     host fingerprint and the workload's driver environment.
     """
-    from l0mem.audit.model import SetupAnalysis, plain_run
+    from l0mem.audit.model import SetupAnalysis, check_fingerprint, plain_run
+    from l0mem.jsonfields import array, string
 
-    command = doc.get("command") or []
-    column = f"run: {str(command[0]).rsplit('/', 1)[-1]}" if command else str(doc.get("mode"))
+    command = array(doc.get("command") or [], "command")
+    name = string(command[0], "command[0]") if command else str(doc.get("mode"))
+    column = f"run: {name.rsplit('/', 1)[-1]}" if command else name
     summary = doc.get("summary") or {}
     result = SetupAnalysis.from_dict(summary["analysis"], "summary.analysis")
     simulated = doc.get("simulated") is True
     run = plain_run(column, result=result, simulated=simulated)
-    fingerprint = {
-        "simulated": simulated,
-        "host": doc.get("fingerprint") or {},
-        "environment": doc.get("environment") or {},
-    }
+    fingerprint = check_fingerprint(
+        {
+            "simulated": simulated,
+            "host": doc.get("fingerprint") or {},
+            "environment": doc.get("environment") or {},
+        }
+    )
     return AuditReport(
         l0mem_version=str(doc.get("l0mem_version")),
         created=str(doc.get("created")),

@@ -36,6 +36,7 @@ from l0mem.estimate.model import (
 )
 from l0mem.jsonfields import (
     ReportFormatError,
+    array,
     boolean,
     fail,
     field,
@@ -43,6 +44,9 @@ from l0mem.jsonfields import (
     join,
     json_obj,
     obj,
+    opt_boolean,
+    opt_string,
+    str_map,
     string,
 )
 
@@ -148,7 +152,7 @@ class AuditReport:
 
         created = string(*get("created"))
         check_utc_timestamp(created, get("created")[1])
-        fingerprint = json_obj(*get("fingerprint"))
+        fingerprint = check_fingerprint(json_obj(*get("fingerprint")), get("fingerprint")[1])
         # Before schema 1.1 only the report said "simulated", and only Level Zero
         # runs could be: the SYCL runtime never drives the simulated driver.
         old_sim = fingerprint.get("simulated") is True
@@ -183,9 +187,54 @@ def parse_schema(schema: str, path: str = "schema") -> tuple[int, int]:
     if name != SCHEMA_NAME or not sep:
         raise fail(path, f"not an l0mem audit report (schema {schema!r}, expected {SCHEMA!r})")
     major, _, minor = version.partition(".")
-    if not major.isdigit() or (minor and not minor.isdigit()):
-        raise fail(path, f"malformed schema version in {schema!r}")
+    # Digits only (str.isdigit takes other scripts' digits too) and few of them.
+    if not (major.isascii() and major.isdigit()) or (minor and not (minor.isascii() and minor.isdigit())):
+        raise fail(path, f"malformed schema version in {schema[:80]!r}")
+    if len(major) > 6 or len(minor) > 6:
+        raise fail(path, f"schema version out of range in {schema[:80]!r}")
     return int(major), int(minor or 0)
+
+
+def check_fingerprint(fp: dict[str, Any], path: str = "fingerprint") -> dict[str, Any]:
+    """Return ``fp`` after checking the type of every fingerprint field l0mem reads.
+
+    Every field is optional (older reports, other machines); one that is there
+    has its documented type (docs/report-schema.md), or ReportFormatError.
+    """
+
+    def part(key: str) -> Mapping[str, Any]:
+        value = fp.get(key)
+        return {} if value is None else obj(value, join(path, key))
+
+    def each(parent: Mapping[str, Any], key: str, where: str, check: Any) -> None:
+        if parent.get(key) is not None:
+            check(parent[key], join(where, key))
+
+    def opt_str_map(value: object, where: str) -> None:
+        for k, v in obj(value, where).items():
+            opt_string(v, f"{where}[{k!r}]")
+
+    host, where = part("host"), join(path, "host")
+    for key in ("kernel_release", "machine_id", "machine"):
+        each(host, key, where, opt_string)
+    each(host, "gpu_modules", where, opt_str_map)
+    if host.get("packages") is not None:
+        for manager, names in obj(host["packages"], join(where, "packages")).items():
+            opt_str_map(names, f"{join(where, 'packages')}[{manager!r}]")
+    each(part("compute_runtime"), "driver_versions", join(path, "compute_runtime"),
+         lambda v, p: [opt_string(x, f"{p}[{i}]") for i, x in enumerate(array(v, p))])  # fmt: skip
+    loader = part("loader")
+    if loader.get("components") is not None:
+        for i, c in enumerate(array(loader["components"], join(path, "loader.components"))):
+            item = obj(c, f"{join(path, 'loader.components')}[{i}]")
+            for key in ("name", "version"):
+                each(item, key, f"{join(path, 'loader.components')}[{i}]", opt_string)
+    each(part("sycl"), "runtime", join(path, "sycl"), opt_str_map)
+    if fp.get("environment") is not None:
+        str_map(fp["environment"], join(path, "environment"))
+    each(fp, "simulated", path, opt_boolean)
+    each(fp, "no_hardware", path, opt_string)
+    return fp
 
 
 def check_utc_timestamp(text: str, path: str = "created") -> datetime.datetime:

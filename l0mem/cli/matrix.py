@@ -49,7 +49,11 @@ def _paths(reports: tuple[Path, ...]) -> list[Path]:
     out: list[Path] = []
     seen: set[tuple[int, int]] = set()
     for p in reports:
-        for path in sorted(p.glob("*.json")) if p.is_dir() else [p]:
+        try:
+            directory = p.is_dir()
+        except OSError:
+            directory = False  # a name too long or the like: reported when it is read
+        for path in sorted(p.glob("*.json")) if directory else [p]:
             try:
                 st = path.stat()
             except OSError:
