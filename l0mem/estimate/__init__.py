@@ -6,7 +6,9 @@ set-up runs and the workloads ``l0mem run`` and ``watch`` follow. Its parts:
 JSON forms), :mod:`.signals` (what each signal measures and its cost series),
 :mod:`.steps` (robust slopes from step windows: the change of each signal
 right around each change of device memory), :mod:`.fits` (one signal's fit:
-step windows where there are any, else a least-squares line) and
+step windows where there are any, else a least-squares line),
+:mod:`.verdicts` (the thresholds, and whether a fit may decide at all),
+:mod:`.climbs` (the level the host reached, against what the windows say),
 :mod:`.decide` (which signal decides, and whether its interval separates the
 verdicts) and :mod:`.advice` (what to do when it does not).
 

@@ -26,58 +26,21 @@ import math
 from collections.abc import Mapping, Sequence
 
 from l0mem.estimate.advice import next_steps
+from l0mem.estimate.climbs import outside
 from l0mem.estimate.fits import climb, fit_signal, theil_sen
 from l0mem.estimate.model import (
     AnalysisConfig,
     Sample,
     SetupAnalysis,
     SignalFit,
-    Verdict,
 )
 from l0mem.estimate.signals import GIB, carries, cost_series, recorded_signals
-from l0mem.estimate.steps import drift, step_slope, windows
+from l0mem.estimate.steps import step_slope, windows
+from l0mem.estimate.verdicts import classify, separated, why_unusable
 
 _PCP_HIDDEN = frozenset({"meminfo.MemAvailable", "meminfo.MemFree"})
 # What a user can do for more evidence, when the caller does not say.
 MORE_EVIDENCE = "measure again with more steps or a larger size, or when the machine is quieter"
-
-
-def classify(ratio: float, config: AnalysisConfig | None = None) -> Verdict:
-    """Return the verdict for a host/device ratio (1.0 is a full mirror)."""
-    config = config or AnalysisConfig()
-    if ratio >= config.mirror_threshold:
-        return "mirror"
-    if ratio >= config.clean_threshold:
-        return "partial"
-    return "clean"
-
-
-def separated(fit: SignalFit, config: AnalysisConfig) -> Verdict | None:
-    """Return the verdict the fit's whole interval lies in, or None when it spans two."""
-    interval = fit.interval
-    if interval is None:
-        return None
-    low, high = classify(interval[0] / 1024.0, config), classify(interval[1] / 1024.0, config)
-    return low if low == high else None
-
-
-def why_unusable(fit: SignalFit, config: AnalysisConfig | None = None) -> str | None:
-    """Return why ``fit`` cannot decide at all (too little data, a poor line), or None."""
-    config = config or AnalysisConfig()
-    unit = "step window(s)" if fit.method == "steps" else "alloc sample(s)"
-    if fit.points < config.min_points:
-        return f"only {fit.points} {unit}, need {config.min_points}"
-    if fit.slope is None or fit.uncertainty is None:
-        return "device bytes did not vary across the alloc samples"
-    ratio = fit.slope / 1024.0
-    if (
-        fit.method == "line"
-        and ratio >= config.clean_threshold
-        and fit.r2 is not None
-        and fit.r2 < config.min_r2
-    ):
-        return f"poor linear fit (R^2 {fit.r2:.2f} < {config.min_r2:.2f})"
-    return None
 
 
 def _spans(fit: SignalFit) -> str:
@@ -131,50 +94,6 @@ def _accounts(
     return None
 
 
-def _outside(
-    samples: Sequence[Sample], fit: SignalFit, verdict: Verdict, config: AnalysisConfig
-) -> str | None:
-    """Return why windows that say ``verdict`` are contradicted by the whole climb, or None.
-
-    Costs a step window cannot see (a residency made long after its
-    allocation, pages committed late, costs paid in lumps the windows
-    rejected) still show in the level the host reached: a line over the
-    climb whose interval separates on the other side of clean says the
-    windows missed them (or a neighbour moved with the steps): not a
-    verdict to give either way.
-    """
-    if fit.method != "steps":
-        return None
-    rate = drift(windows(samples, fit.signal))
-    # A clean is held to the climb as read too: a cost paid between the windows
-    # in a steady rhythm looks like drift, and taking drift out would hide it.
-    rates = [rate, 0.0] if verdict == "clean" and rate else [rate]
-    clean = config.clean_threshold * 1024.0
-    for r in rates:
-        line = fit_signal(climb(samples), fit.signal, config, drift=r)
-        interval = line.interval if why_unusable(line, config) is None else None
-        if interval is None and verdict == "clean" and line.points >= config.min_points:
-            # Against a clean, a line that fits poorly still counts: lumps (every few
-            # steps, in windows it rejected or between them) are what makes it fit
-            # poorly, and its interval says so.
-            interval = line.interval
-        if interval is None or line.slope is None:
-            continue
-        # Only across clean: partial against mirror is the windows' to say (beside a
-        # neighbour the climb holds all its motion, the windows what they did not reject).
-        if verdict == "clean" and interval[0] >= clean:
-            other = "not clean"
-        elif verdict != "clean" and interval[1] < clean:
-            other = "clean"
-        else:
-            continue
-        return (
-            f"its step windows say {verdict} but the whole climb says {other} "
-            f"({line.slope:.0f} MiB/GiB): host memory moved outside the windows"
-        )
-    return None
-
-
 def choose(
     samples: Sequence[Sample], by_name: Mapping[str, SignalFit], config: AnalysisConfig
 ) -> tuple[SignalFit | None, SignalFit | None, dict[str, str]]:
@@ -223,7 +142,7 @@ def choose(
         elif not is_total and total is not None:
             why = _accounts(samples, fit, total, config)
         if why is None:
-            why = _outside(samples, fit, verdict, config)  # type: ignore[arg-type]
+            why = outside(samples, fit, verdict, config)  # type: ignore[arg-type]
         if why is None:
             return fit, total, passed_over
         passed_over[name] = why
