@@ -8,13 +8,14 @@ import random
 import pytest
 
 from l0mem.audit.analysis import analyze_report
+from l0mem.audit.model import SetupRun
 from l0mem.cli.audit_answer import MAX_LINES, answer_lines
 from tests.test_analysis import synthetic_report, synthetic_run
 
 SETUPS = ("l0", "l0-multi", "l0-peer-resident", "l0-dmabuf", "sycl", "sycl-single")
 
 
-def _answer(*runs):  # type: ignore[no-untyped-def]
+def _answer(*runs: SetupRun) -> list[str]:
     return answer_lines(analyze_report(synthetic_report(list(runs))))
 
 
@@ -119,7 +120,7 @@ def test_the_remedy_advised_removed_the_mirror_on_the_set_up_it_names() -> None:
     ]
     env = {"NEOReadDebugKeys": "1"}
 
-    def cost(setup: str, remedy: str | None, gbps: float) -> dict:  # type: ignore[type-arg]
+    def cost(setup: str, remedy: str | None, gbps: float) -> dict[str, object]:
         return RemedyCost(
             setup, remedy, env if remedy else {}, {"NEOReadDebugKeys": True},
             routes={"0>1": "direct"}, direct_gbps=gbps, copies_ok=True,

@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -232,10 +233,10 @@ def test_a_report_named_again_counts_once(reports: Path, tmp_path: Path) -> None
     assert again.returncode == 0, again.stderr
     data = json.loads(again.stdout)
 
-    def cell(d: dict) -> dict:  # type: ignore[type-arg]
+    def cell(d: dict[str, Any]) -> dict[str, Any]:
         (group,) = [g for g in d["groups"] if g["group"].startswith("hardware")]
         (row,) = [r for r in group["rows"] if "26.05.1" in r["stack"]]
-        return row["cells"][PEER]  # type: ignore[no-any-return]
+        return row["cells"][PEER]
 
     assert sorted(cell(data)["verdicts"]) == sorted(cell(once)["verdicts"]) == ["clean", "mirror"]
 

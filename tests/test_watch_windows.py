@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from l0mem.estimate.model import Edge
 from l0mem.watch.retention import Retention
 from l0mem.watch.series import WatchSample
 from l0mem.watch.windows import SETTLE_FRACTION, SETTLE_HORIZON, SETTLE_MIN, step_windows
@@ -58,7 +59,7 @@ def _timeline(
     return xs, ts, cost, [round(ratio * d) for _, d, _, _ in events]
 
 
-def _windows(marks: dict[int, list[tuple[int, str]]]) -> dict[int, tuple[int, int]]:
+def _windows(marks: dict[int, list[tuple[int, Edge]]]) -> dict[int, tuple[int, int]]:
     edges: dict[int, dict[str, int]] = {}
     for i, found in marks.items():
         for step, edge in found:
