@@ -196,6 +196,13 @@ def test_compare_refuses_no_hardware_against_hardware(tmp_path: Path) -> None:
         res = l0mem(["compare", str(pair[0]), str(pair[1])])
         assert res.returncode == 5, res.stderr
         assert "without hardware" in res.stderr
+    # Nothing was measured without hardware: no verdict to hold a run to, so the
+    # comparison judges nothing and says so (exit 1), unless that is allowed.
     same = l0mem(["compare", str(nohw), str(nohw), "--json", str(tmp_path / "c.json")])
-    assert same.returncode == 0, same.stderr
+    assert same.returncode == 1, same.stderr
+    assert "not judged" in same.stdout
+    allowed = l0mem(
+        ["compare", str(nohw), str(nohw), "--allow-unjudged", "--json", str(tmp_path / "c.json")]
+    )
+    assert allowed.returncode == 0, allowed.stderr
     assert _json(tmp_path / "c.json")["no_hardware"] is True
