@@ -13,26 +13,23 @@ from collections.abc import Sequence
 
 from l0mem.estimate.fits import climb, fit_signal
 from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit, Verdict
-from l0mem.estimate.signals import cost_series, value
+from l0mem.estimate.signals import cost_series
 from l0mem.estimate.steps import drift, windows
 from l0mem.estimate.verdicts import why_unusable
 
 
-def _lumps(samples: Sequence[Sample], signal: str, rate: float, config: AnalysisConfig) -> int:
-    """Return how many times the host's cost rose by a lump between two samples of the climb.
+def _lumps(up: Sequence[Sample], signal: str, rate: float, config: AnalysisConfig) -> int:
+    """Return how many times the host's cost rose by a lump between two samples of the climb ``up``.
 
     A lump is at least half of what a clean run may cost over the whole climb
     (16 MiB at least), ``rate`` of drift taken out.
     """
-    up = climb(samples)
-    series = cost_series(up, signal)
+    series = cost_series(up, signal, rate)
     if len(series) < 2:
         return 0
     peak = max(x for _, x, _ in series)
     lump = max(16.0, config.clean_threshold * 1024.0 * peak / 2)
-    times = [s.t for s in up if value(s.values, signal) is not None]
-    costs = [c - rate * (t - times[0]) for (_, _, c), t in zip(series, times, strict=True)]
-    return sum(1 for a, b in itertools.pairwise(costs) if b - a >= lump)
+    return sum(1 for (_, _, a), (_, _, b) in itertools.pairwise(series) if b - a >= lump)
 
 
 def outside(
@@ -54,14 +51,15 @@ def outside(
     # in a steady rhythm looks like drift, and taking drift out would hide it.
     rates = [rate, 0.0] if verdict == "clean" and rate else [rate]
     clean = config.clean_threshold * 1024.0
+    up = climb(samples)
     for r in rates:
-        line = fit_signal(climb(samples), fit.signal, config, drift=r)
+        line = fit_signal(up, fit.signal, config, drift=r)
         interval = line.interval if why_unusable(line, config) is None else None
         if (
             interval is None
             and verdict == "clean"
             and line.points >= config.min_points
-            and _lumps(samples, fit.signal, r, config) >= 2
+            and _lumps(up, fit.signal, r, config) >= 2
         ):
             # Against a clean, a line that fits poorly still counts where the host
             # paid in lumps that recur with the steps (every few steps, in windows

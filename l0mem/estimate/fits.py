@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 
 from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit
-from l0mem.estimate.signals import cost_series, signal_info, value
+from l0mem.estimate.signals import cost_series, signal_info
 from l0mem.estimate.steps import StepSlope, step_slope, windows
 
 
@@ -118,14 +118,7 @@ def fit_signal(
     info = signal_info(signal)
     if info is None:
         raise ValueError(f"unknown signal {signal!r}")
-    series = cost_series(samples, signal)
-    if drift and series:
-        t0 = samples[0].t
-        held = [s for s in samples if value(s.values, signal) is not None]
-        series = [
-            (phase, x, c - drift * (s.t - t0))
-            for (phase, x, c), s in zip(series, held, strict=True)
-        ]
+    series = cost_series(samples, signal, drift)
     idle = [c for phase, _, c in series if phase == "idle"]
     alloc = [(x, c) for phase, x, c in series if phase == "alloc"]
     freed = [c for phase, _, c in series if phase == "freed"]

@@ -101,17 +101,24 @@ def reference(samples: Sequence[Sample], signal: str) -> float | None:
     return first[0] if first else None
 
 
-def cost_series(samples: Sequence[Sample], signal: str) -> list[tuple[str, float, float]]:
-    """Return (phase, device GiB, memory cost MiB) for every sample holding ``signal``."""
+def cost_series(
+    samples: Sequence[Sample], signal: str, drift: float = 0.0
+) -> list[tuple[str, float, float]]:
+    """Return (phase, device GiB, memory cost MiB) for every sample holding ``signal``.
+
+    ``drift`` (MiB of cost per second) is taken out, from the first sample's time.
+    """
     info = signal_info(signal)
     if info is None:
         raise ValueError(f"unknown signal {signal!r}")
     ref = reference(samples, signal)
+    t0 = samples[0].t if samples else 0.0
     out: list[tuple[str, float, float]] = []
     for s in samples:
         v = value(s.values, signal)
         if v is not None and ref is not None:
-            out.append((s.phase, s.device_bytes / GIB, info.sense * (v - ref) / MIB))
+            cost = info.sense * (v - ref) / MIB - drift * (s.t - t0)
+            out.append((s.phase, s.device_bytes / GIB, cost))
     return out
 
 
