@@ -30,11 +30,9 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator
 
-from l0mem.probe.signals import describe
-from l0mem.probe.snapshot import Snapshot, changes, take_snapshot
+from l0mem.probe import signals
+from l0mem.probe.snapshot import Snapshot, take_snapshot
 
-# The totals the headline cost is read from, the best first.
-HOST_SIGNALS = ("host.available", "meminfo.MemAvailable")
 _MIB, _GIB = 1 << 20, 1 << 30
 
 
@@ -50,10 +48,12 @@ class HostCost:
         """Return every signal's cost in bytes (host and device signals read before and after)."""
         if self.after is None:
             raise RuntimeError("the block has not ended yet: read the cost after the with block")
-        out = {}
-        for name, delta in changes(self.before, self.after).items():
+        before, out = self.before.values, {}
+        for name, now in self.after.values.items():
+            if name not in before:
+                continue
             try:
-                out[name] = describe(name).sense * delta
+                out[name] = signals.host_cost(name, before[name], now)
             except ValueError:
                 continue  # a value that is no memory signal (a test's own key)
         return out
@@ -65,8 +65,7 @@ class HostCost:
     @property
     def host(self) -> int | None:
         """Return the cost in the host's available memory in bytes, or None where none was read."""
-        found = self.bytes
-        return next((found[n] for n in HOST_SIGNALS if n in found), None)
+        return signals.host_value(self.bytes)
 
     @property
     def seconds(self) -> float | None:
@@ -95,4 +94,4 @@ def host_cost() -> Iterator[HostCost]:
         cost.after = take_snapshot()
 
 
-__all__ = ["HOST_SIGNALS", "HostCost", "host_cost"]
+__all__ = ["HostCost", "host_cost"]

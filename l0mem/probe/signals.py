@@ -27,6 +27,7 @@ the machine does not offer is absent from the mapping, never 0. Names:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Literal
 
 Side = Literal["host", "device"]
@@ -71,3 +72,13 @@ def describe(name: str) -> SignalInfo:
 def host_cost(name: str, before: int, after: int) -> int:
     """Return how many more bytes of memory ``name`` says are used at ``after`` than at ``before``."""
     return describe(name).sense * (after - before)
+
+
+# The totals of the host's available memory a cost is read from, the best first:
+# host.available holds the per-CPU free lists MemAvailable misses.
+HOST_SIGNALS = ("host.available", "meminfo.MemAvailable")
+
+
+def host_value(values: Mapping[str, int]) -> int | None:
+    """Return the best of :data:`HOST_SIGNALS` that ``values`` holds, or None."""
+    return next((values[n] for n in HOST_SIGNALS if n in values), None)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from l0mem.watch.series import HOST_SIGNALS, IN_FLIGHT, WatchSample
+from l0mem.probe.signals import host_value
+from l0mem.watch.series import IN_FLIGHT, WatchSample
 from l0mem.watch.windows import SETTLE_HORIZON, SETTLE_MIN
 
 # Half the windows' own test of stillness: a read is dropped near a change only
@@ -35,12 +36,8 @@ def device_key(values: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
     )
 
 
-def _host(values: Mapping[str, int]) -> int | None:
-    return next((values[n] for n in HOST_SIGNALS if n in values), None)
-
-
 def _moved(a: WatchSample, b: WatchSample) -> bool:
-    ha, hb = _host(a.values), _host(b.values)
+    ha, hb = host_value(a.values), host_value(b.values)
     return ha is not None and hb is not None and abs(hb - ha) > MOVED
 
 

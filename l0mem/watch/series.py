@@ -18,11 +18,10 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from l0mem.probe.signals import HOST_DRM_REGIONS
+from l0mem.probe.signals import HOST_DRM_REGIONS, HOST_SIGNALS
 
 # The host signals the host cost is read from, best first: MemAvailable
 # corrected for the per-CPU free lists, else MemAvailable itself.
-HOST_SIGNALS = ("host.available", "meminfo.MemAvailable")
 TRACE_PREFIX = "trace."
 SYSMAN_PREFIX = "sysman."
 # 1 on a sample whose host reading overlapped a traced call that moves memory.
