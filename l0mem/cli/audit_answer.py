@@ -12,10 +12,9 @@ from __future__ import annotations
 from l0mem.audit.analysis import remedy_effects
 from l0mem.audit.costs import remedy_advice
 from l0mem.audit.model import AuditReport, SetupRun
-from l0mem.cli.audit_view import NO_HARDWARE_MARK, SIMULATOR_MARK
+from l0mem.cli.audit_view import PLATFORM_MARKS
 
 MAX_LINES = 5  # affected (or not), clean, what to do, what was not decided
-_MARKS = {"simulator": SIMULATOR_MARK, "no-hardware": NO_HARDWARE_MARK}
 
 
 def _remedies_tried(report: AuditReport) -> str:
@@ -42,7 +41,7 @@ def answer_lines(report: AuditReport) -> list[str]:
     taken = [r for r in paths if verdict[r.label] in ("mirror", "partial")]
     clean = [r.label for r in paths if verdict[r.label] == "clean"]
     open_ = [r for r in paths if verdict[r.label] not in ("mirror", "partial", "clean")]
-    marks = {_MARKS[p] for r in runs if (p := report.run_platform(r)) in _MARKS}
+    marks = {PLATFORM_MARKS[p][0] for r in runs if (p := report.run_platform(r)) in PLATFORM_MARKS}
     prefix = "".join(f"[{m}] " for m in sorted(marks))
     lines = []
     if taken:

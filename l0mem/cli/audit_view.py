@@ -99,7 +99,8 @@ SIMULATOR_MARK = "SIMULATOR"
 
 NO_HARDWARE_MARK = "NO HARDWARE"
 
-_MARKS: dict[Platform, tuple[str, str]] = {
+# The mark of each platform whose numbers are not hardware results, and what it is.
+PLATFORM_MARKS: dict[Platform, tuple[str, str]] = {
     "simulator": (SIMULATOR_MARK, "simulated Level Zero driver"),
     "no-hardware": (NO_HARDWARE_MARK, "GPU driver without hardware, nothing executed"),
 }
@@ -109,7 +110,7 @@ def _platform_note(report: AuditReport) -> str:
     """Return the title's note on runs that are not hardware results: all, some (marked), none."""
     notes = []
     platforms: list[Platform] = [p for p in map(report.run_platform, report.runs) if p != "none"]
-    for platform, (mark, what) in _MARKS.items():
+    for platform, (mark, what) in PLATFORM_MARKS.items():
         count = platforms.count(platform)
         if count:
             marked = mark if count == len(platforms) else f"runs marked {mark}"
@@ -122,8 +123,8 @@ def _source(report: AuditReport, run: SetupRun) -> str:
     platform = report.run_platform(run)
     if platform == "none":
         return "-"
-    if platform in _MARKS:
-        return _MARKS[platform][0]
+    if platform in PLATFORM_MARKS:
+        return PLATFORM_MARKS[platform][0]
     return "hardware (host memory)" if run.host_memory else "hardware"
 
 
@@ -185,7 +186,7 @@ def _signal_table(report: AuditReport, run: SetupRun, verbose: bool = False) -> 
     # Each signal once, where the priority first names it (Shmem is in both since 1.2).
     shown = [f for name in dict.fromkeys(priority) if (f := res.fit(name)) is not None]
     shown += res.device
-    mark = _MARKS.get(report.run_platform(run))
+    mark = PLATFORM_MARKS.get(report.run_platform(run))
     where = f" ({mark[0]})" if mark else ""
     table = Table(title=escape(f"{run.label}{where}: {res.verdict}"), title_justify="left")
     for name in ("signal", "side", "MiB/GiB", "+/-", "R^2", "note"):
@@ -358,6 +359,7 @@ def _gap_text(gaps: Iterable[tuple[str, str]]) -> str:
 
 __all__ = [
     "NO_HARDWARE_MARK",
+    "PLATFORM_MARKS",
     "SIMULATOR_MARK",
     "Bars",
     "progress_bars",
