@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -107,14 +108,51 @@ def test_without_a_budget_there_is_no_extra_cycle(monkeypatch: pytest.MonkeyPatc
     assert max(s.step for s in samples if s.step is not None) == 16
 
 
-def test_the_budget_bounds_the_cycles(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A slope on the clean threshold (0.10) with every third allocation disturbed:
-    # its interval never leaves the threshold, so only the budget ends the cycles.
-    third = set(range(3, 10_000, 3))
-    samples, end, took = _run(monkeypatch, 0.10, third, budget=1.0)
-    assert end["status"] == "ok"
+class PaidLate(Mirrored):
+    """A mirror whose host pages follow device memory a sample late: between the windows."""
+
+    def __init__(self, machine: Machine, ratio: float) -> None:
+        super().__init__(machine, 0.0)
+        self.late, self.charged, self.wait = ratio, 0, 0
+        self.sizes: list[int] = []
+
+    def allocate(self, nbytes: int, pattern: bytes, between: Callable[[], None] = lambda: None) -> bool:
+        self.sizes.append(nbytes)
+        self.wait = 1  # not at the window's own "after" sample
+        return super().allocate(nbytes, pattern, between)
+
+    def free_newest(self, count: int) -> tuple[int, int]:
+        del self.sizes[len(self.sizes) - count :]
+        self.wait = 1
+        return super().free_newest(count)
+
+    def device_values(self) -> dict[str, int]:
+        if self.wait:
+            self.wait -= 1
+            return {}
+        owed = int(sum(self.sizes) * self.late)
+        self.machine.take(owed - self.charged)
+        self.charged = owed
+        return {}
+
+
+def test_the_budget_bounds_the_climbs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 1:1 mirror paid between the windows: they say clean, every climb says not,
+    # so the child climbs again until the budget is spent, and never says clean.
+    machine = Machine(100 * GIB)
+    spec = {"step_bytes": STEP, "target_bytes": 8 * STEP, "budget_s": 1.0}
+    start = time.monotonic()
+    exp = PaidLate(machine, 1.0)
+    events = run_child_on(monkeypatch, machine, exp, spec)
+    took = time.monotonic() - start
+    samples = [
+        Sample.from_dict({k: v for k, v in e.items() if k not in ("event", "unavailable")})
+        for e in events
+        if e["event"] == "sample"
+    ]
     assert 1.0 <= took < 8.0
-    assert max(s.step for s in samples if s.step is not None) > 16
+    assert max(s.step for s in samples if s.step is not None) >= 3 * 16  # whole climbs again
     result = analyze_samples(samples)
     assert result.verdict == "inconclusive" and result.next_steps is not None
-
+    assert "but the whole climb says not clean" in result.passed_over["meminfo.MemAvailable"]
+    assert machine.available + exp.charged == 100 * GIB

@@ -35,6 +35,7 @@ from l0mem.estimate import (
     step_slope,
     windows,
 )
+from l0mem.estimate.repeat import next_move
 from l0mem.estimate.steps import Window, rank
 
 MIB = 1 << 20
@@ -86,6 +87,53 @@ class Host:
         }
 
 
+class Audit:
+    """An audit's samples as numbers, taken a staircase or a cycle at a time as the runner takes them."""
+
+    def __init__(
+        self, ratio: float, kind: NeighbourKind, amplitude: int, seed: int, *,
+        steps: int = 8, step_bytes: int = 128 * MIB, memfd: bool = False, kept: bool = False,
+    ) -> None:  # fmt: skip
+        self.rng = random.Random(seed)
+        self.host = Host(self.rng, ratio, kind, amplitude, memfd)
+        self.ratio, self.steps, self.step_bytes, self.kept = ratio, steps, step_bytes, kept
+        self.samples: list[Sample] = []
+        self.device = 0
+        self.window = 0
+        for _ in range(5):
+            self.snap("idle")
+            self.host.advance(0.1)
+
+    def snap(self, phase: str, step: int | None = None, edge: str | None = None) -> None:
+        """Take one sample of the host now."""
+        self.samples.append(Sample(self.host.t, phase, self.device, self.host.values(), step, edge))  # type: ignore[arg-type]
+
+    def move(self, delta: int) -> None:
+        """Allocate (or free, below 0) ``delta`` bytes in one step window, then pause."""
+        self.window += 1
+        first = self.device == 0 and self.window == 1
+        self.snap("idle" if first else ("alloc" if self.device else "freed"), self.window, "before")
+        self.host.advance(self.rng.uniform(0.002, 0.06))  # the driver calls
+        self.device += delta
+        if delta > 0 or not self.kept:
+            self.host.mirror += self.ratio * delta
+        self.snap("alloc" if self.device else "freed", self.window, "after")
+        self.host.advance(self.rng.uniform(0.05, 0.15))  # the random pause
+
+    def staircase(self, steps: int | None = None) -> None:
+        """Allocate ``steps`` steps a window each, then free them a window each."""
+        steps = self.steps if steps is None else steps
+        for _ in range(steps):
+            self.move(self.step_bytes)
+        for _ in range(steps):
+            self.move(-self.step_bytes)
+
+    def finish(self) -> list[Sample]:
+        """Return every sample, with the last one after everything was freed."""
+        self.snap("freed")
+        return self.samples
+
+
 def windowed_run(
     ratio: float,
     *,
@@ -97,44 +145,25 @@ def windowed_run(
     cycles: int = 0,
     memfd: bool = False,
     kept: bool = False,
+    climbs: int = 1,
 ) -> list[Sample]:
-    """Return an audit's samples: idle, windows up, windows down, extra cycles, freed."""
-    rng = random.Random(seed)
-    host = Host(rng, ratio, kind, amplitude, memfd)
-    out: list[Sample] = []
-    device = 0
-    window = 0
-
-    def snap(phase: str, step: int | None = None, edge: str | None = None) -> None:
-        out.append(Sample(host.t, phase, device, host.values(), step, edge))  # type: ignore[arg-type]
-
-    def move(delta: int) -> None:
-        nonlocal device, window
-        window += 1
-        snap(
-            "idle" if device == 0 and window == 1 else ("alloc" if device else "freed"),
-            window,
-            "before",
-        )
-        host.advance(rng.uniform(0.002, 0.06))  # the driver calls
-        device += delta
-        if delta > 0 or not kept:
-            host.mirror += ratio * delta
-        snap("alloc" if device else "freed", window, "after")
-        host.advance(rng.uniform(0.05, 0.15))  # the random pause
-
-    for _ in range(5):
-        snap("idle")
-        host.advance(0.1)
-    for _ in range(steps):
-        move(step_bytes)
-    for _ in range(steps):
-        move(-step_bytes)
+    """Return an audit's samples: idle, windows up and down ``climbs`` times, extra cycles, freed."""
+    run = Audit(ratio, kind, amplitude, seed, steps=steps, step_bytes=step_bytes, memfd=memfd, kept=kept)
+    for _ in range(climbs):
+        run.staircase()
     for _ in range(cycles):
-        move(step_bytes)
-        move(-step_bytes)
-    snap("freed")
-    return out
+        run.staircase(1)
+    return run.finish()
+
+
+def audited(ratio: float, *, kind: NeighbourKind, seed: int, budget_s: float = 30.0) -> list[Sample]:
+    """Return the samples an audit takes: a step or a whole climb more, as the runner asks, within the budget."""
+    run = Audit(ratio, kind, 768 * MIB, seed)
+    run.staircase()
+    end = run.host.t + budget_s
+    while run.host.t < end and (move := next_move(run.samples, CONFIG)) != "enough":
+        run.staircase(None if move == "climb" else 1)
+    return run.finish()
 
 
 def truth_verdict(ratio: float) -> str:
@@ -261,8 +290,7 @@ def test_never_a_wrong_verdict_and_the_slope_within_ten_percent(
     decided = 0
     seeds = range(150)
     for seed in seeds:
-        samples = windowed_run(ratio, kind=kind, seed=seed, cycles=6)
-        res = analyze_samples(samples, CONFIG)
+        res = analyze_samples(audited(ratio, kind=kind, seed=seed), CONFIG)
         if res.verdict == "inconclusive":
             assert res.next_steps is not None, res.reason
             continue
@@ -529,6 +557,66 @@ def test_the_climb_stops_a_verdict_only_across_clean(
         assert res.verdict == verdict, (seed, res.reason)
         if verdict == "inconclusive":
             assert "but the whole climb says" in res.passed_over["host.available"]
+
+
+def _paid_late(samples: list[Sample], ratio: float, every: int, step_bytes: int = 128 * MIB) -> list[Sample]:
+    """Return ``samples`` with a mirror of ``ratio`` paid (and given back) only between windows.
+
+    Its host pages follow device memory a window late, in lumps of ``every``
+    steps: the windows see none of it, every climb all of it.
+    """
+    lump = every * step_bytes
+    out, extra = [], 0
+    for s in samples:
+        if s.edge != "after":
+            extra = int(ratio * lump * (s.device_bytes // lump))
+        values = {
+            k: (v - extra if k in ("host.available", "meminfo.MemAvailable") else v)
+            for k, v in s.values.items()
+        }
+        out.append(dataclasses.replace(s, values=values))
+    return out
+
+
+@pytest.mark.parametrize("climbs", [1, 2, 3, 5])
+@pytest.mark.parametrize("every", [1, 2, 4])
+@pytest.mark.parametrize("kind", ["quiet", "anon"])
+def test_a_mirror_paid_between_the_windows_is_never_clean_however_often_it_climbs(
+    climbs: int, every: int, kind: NeighbourKind
+) -> None:
+    for seed in range(1, 13):
+        run = windowed_run(0.0, kind=kind, seed=seed, climbs=climbs)
+        res = analyze_samples(_paid_late(run, 1.0, every), CONFIG)
+        assert res.verdict != "clean", (seed, res.reason)
+
+
+def _risen_in_first_climb(samples: list[Sample], by: int, steps: int = 8) -> list[Sample]:
+    """Return ``samples`` with another process taking ``by`` bytes in the first climb's gaps, and keeping it."""
+    out, extra = [], 0
+    for s in samples:
+        if s.edge == "before" and s.step is not None and 1 < s.step <= steps:
+            extra = by * (s.step - 1) // (steps - 1)
+        values = {
+            k: (v - extra if k in ("host.available", "meminfo.MemAvailable") else v)
+            for k, v in s.values.items()
+        }
+        out.append(dataclasses.replace(s, values=values))
+    return out
+
+
+def test_a_neighbour_that_rose_in_one_climb_does_not_stop_a_clean_the_next_climbs_show() -> None:
+    # Another process takes 600 MiB in small pieces while the first climb goes up
+    # (between its windows, never in them) and keeps it: that climb alone says not
+    # clean; two more climbs without it outvote it.
+    for seed in range(1, 11):
+        one = analyze_samples(_risen_in_first_climb(windowed_run(0.0, kind="quiet", seed=seed), 600 * MIB), CONFIG)
+        assert one.verdict == "inconclusive", (seed, one.reason)
+        assert "but the whole climb says" in one.passed_over["host.available"]
+        three = analyze_samples(
+            _risen_in_first_climb(windowed_run(0.0, kind="quiet", seed=seed, climbs=3), 600 * MIB), CONFIG
+        )
+        assert three.verdict == "clean", (seed, three.reason)
+        assert three.ratio is not None and abs(three.ratio) * 1024 <= 50
 
 
 @pytest.mark.parametrize(("every", "steps"), [(2, 8), (4, 8), (6, 12), (4, 16)])

@@ -3,9 +3,10 @@
 :class:`Runner` allocates a set-up's device memory a step at a time, each
 step a *step window* (a sample of every signal right before it and one right
 after), frees it again a step at a time, and, while the estimation
-(:mod:`l0mem.estimate`) cannot yet give a verdict with a slope within
-:data:`PRECISION`, allocates and frees one step again until it can or the
-run's budget is spent. It keeps the safety guard before every allocation and
+(:mod:`l0mem.estimate`) cannot yet give a verdict with a slope within its
+precision, allocates and frees one step again, or climbs the whole staircase
+again (:func:`l0mem.estimate.repeat.next_move` says which), until it can or
+the run's budget is spent. It keeps the safety guard before every allocation and
 after every driver call, and frees everything on every way out.
 :mod:`l0mem.audit.child` is the process around it: the protocol, the signal
 handlers (which set :class:`Stop`) and the modes.
@@ -13,6 +14,7 @@ handlers (which set :class:`Stop`) and the modes.
 
 from __future__ import annotations
 
+import functools
 import random
 import signal
 import statistics
@@ -29,6 +31,7 @@ from l0mem.probe import MeminfoError, mem_available
 
 if TYPE_CHECKING:
     from l0mem.audit.experiment import L0Experiment, SyclExperiment
+    from l0mem.estimate.repeat import Move
 
 
 class Stop:
@@ -36,13 +39,6 @@ class Stop:
 
     signum: int | None = None
 
-
-# Extra cycles go on until the slope's interval lies within this share of the slope
-# (and no closer than the floor, MiB per GiB) on either side, or the budget is spent.
-PRECISION = 0.10
-PRECISION_FLOOR = 50.0
-# ... and end when a typical free gave back less than this share of what an allocation took.
-LEAKS = 0.5
 
 # What the guard measures the slope on: both say how much host memory is left.
 HOST_SIGNALS = ("meminfo.MemAvailable", "host.available")
@@ -144,24 +140,15 @@ class Runner:
         self.device_bytes -= nbytes
         self.sample(self._phase(), self.windows, "after")
 
-    def decided(self) -> bool:
-        """Return True when the samples so far give a verdict and a slope within the precision.
-
-        Also True when no repeat could help (a fill that did not read back).
-        """
-        from l0mem.estimate import AnalysisConfig, analyze_samples
+    def next_move(self) -> Move:
+        """Return what to do next: enough, one step again, or the whole climb again."""
+        from l0mem.estimate import AnalysisConfig
+        from l0mem.estimate.repeat import next_move
 
         if self.untouched:
-            return True
+            return "enough"  # no repeat helps memory the fill never reached
         stacks = tuple(str(s) for s in self.spec.get("stacks") or ())
-        result = analyze_samples(self.record, AnalysisConfig(stacks=stacks))
-        fit = result.fit(result.deciding_signal) if result.deciding_signal else None
-        if fit is None or fit.slope is None:
-            return False
-        if fit.release_slope is not None and fit.release_slope < LEAKS * fit.slope:
-            return True  # a typical free gives back less than half: each cycle would leak
-        wanted = max(PRECISION * abs(fit.slope), PRECISION_FLOOR)
-        return fit.method != "steps" or (fit.uncertainty or 0.0) <= wanted
+        return next_move(self.record, AnalysisConfig(stacks=stacks))
 
     def _follow(
         self, phase: str, values: Mapping[str, int], device_bytes: int, edge: str | None
@@ -241,11 +228,27 @@ class Runner:
                 return stop
             self.sample("idle")
         target, step = int(self.spec["target_bytes"]), int(self.spec["step_bytes"])
+        if (ended := self._staircase(target, step)) is not None:
+            return ended
+        # A busy machine: allocate and free one step again, at random moments, until
+        # the slope's interval separates the verdicts or the budget is spent. Where the
+        # climb contradicts the windows, the whole staircase again: a cost of the
+        # run's own comes back with every climb, a neighbour's rise seldom does.
+        end = time.monotonic() + float(self.spec.get("budget_s", 0.0))
+        while time.monotonic() < end and (move := self.next_move()) != "enough":
+            ended = self._staircase(target if move == "climb" else min(step, target), step)
+            if ended is not None:
+                return ended
+        return "ok", None
+
+    def _staircase(self, top: int, step: int) -> tuple[str, str | None] | None:
+        """Allocate ``top`` bytes a ``step`` a window, then free them a step a window; return a status that ends the run."""
         # The staircase up, each step a window of its own ...
-        while self.device_bytes < target:
+        while self.device_bytes < top:
             if (stop := self.stopped()) is not None:
                 return stop
-            if (halted := self._window(lambda: self._alloc_window(min(step, target - self.device_bytes)))) is not None:
+            left = min(step, top - self.device_bytes)
+            if (halted := self._window(functools.partial(self._alloc_window, left))) is not None:
                 return halted
             if (ended := self.stopped() or self.breached()) is not None:
                 return ended
@@ -256,20 +259,7 @@ class Runner:
                 return stop
             self._free_window()
             self._gap()
-        # A busy machine: allocate and free one step again, at random moments, until
-        # the slope's interval separates the verdicts or the budget is spent.
-        end = time.monotonic() + float(self.spec.get("budget_s", 0.0))
-        while time.monotonic() < end and not self.decided():
-            if (stop := self.stopped()) is not None:
-                return stop
-            if (halted := self._window(lambda: self._alloc_window(min(step, target)))) is not None:
-                return halted
-            if (ended := self.stopped() or self.breached()) is not None:
-                return ended
-            self._gap()
-            self._free_window()
-            self._gap()
-        return "ok", None
+        return None
 
     def _window(self, take: Callable[[], None]) -> tuple[str, str | None] | None:
         """Run one allocation window; return the status that ends the run, or None to go on."""
@@ -340,4 +330,4 @@ class Runner:
         return status
 
 
-__all__ = ["HOST_SIGNALS", "PRECISION", "PRECISION_FLOOR", "Halt", "Runner", "Stop", "pause"]
+__all__ = ["HOST_SIGNALS", "Halt", "Runner", "Stop", "pause"]

@@ -8,9 +8,11 @@ JSON forms), :mod:`.signals` (what each signal measures and its cost series),
 right around each change of device memory), :mod:`.fits` (one signal's fit:
 step windows where there are any, else a least-squares line),
 :mod:`.verdicts` (the thresholds, and whether a fit may decide at all),
-:mod:`.climbs` (the level the host reached, against what the windows say),
-:mod:`.decide` (which signal decides, and whether its interval separates the
-verdicts) and :mod:`.advice` (what to do when it does not).
+:mod:`.climbs` (the level the host reached, against what the windows say;
+the median of several climbs), :mod:`.decide` (which signal decides, and
+whether its interval separates the verdicts), :mod:`.advice` (what to do
+when it does not) and :mod:`.repeat` (for a run that can repeat its steps:
+one step more, a whole climb more, or enough).
 
 What it may import: :mod:`l0mem.probe` (signal names) and the leaves.
 """
@@ -18,6 +20,7 @@ What it may import: :mod:`l0mem.probe` (signal names) and the leaves.
 import dataclasses
 from collections.abc import Iterable
 
+from l0mem.estimate.climbs import disputed
 from l0mem.estimate.decide import (
     MORE_EVIDENCE,
     analyze_samples,
@@ -76,6 +79,7 @@ __all__ = [
     "carries",
     "classify",
     "cost_series",
+    "disputed",
     "fit_signal",
     "for_stacks",
     "least_squares",

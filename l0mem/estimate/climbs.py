@@ -4,83 +4,187 @@ The windows measure each step right around it; what a run pays elsewhere (a
 residency made long after its allocation, pages committed late, lumps paid
 every few steps) shows only in the level the host reached as device memory
 grew: the climb (:func:`l0mem.estimate.fits.climb`).
+
+Where a run climbed more than once through the same levels (the audit climbs
+again while its climbs cannot confirm a clean), the climbs are taken
+together, step by step, at the median of what each climb's step to a level
+cost (from the sample before it to the last one at that level, so a cost
+paid late counts): a cost of the run's own comes back at the same step of
+every climb, another process's jump moves one step of one climb and is
+outvoted there. That is a lock-in: only what follows the steps survives.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import statistics
 from collections.abc import Sequence
 
-from l0mem.estimate.fits import climb, fit_signal
+from l0mem.estimate.fits import climb, climbs, fit_signal, line_fit
 from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit, Verdict
 from l0mem.estimate.signals import cost_series
 from l0mem.estimate.steps import drift, windows
 from l0mem.estimate.verdicts import why_unusable
 
+# Marks the reason a climb gives against the windows (:func:`disputed`).
+_DISPUTE = "but the whole climb says"
+# From this many climbs, one lump at the same level of the median climb is the run's:
+# a neighbour's jump would have had to come at that level in most of them.
+_OUTVOTED = 3
+# 1.4826 times the median absolute deviation estimates a normal spread, unmoved by jumps.
+_MAD_SIGMA = 1.4826
 
-def _lumps(up: Sequence[Sample], signal: str, rate: float, config: AnalysisConfig) -> int:
-    """Return how many times the host's cost rose by a lump between two samples of the climb ``up``.
+
+@dataclasses.dataclass(frozen=True)
+class ClimbLine:
+    """The line over a run's climb (or the median of its climbs) and the lumps it rose in."""
+
+    line: SignalFit
+    lumps: int
+    climbs: int
+
+    def usable(self, config: AnalysisConfig) -> bool:
+        """Return whether the line may speak: it fits, or it rose in lumps the steps explain."""
+        if self.line.interval is None or self.line.points < config.min_points:
+            return False
+        needed = 1 if self.climbs >= _OUTVOTED else 2
+        # A line that fits poorly still counts where the host paid in lumps that
+        # recur with the steps (every few steps, in windows rejected as disturbed
+        # or between them): they are what makes it fit poorly. One jump in one
+        # climb is as likely another process's.
+        return why_unusable(self.line, config) is None or self.lumps >= needed
+
+
+def _lumps(costs: Sequence[float], peak_gib: float, config: AnalysisConfig) -> int:
+    """Return how many times ``costs`` (MiB, in order) rose by a lump from one to the next.
 
     A lump is at least half of what a clean run may cost over the whole climb
-    (16 MiB at least), ``rate`` of drift taken out.
+    (16 MiB at least).
     """
+    lump = max(16.0, config.clean_threshold * 1024.0 * peak_gib / 2)
+    return sum(1 for a, b in itertools.pairwise(costs) if b - a >= lump)
+
+
+def _levels(up: Sequence[Sample], signal: str, rate: float) -> tuple[list[float], dict[float, float]]:
+    """Return a climb's idle costs and its cost at each device level (GiB), MiB.
+
+    At each level the last sample there counts: it was read after whatever
+    the step cost late.
+    """
+    idle: list[float] = []
+    at: dict[float, float] = {}
+    for phase, x, cost in cost_series(up, signal, rate):
+        if phase == "idle":
+            idle.append(cost)
+        else:
+            at[x] = cost
+    return idle, at
+
+
+def climb_line(
+    samples: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float
+) -> ClimbLine:
+    """Return the line over the run's climbs, ``rate`` MiB/s of drift taken out.
+
+    One climb (or climbs through different levels): the line over the run up
+    to its peak. Several through the same levels: the line through their
+    median at each level, its noise the idle costs' spread robust to jumps.
+    """
+    judged = [c for c in climbs(samples) if sum(s.phase == "alloc" for s in c) >= config.min_points]
+    if len(judged) >= 2:
+        per = [_levels(c, signal, rate) for c in judged]
+        common = sorted(set.intersection(*(set(at) for _, at in per)))
+        if len(common) >= config.min_points:
+            # Level by level, the median of what each climb's step to that level cost:
+            # another process's jump moves one step of one climb, a late cost of the
+            # run's own the same step of every climb. (The median of the levels
+            # themselves would not do: a jump early in a climb moves every level after it.)
+            rises = [
+                statistics.median(at[x] - at.get(prev, 0.0) for _, at in per)
+                for prev, x in zip([0.0, *common], common, strict=False)
+            ]
+            ys = list(itertools.accumulate(rises))
+            idle = [c for costs, _ in per for c in costs]
+            centre = statistics.median(idle) if idle else 0.0
+            noise = (
+                _MAD_SIGMA * statistics.median(abs(c - centre) for c in idle)
+                if len(idle) >= 2
+                else None
+            )
+            base = fit_signal(judged[0], signal, config, drift=rate)
+            line = line_fit(base, noise, common, ys, config)
+            return ClimbLine(line, _lumps([centre, *ys], common[-1], config), len(judged))
+    up = climb(samples)
+    line = fit_signal(up, signal, config, drift=rate)
     series = cost_series(up, signal, rate)
-    if len(series) < 2:
-        return 0
-    peak = max(x for _, x, _ in series)
-    lump = max(16.0, config.clean_threshold * 1024.0 * peak / 2)
-    return sum(1 for (_, _, a), (_, _, b) in itertools.pairwise(series) if b - a >= lump)
+    peak = max((x for _, x, _ in series), default=0.0)
+    return ClimbLine(line, _lumps([c for _, _, c in series], peak, config), 1)
+
+
+def _rates(samples: Sequence[Sample], fit: SignalFit, verdict: Verdict) -> list[float]:
+    """Return the drifts to judge the climb with: the windows', and none too against a clean."""
+    rate = drift(windows(samples, fit.signal))
+    # A clean is held to the climb as read too: a cost paid between the windows
+    # in a steady rhythm looks like drift, and taking drift out would hide it.
+    return [rate, 0.0] if verdict == "clean" and rate else [rate]
 
 
 def outside(
     samples: Sequence[Sample], fit: SignalFit, verdict: Verdict, config: AnalysisConfig
 ) -> str | None:
-    """Return why windows that say ``verdict`` are contradicted by the whole climb, or None.
+    """Return why windows that say ``verdict`` are contradicted by the run's climbs, or None.
 
-    Costs a step window cannot see (a residency made long after its
-    allocation, pages committed late, costs paid in lumps the windows
-    rejected) still show in the level the host reached: a line over the
-    climb whose interval separates on the other side of clean says the
-    windows missed them (or a neighbour moved with the steps): not a
-    verdict to give either way.
+    Costs a step window cannot see still show in the level the host reached:
+    a climb whose line says the other side of clean says the windows missed
+    them, or a neighbour moved with the steps. Against a clean the line's best
+    slope is enough (a neighbour that fell while a late mirror was paid widens
+    its interval down to clean, and a wrong clean is the worst answer);
+    against a mirror or a partial one its whole interval must lie in clean.
     """
     if fit.method != "steps":
         return None
-    rate = drift(windows(samples, fit.signal))
-    # A clean is held to the climb as read too: a cost paid between the windows
-    # in a steady rhythm looks like drift, and taking drift out would hide it.
-    rates = [rate, 0.0] if verdict == "clean" and rate else [rate]
     clean = config.clean_threshold * 1024.0
-    up = climb(samples)
-    for r in rates:
-        line = fit_signal(up, fit.signal, config, drift=r)
-        interval = line.interval if why_unusable(line, config) is None else None
-        if (
-            interval is None
-            and verdict == "clean"
-            and line.points >= config.min_points
-            and _lumps(up, fit.signal, r, config) >= 2
-        ):
-            # Against a clean, a line that fits poorly still counts where the host
-            # paid in lumps that recur with the steps (every few steps, in windows
-            # rejected as disturbed or between them): they are what makes it fit
-            # poorly. One jump is as likely another process's, once.
-            interval = line.interval
-        if interval is None or line.slope is None:
+    for rate in _rates(samples, fit, verdict):
+        found = climb_line(samples, fit.signal, config, rate)
+        line = found.line
+        if not found.usable(config) or line.slope is None or line.interval is None:
             continue
         # Only across clean: partial against mirror is the windows' to say (beside a
         # neighbour the climb holds all its motion, the windows what they did not reject).
-        if verdict == "clean" and interval[0] >= clean:
+        if verdict == "clean" and line.slope >= clean:
             other = "not clean"
-        elif verdict != "clean" and interval[1] < clean:
+        elif verdict != "clean" and line.interval[1] < clean:
             other = "clean"
         else:
             continue
+        count = "" if found.climbs == 1 else f" (the median of {found.climbs} climbs)"
         return (
-            f"its step windows say {verdict} but the whole climb says {other} "
+            f"its step windows say {verdict} {_DISPUTE} {other}{count} "
             f"({line.slope:.0f} MiB/GiB): host memory moved outside the windows"
         )
     return None
 
 
-__all__ = ["outside"]
+def confirms_clean(samples: Sequence[Sample], fit: SignalFit, config: AnalysisConfig) -> bool:
+    """Return whether the run's climbs confirm windows that say clean: their line's interval lies below clean.
+
+    A run that can climb again (the audit) does so until they do: a single
+    climb beside a neighbour may have hidden a late cost the next ones show.
+    """
+    clean = config.clean_threshold * 1024.0
+    for rate in _rates(samples, fit, "clean"):
+        line = climb_line(samples, fit.signal, config, rate).line
+        if why_unusable(line, config) is not None or line.interval is None:
+            return False
+        if line.interval[1] >= clean:
+            return False
+    return True
+
+
+def disputed(why: str) -> bool:
+    """Return whether ``why`` (a signal passed over) is a climb contradicting its windows."""
+    return _DISPUTE in why
+
+
+__all__ = ["ClimbLine", "climb_line", "confirms_clean", "disputed", "outside"]

@@ -77,6 +77,37 @@ def climb(samples: Sequence[Sample]) -> list[Sample]:
     ]
 
 
+def climbs(samples: Sequence[Sample]) -> list[list[Sample]]:
+    """Return each climb of the run: device memory from none up to the last sample at that climb's peak.
+
+    A climb begins where device memory last was none (the idle samples for the
+    first, the freed ones for later climbs, both read as idle) and ends at its
+    peak; a run that frees everything and allocates again climbs again. Without
+    window marks, as :func:`climb`.
+    """
+    found: list[list[Sample]] = []
+    base: list[Sample] = []
+    up: list[Sample] = []
+
+    def close() -> None:
+        if up:
+            peak = max(s.device_bytes for s in up)
+            last = max(i for i, s in enumerate(up) if s.device_bytes == peak)
+            found.append([*base, *up[: last + 1]])
+
+    for s in samples:
+        plain = dataclasses.replace(s, step=None, edge=None)
+        if s.phase == "alloc":
+            up.append(plain)
+            continue
+        if up:
+            close()
+            up, base = [], []
+        base.append(dataclasses.replace(plain, phase="idle"))
+    close()
+    return found
+
+
 def step_slopes(
     samples: Sequence[Sample], signal: str, config: AnalysisConfig
 ) -> tuple[StepSlope | None, StepSlope | None]:
@@ -164,19 +195,41 @@ def fit_signal(
             kept_mib=_kept(grow, shrink),
         )
     noise = statistics.stdev(idle) if len(idle) >= 2 else None
+    return line_fit(base, noise, xs, ys, config)
+
+
+def line_fit(
+    base: SignalFit,
+    noise: float | None,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    config: AnalysisConfig,
+) -> SignalFit:
+    """Return ``base`` with the least-squares line through costs ``ys`` (MiB) at device GiB ``xs``.
+
+    Its uncertainty is the noise (the idle costs' spread, MiB, or the line's
+    residual, whichever is larger) over the span the points cover.
+    """
+    line = least_squares(xs, ys)
+    span = max(xs) - min(xs) if xs else 0.0
     uncertainty = None
-    if line is not None:
+    if line is not None and span > 0.0:
         # Host signals are system-wide: their noise comes from other processes and
         # drifts rather than averaging out, so it is not divided by sqrt(points).
         sigma = max(noise or 0.0, line.residual or 0.0)
         uncertainty = config.noise_sigmas * sigma / span
     return dataclasses.replace(
         base,
+        points=len(xs),
         slope=None if line is None else line.slope,
         intercept_mib=None if line is None else line.intercept,
+        r2=None if line is None else line.r2,
+        residual_mib=None if line is None else line.residual,
         noise_mib=noise,
         uncertainty=uncertainty,
+        span_gib=span,
+        peak_mib=max(ys) if ys else None,
     )
 
 
-__all__ = ["Line", "climb", "fit_signal", "least_squares", "step_slopes", "theil_sen"]
+__all__ = ["Line", "climb", "climbs", "fit_signal", "least_squares", "line_fit", "step_slopes", "theil_sen"]

@@ -18,7 +18,7 @@ import itertools
 from typing import Any
 
 from l0mem.audit.model import SetupRun, plain_run
-from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, fit_signal, separated
+from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, disputed, fit_signal, separated
 from l0mem.estimate.model import AnalysisConfig, Edge, Phase, Sample, SetupAnalysis, SignalFit
 from l0mem.watch.series import (
     IN_FLIGHT,
@@ -249,7 +249,7 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     xs = device_series(series)
     run = as_setup_run(series, xs, config)
     analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
-    resident = _resident_fit(series, analysis, config)
+    resident = _resident_fit(series, _judged_signal(analysis), config)
     analysis = _by_residency(analysis, resident, config)
     if all(x is None for x in xs) or not series.samples:
         analysis = dataclasses.replace(analysis, reason=_no_device_reason(series))
@@ -293,11 +293,16 @@ def _vmrss_would_miss(analysis: SetupAnalysis, config: AnalysisConfig) -> bool |
     )
 
 
-def _resident_fit(
-    series: Series, analysis: SetupAnalysis, config: AnalysisConfig
-) -> SignalFit | None:
-    """Return the deciding signal fitted against the traced bytes made resident on a peer."""
-    if not series.tracing or analysis.deciding_signal is None:
+def _judged_signal(analysis: SetupAnalysis) -> str | None:
+    """Return the signal the verdict rests on: the deciding one, else the first whose windows a climb contradicted."""
+    if analysis.deciding_signal is not None:
+        return analysis.deciding_signal
+    return next((n for n, why in analysis.passed_over.items() if disputed(why)), None)
+
+
+def _resident_fit(series: Series, signal: str | None, config: AnalysisConfig) -> SignalFit | None:
+    """Return ``signal`` fitted against the traced bytes made resident on a peer."""
+    if not series.tracing or signal is None:
         return None
     base = resident_bytes(series.baseline.values) or 0
     xs: list[int | None] = []
@@ -306,7 +311,7 @@ def _resident_fit(
         xs.append(None if now is None else max(0, now - base))
     if not any(xs):
         return None
-    fit = fit_signal(as_setup_run(series, xs, config).samples, analysis.deciding_signal, config)
+    fit = fit_signal(as_setup_run(series, xs, config).samples, signal, config)
     return fit if fit.slope is not None else None
 
 
@@ -317,10 +322,11 @@ def _by_residency(
 
     A workload may allocate first and make its memory resident on a peer
     later: the host pays at the residency call, outside every allocation's
-    window. The tracer sees those calls; where the bytes made resident show
-    a mirror, that is the answer, never "clean".
+    window (the climb then contradicts those windows). The tracer sees those
+    calls; where the bytes made resident show a mirror, that is the answer,
+    never "clean".
     """
-    if analysis.verdict != "clean" or resident is None or resident.slope is None:
+    if analysis.verdict not in ("clean", "inconclusive") or resident is None or resident.slope is None:
         return analysis
     verdict = separated(resident, config)
     if verdict not in ("mirror", "partial"):
@@ -341,6 +347,7 @@ def _by_residency(
         reason=reason,
         released=None,
         host=host,
+        next_steps=None,
     )
 
 
