@@ -114,6 +114,27 @@ def test_the_workloads_exit_code_passes_through(workload: Path, tmp_path: Path) 
     assert json.loads(truth.read_text())[-1]["device"] == 0
 
 
+@pytest.mark.parametrize("flag", ["--json", "--csv"])
+def test_a_report_on_stdout_is_l0mems_alone_and_the_workloads_lines_go_to_stderr(flag: str) -> None:
+    # What the workload prints is not in its command line (which the report holds).
+    job = [sys.executable, "-c", "import sys; print('out' * 3); print('err' * 3, file=sys.stderr)"]
+    proc = run_l0mem("run", ["--quiet", "--interval", "0.05", flag, "-", "--", *job], dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    assert "outoutout" not in proc.stdout
+    assert "outoutout" in proc.stderr and "errerrerr" in proc.stderr
+    if flag == "--json":
+        assert json.loads(proc.stdout)["command"] == job
+    else:
+        assert proc.stdout.splitlines()[0].startswith("t,pids,host_cost,")
+
+
+def test_without_a_report_on_stdout_the_workload_keeps_it() -> None:
+    job = [sys.executable, "-c", "print('workload out')"]
+    proc = run_l0mem("run", ["--quiet", "--interval", "0.05", "--", *job], dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "workload out\n"
+
+
 def test_a_command_not_found_is_127_in_one_line() -> None:
     proc = run_l0mem("run", ["--", "/nonexistent/l0mem-no-such-command"], dict(os.environ))
     assert proc.returncode == 127

@@ -288,7 +288,10 @@ def run(
         stack.enter_context(_stop_on_signals(watch))
         try:
             with reporting("run"), progress:
-                result = run_workload(watch, command, env)
+                # A report on standard output is l0mem's alone: the workload's lines go to stderr.
+                result = run_workload(
+                    watch, command, env, stdout=2 if to_stdout(json_path, csv_path, plot_path, prometheus_path) else None
+                )
         except CommandError as exc:
             fail("run", exc.code, str(exc))
         except FloorError as exc:

@@ -59,12 +59,17 @@ def run_workload(
     *,
     source_factory: SourceFactory = TreeSource,
     prober: Any = None,
+    stdout: int | None = None,
 ) -> WatchResult:
-    """Start ``command`` and sample its tree until it ends; keep the floor, forward a stop."""
+    """Start ``command`` and sample its tree until it ends; keep the floor, forward a stop.
+
+    ``stdout``: the file descriptor the workload writes its standard output to
+    (None: l0mem's).
+    """
     take_baseline(watch, prober)
     check_floor(watch)
     terminal = foreground_terminal()
-    proc = start(command, env, terminal=terminal)
+    proc = start(command, env, terminal=terminal, stdout=stdout)
     fd = pidfd(proc.pid)
     floor_stop: FloorStop | None = None
     stopped_at: float | None = None  # when SIGTERM (or the user's signal) was sent

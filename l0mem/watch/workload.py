@@ -56,14 +56,20 @@ def reclaim_terminal(fd: int | None) -> None:
 
 
 def start(
-    command: Sequence[str], env: Mapping[str, str] | None = None, *, terminal: int | None = None
+    command: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    terminal: int | None = None,
+    stdout: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``command`` in its own process group with l0mem's stdin, stdout and stderr.
 
     With ``terminal`` (see :func:`foreground_terminal`) the workload's group gets
     the terminal's foreground, as a shell gives it to a job: it can read the
     terminal (a background group reading it is stopped by SIGTTIN) and Ctrl-C
-    reaches it; l0mem keeps watching from the background.
+    reaches it; l0mem keeps watching from the background. ``stdout`` (a file
+    descriptor) replaces l0mem's standard output for the workload: where l0mem
+    writes a report there, the workload's lines go to standard error.
     """
     group: dict[str, Any]
     if terminal is not None:
@@ -78,7 +84,9 @@ def start(
     else:
         group = {"preexec_fn": os.setpgrp}
     try:
-        return subprocess.Popen(list(command), env=None if env is None else dict(env), **group)
+        return subprocess.Popen(
+            list(command), env=None if env is None else dict(env), stdout=stdout, **group
+        )
     except FileNotFoundError:
         raise CommandError(f"{command[0]}: command not found", 127) from None
     except PermissionError:
