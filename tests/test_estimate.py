@@ -15,6 +15,7 @@ import dataclasses
 import math
 import random
 import statistics
+from collections.abc import Callable
 from typing import Literal
 
 import pytest
@@ -156,14 +157,24 @@ def windowed_run(
     return run.finish()
 
 
-def audited(ratio: float, *, kind: NeighbourKind, seed: int, budget_s: float = 30.0) -> list[Sample]:
-    """Return the samples an audit takes: a step or a whole climb more, as the runner asks, within the budget."""
+def audited(
+    ratio: float,
+    *,
+    kind: NeighbourKind,
+    seed: int,
+    budget_s: float = 30.0,
+    seen: Callable[[list[Sample]], list[Sample]] = list,
+) -> list[Sample]:
+    """Return the samples an audit takes: a step or a whole climb more, as the runner asks, within the budget.
+
+    ``seen`` turns the host's samples into what the audit reads (a cost the host pays late, say).
+    """
     run = Audit(ratio, kind, 768 * MIB, seed)
     run.staircase()
     end = run.host.t + budget_s
-    while run.host.t < end and (move := next_move(run.samples, CONFIG)) != "enough":
+    while run.host.t < end and (move := next_move(seen(run.samples), CONFIG)) != "enough":
         run.staircase(None if move == "climb" else 1)
-    return run.finish()
+    return seen(run.finish())
 
 
 def truth_verdict(ratio: float) -> str:
@@ -578,15 +589,28 @@ def _paid_late(samples: list[Sample], ratio: float, every: int, step_bytes: int 
     return out
 
 
-@pytest.mark.parametrize("climbs", [1, 2, 3, 5])
+@pytest.mark.parametrize(("climbs", "kind"), [(1, "quiet"), (2, "quiet"), (2, "anon"), (3, "anon"), (5, "anon")])
 @pytest.mark.parametrize("every", [1, 2, 4])
-@pytest.mark.parametrize("kind", ["quiet", "anon"])
 def test_a_mirror_paid_between_the_windows_is_never_clean_however_often_it_climbs(
     climbs: int, every: int, kind: NeighbourKind
 ) -> None:
+    # One climb beside a neighbour is left out: a neighbour that fell while it was
+    # paid can hide it from a single climb (a watched job's limit, documented); the
+    # audit climbs again until its climbs confirm a clean (the next test).
     for seed in range(1, 13):
         run = windowed_run(0.0, kind=kind, seed=seed, climbs=climbs)
         res = analyze_samples(_paid_late(run, 1.0, every), CONFIG)
+        assert res.verdict != "clean", (seed, res.reason)
+
+
+@pytest.mark.parametrize("every", [1, 2, 4, 8])
+@pytest.mark.parametrize("ratio", [0.5, 1.0])
+def test_the_audit_never_calls_a_mirror_paid_between_the_windows_clean(every: int, ratio: float) -> None:
+    # Beside a neighbour, with a single lump at the last step (every 8) too: the
+    # audit climbs again until the climbs confirm a clean, which they never do here.
+    for seed in range(12):
+        samples = audited(0.0, kind="anon", seed=seed, budget_s=8.0, seen=lambda s: _paid_late(s, ratio, every))
+        res = analyze_samples(samples, CONFIG)
         assert res.verdict != "clean", (seed, res.reason)
 
 

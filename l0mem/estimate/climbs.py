@@ -137,10 +137,13 @@ def outside(
 
     Costs a step window cannot see still show in the level the host reached:
     a climb whose line says the other side of clean says the windows missed
-    them, or a neighbour moved with the steps. Against a clean the line's best
-    slope is enough (a neighbour that fell while a late mirror was paid widens
-    its interval down to clean, and a wrong clean is the worst answer);
-    against a mirror or a partial one its whole interval must lie in clean.
+    them, or a neighbour moved with the steps. Against a clean, where the run
+    climbed more than once, the median climb's best slope is enough (a
+    neighbour that fell while a late mirror was paid widens a line's interval
+    down to clean, and a wrong clean is the worst answer); over a single climb
+    its whole interval must lie past clean, and the audit climbs again until
+    its climbs confirm a clean (:func:`confirms_clean`). Against a mirror or a
+    partial one, the whole interval must lie in clean.
     """
     if fit.method != "steps":
         return None
@@ -152,7 +155,12 @@ def outside(
             continue
         # Only across clean: partial against mirror is the windows' to say (beside a
         # neighbour the climb holds all its motion, the windows what they did not reject).
-        if verdict == "clean" and line.slope >= clean:
+        # One climb says "not clean" only with its whole interval: beside a neighbour
+        # its slope is that neighbour's as much as the run's, and a run that cannot
+        # climb again (a watched job) would never be called clean. From two climbs on,
+        # their median steps are the run's: the best slope is enough.
+        past = line.slope if found.climbs > 1 else line.interval[0]
+        if verdict == "clean" and past >= clean:
             other = "not clean"
         elif verdict != "clean" and line.interval[1] < clean:
             other = "clean"
