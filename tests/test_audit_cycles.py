@@ -70,8 +70,8 @@ def test_a_quiet_machine_needs_no_extra_cycle(monkeypatch: pytest.MonkeyPatch) -
 def test_disturbed_windows_bring_extra_cycles_until_the_slope_is_precise(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Three of the eight steps up are disturbed: eight windows cannot pin the slope.
-    samples, end, took = _run(monkeypatch, 1.0, {2, 4, 7}, budget=60.0)
+    # Five of the eight steps up are disturbed: eight windows cannot pin the slope.
+    samples, end, took = _run(monkeypatch, 1.0, {1, 2, 4, 6, 7}, budget=60.0)
     assert end["status"] == "ok"
     last = max(s.step for s in samples if s.step is not None)
     assert last > 16  # cycles came after the staircase ...
@@ -81,7 +81,7 @@ def test_disturbed_windows_bring_extra_cycles_until_the_slope_is_precise(
     fit = result.fit("meminfo.MemAvailable")
     assert fit is not None and fit.slope == pytest.approx(1024.0, abs=1.0)
     assert fit.uncertainty is not None and fit.uncertainty <= 0.10 * 1024
-    assert set(fit.rejected) <= {2, 4, 7} and fit.rejected
+    assert set(fit.rejected) <= {1, 2, 4, 6, 7} and fit.rejected
 
 
 def test_a_driver_that_keeps_what_it_mirrored_gets_no_extra_cycle(

@@ -322,8 +322,8 @@ def test_a_quiet_host_decides_from_the_staircase_alone() -> None:
 
 
 def test_shmem_decides_a_memfd_mirror_the_total_cannot_separate() -> None:
-    # Eight windows beside a busy anonymous neighbour with three of them hit: the
-    # total's interval spans two verdicts, Shmem (which that neighbour does not move) does not.
+    # Eight windows beside a churning neighbour, every one moved: the total's
+    # interval spans two verdicts, Shmem (which that neighbour does not move) does not.
     samples = _hit_windows(ratio=1.0, memfd=True)
     res = analyze_samples(samples, CONFIG)
     assert "spans two verdicts" in res.passed_over["host.available"]
@@ -383,10 +383,15 @@ def test_a_component_never_says_clean() -> None:
 
 
 def _hit_windows(ratio: float, memfd: bool) -> list[Sample]:
-    """Return eight windows up, three of them hit by a neighbour taking 400 MiB."""
+    """Return eight windows up, each moved by a churning neighbour (page cache, say) by 20-60 MiB.
+
+    No two windows agree on a slope, and the total's interval spans two
+    verdicts; a component the neighbour does not move still reads each step.
+    """
     out: list[Sample] = []
     mirror, neighbour, device = 0.0, 0, 0
-    hits = {2: 400 * MIB, 5: 400 * MIB, 7: 400 * MIB}
+    sizes = [24, -41, 57, -28, 45, -53, 33, -60]
+    hits = {k: sizes[k - 1] * MIB for k in range(1, 9)}
 
     def snap(t: float, phase: str, step: int | None = None, edge: str | None = None) -> None:
         out.append(

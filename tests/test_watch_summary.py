@@ -137,8 +137,9 @@ def test_a_missing_host_signal_is_unavailable_not_zero() -> None:
 SMALL = [0, 0, *(k * 4 * MIB for k in range(1, 9))]
 
 
-# Another process gives back hundreds of MiB in three of the eight steps.
-JUMPS = {3: -600 * MIB, 6: -900 * MIB, 8: -700 * MIB}
+# Another process takes or gives back hundreds of MiB in five of the eight steps:
+# the three quiet ones are too few to stand for the run alone.
+JUMPS = {2: 600 * MIB, 3: -600 * MIB, 5: 500 * MIB, 6: -500 * MIB, 8: 700 * MIB}
 
 
 def test_a_noisy_host_signal_is_passed_over_for_the_drm_gtt() -> None:

@@ -36,8 +36,12 @@ def next_move(samples: Sequence[Sample], config: AnalysisConfig) -> Move:
     if result.verdict == "clean" and not confirms_clean(samples, fit, config):
         # Beside a neighbour one climb may hide a cost paid late: the next ones show it.
         return "climb"
-    if fit.release_slope is not None and fit.release_slope < LEAKS * fit.slope:
-        return "enough"  # a typical free gives back less than half: each cycle would leak
+    # A typical free gave back less than half of the least an allocation may have
+    # taken: each cycle would leak. (Not of the slope alone: a neighbour that took
+    # memory in the windows raises it, and the audit would stop at its word.)
+    least = fit.low if fit.low is not None else fit.slope
+    if fit.release_slope is not None and fit.release_slope < LEAKS * least:
+        return "enough"
     wanted = max(PRECISION * abs(fit.slope), PRECISION_FLOOR)
     return "enough" if fit.method != "steps" or (fit.uncertainty or 0.0) <= wanted else "step"
 

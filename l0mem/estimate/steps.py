@@ -9,7 +9,9 @@ windows come at moments it cannot follow. So:
 
 - a window whose cost lies further from the median line than the windows'
   own spread allows (:data:`REJECT_SIGMAS` robust deviations, and never less
-  than :data:`REJECT_FLOOR_MIB`) is rejected as disturbed and reported;
+  than :data:`REJECT_FLOOR_MIB`) is rejected as disturbed and reported; where
+  half the windows or more were disturbed, the group that agrees on one
+  slope stands for the run (:mod:`l0mem.estimate.agree`);
 - the slope is the median of the kept windows' ratios, each window weighted
   by the device bytes it changed;
 - its interval is distribution-free: the order statistics around the median
@@ -30,6 +32,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from l0mem.estimate.agree import agreeing, spread_interval
 from l0mem.estimate.model import Sample
 from l0mem.estimate.signals import GIB, MIB, signal_info, value
 
@@ -39,6 +42,8 @@ REJECT_SIGMAS = 4.0
 REJECT_FLOOR_MIB = 16.0
 # Rejection stops short of this share of the windows: past it, the median must cope alone.
 MAX_REJECTED = 0.25
+# Up to this many windows, a group of them that agrees on one slope may stand for the run.
+MAX_AGREE_WINDOWS = 32
 # Scale from the median absolute deviation to a standard deviation under a normal law.
 MAD_SCALE = 1.4826
 
@@ -293,9 +298,23 @@ def step_slope(found: Sequence[Window], confidence: float) -> StepSlope | None:
     order = sorted(range(len(found)), key=lambda i: -abs(residuals[i]))
     cap = int(MAX_REJECTED * len(found))
     out = {i for i in order[:cap] if abs(residuals[i]) > limit}
+    # A watched job's few windows: half of them may be disturbed, and then the
+    # spread is theirs. (Many windows: the median copes, and the audit climbs again.)
+    astray = any(abs(residuals[i]) > REJECT_FLOOR_MIB for i in range(len(found)) if i not in out)
+    group = (
+        agreeing([w.cost_mib for w in found], [w.gib for w in found], REJECT_FLOOR_MIB)
+        if astray and len(found) <= MAX_AGREE_WINDOWS
+        else None
+    )
+    if group is not None and len(found) - len(out) > len(group.members):
+        # The windows that agree on one slope are the ones that measured the run.
+        out, limit = set(range(len(found))) - group.members, group.gap / 2.0
     kept = tuple(w for i, w in enumerate(found) if i not in out)
     rejected = tuple(w for i, w in enumerate(found) if i in out)
     interval = median_interval([w.ratio for w in kept], confidence, [w.gib for w in kept])
+    if group is not None and out and interval.coverage < confidence:
+        low, high = spread_interval([w.ratio for w in kept], [w.gib for w in kept])
+        interval = dataclasses.replace(interval, low=low, high=high, coverage=confidence)
     spread = robust_spread([w.cost_mib - interval.median * w.gib for w in kept])
     return StepSlope(interval, spread, kept, rejected, limit)
 
