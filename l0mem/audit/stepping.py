@@ -27,11 +27,11 @@ from l0mem.audit.guard import Guard, measured_slope
 from l0mem.audit.runs import REASON_DEVICE_FULL, REASON_INTERRUPTED, REASON_STOPPED
 from l0mem.audit.setups import STEP_ALIGN
 from l0mem.estimate.model import Edge, Phase, Sample
+from l0mem.estimate.repeat import Move
 from l0mem.probe import MeminfoError, mem_available
 
 if TYPE_CHECKING:
     from l0mem.audit.experiment import L0Experiment, SyclExperiment
-    from l0mem.estimate.repeat import Move
 
 
 class Stop:
