@@ -46,6 +46,13 @@ def _run(
 ) -> tuple[list[Sample], dict[str, Any], float]:
     machine = Machine(100 * GIB)
     exp = Mirrored(machine, ratio, before_step=Neighbour(machine, noisy))
+    return _measure(monkeypatch, machine, exp, budget, steps)
+
+
+def _measure(
+    monkeypatch: pytest.MonkeyPatch, machine: Machine, exp: Mirrored, budget: float, steps: int = 8
+) -> tuple[list[Sample], dict[str, Any], float]:
+    """Run the child on ``exp``; return its samples, its end event and how long it took."""
     spec = {"step_bytes": STEP, "target_bytes": steps * STEP, "budget_s": budget}
     start = time.monotonic()
     events = run_child_on(monkeypatch, machine, exp, spec)
@@ -140,19 +147,10 @@ def test_the_budget_bounds_the_climbs(monkeypatch: pytest.MonkeyPatch) -> None:
     # A 1:1 mirror paid between the windows: they say clean, every climb says not,
     # so the child climbs again until the budget is spent, and never says clean.
     machine = Machine(100 * GIB)
-    spec = {"step_bytes": STEP, "target_bytes": 8 * STEP, "budget_s": 1.0}
-    start = time.monotonic()
-    exp = PaidLate(machine, 1.0)
-    events = run_child_on(monkeypatch, machine, exp, spec)
-    took = time.monotonic() - start
-    samples = [
-        Sample.from_dict({k: v for k, v in e.items() if k not in ("event", "unavailable")})
-        for e in events
-        if e["event"] == "sample"
-    ]
+    samples, end, took = _measure(monkeypatch, machine, PaidLate(machine, 1.0), budget=1.0)
+    assert end["status"] == "ok"
     assert 1.0 <= took < 8.0
     assert max(s.step for s in samples if s.step is not None) >= 3 * 16  # whole climbs again
     result = analyze_samples(samples)
     assert result.verdict == "inconclusive" and result.next_steps is not None
     assert "but the whole climb says not clean" in result.passed_over["meminfo.MemAvailable"]
-    assert machine.available + exp.charged == 100 * GIB
