@@ -408,6 +408,20 @@ def test_traced_verdict_and_slope_match_the_simulators_ground_truth(
         assert summary["vmrss_would_miss"] is True
 
 
+def test_run_trace_inside_run_trace_changes_neither_result(workload: Path, tmp_path: Path) -> None:
+    truth_path, outer, inner = tmp_path / "truth.json", tmp_path / "outer.json", tmp_path / "inner.json"
+    step, steps = 32 * MIB, 4
+    args = _workload_args(workload, truth_path, steps=steps, step=step, pause=0.1)
+    opts = ["--quiet", "--trace", "--interval", "0.04"]
+    nested = [sys.executable, "-m", "l0mem", "run", *opts, "--json", str(inner), "--", *args]
+    proc = _run([*opts, "--json", str(outer)], _env(mirror="peer-resident"), nested)
+    assert proc.returncode == 0, proc.stderr
+    for report in (outer, inner):
+        traced = {d["index"]: d for d in _report(report)["trace"]["devices"]}
+        assert traced[0]["allocated_peak"] == steps * step, report
+        assert traced[0]["resident_on_peak"] == {"1": steps * step}, report
+
+
 def _watch_from_the_start(
     args: Sequence[str], env: Mapping[str, str], report: Path, gate: Path
 ) -> subprocess.CompletedProcess[str]:

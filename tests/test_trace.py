@@ -193,6 +193,48 @@ def test_trace_counts_what_an_l0_workload_allocated_and_made_resident(
         work.finish()
 
 
+def test_a_traced_run_inside_a_traced_run_changes_neither(tmp_path: Path) -> None:
+    # l0mem run --trace under l0mem run --trace: the inner session traces the driver
+    # the outer one does, and each sees every record of the workload.
+    base = sim.sim_env(devices=2, mirror="peer-resident")
+    with TraceSession(tmp_path / "outer") as outer, TraceSession(tmp_path / "inner") as inner:
+        env = inner.environment(outer.environment(base))
+        assert env["L0MEM_TRACE_DRIVERS"] == base["ZE_ENABLE_ALT_DRIVERS"]
+        work = Workload(L0_WORKLOAD, env)
+        try:
+            done = work.stage()
+            for totals in (outer.poll(), inner.poll()):
+                for i in (0, 1):
+                    assert device(totals, i).allocated == done["device"][i]
+                assert resident_of(totals) == done["resident"]
+                assert totals.processes == 1 and totals.lost_records == 0
+                assert totals.failed_calls == {}
+            for _ in range(2):  # released, then closed
+                work.go_on()
+                work.stage()
+            for totals in (outer.poll(), inner.poll()):
+                assert [device(totals, i).allocated for i in (0, 1)] == [0, 0]
+                assert totals.calls["zeContextDestroy"] == 1
+        finally:
+            work.finish()
+
+
+def test_an_inner_traced_run_keeps_the_outer_runs_memory_off_peers(tmp_path: Path) -> None:
+    base = sim.sim_env(devices=2, mirror="peer-resident")
+    with (
+        TraceSession(tmp_path / "outer", no_peer_residency=True) as outer,
+        TraceSession(tmp_path / "inner") as inner,
+    ):
+        env = inner.environment(outer.environment(base))
+    assert env["L0MEM_TRACE_NO_PEER_RESIDENCY"] == "1"
+    assert env["L0MEM_TRACE_DIR"].split(":") == [str(inner.directory), str(outer.directory)]
+
+
+def test_a_trace_directory_with_a_colon_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="cannot contain ':'"):
+        TraceSession(tmp_path / "a:b")
+
+
 def test_a_failed_allocation_is_counted_and_the_workload_sees_the_same_error(
     session: TraceSession,
 ) -> None:

@@ -132,6 +132,18 @@ def split_drivers(listed: str, tracer: str) -> tuple[str, list[str]]:
     return DEFAULT_DRIVERS, entries
 
 
+NO_PEER_VAR = "L0MEM_TRACE_NO_PEER_RESIDENCY"
+
+
+def _outer_trace(base: Mapping[str, str], tracer: str) -> list[str] | None:
+    """Return the trace directories of a tracer already set up in ``base``, or None."""
+    listed = [e.strip() for e in base.get("ZE_ENABLE_ALT_DRIVERS", "").split(",")]
+    dirs = [d for d in base.get("L0MEM_TRACE_DIR", "").split(":") if d]
+    if tracer not in listed or not base.get("L0MEM_TRACE_DRIVERS") or not dirs:
+        return None
+    return dirs
+
+
 class TraceSession:
     """Trace files of one workload in `workdir`/trace: the environment to start it in, and totals."""
 
@@ -139,6 +151,9 @@ class TraceSession:
         self, workdir: Path, *, no_peer_residency: bool = False, drivers: str | None = None
     ) -> None:
         """Build the tracer if needed (TraceBuildError) and prepare `workdir`/trace for its files."""
+        if ":" in str(workdir):
+            # The tracer reads its directories as a ':'-separated list (a traced run inside one).
+            raise ValueError(f"a trace directory cannot contain ':': {workdir}")
         self.library = library()
         self.directory = Path(workdir) / "trace"
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -164,13 +179,21 @@ class TraceSession:
         env = dict(base)
         listed = self._drivers or base.get("ZE_ENABLE_ALT_DRIVERS") or DEFAULT_DRIVERS
         traced, others = split_drivers(listed, str(self.library))
+        outer = _outer_trace(base, str(self.library))
+        if outer is not None and self._drivers is None:
+            # A traced run inside a traced run (l0mem run --trace under l0mem run --trace):
+            # the outer tracer is already between the loader and the driver it traces.
+            # Trace that driver, and write every record to both runs' directories, so
+            # that neither run's result changes.
+            traced = base["L0MEM_TRACE_DRIVERS"]
         env["ZE_ENABLE_ALT_DRIVERS"] = ",".join([str(self.library), *others])
         env["L0MEM_TRACE_DRIVERS"] = traced
-        env["L0MEM_TRACE_DIR"] = str(self.directory)
-        if self.no_peer_residency:
-            env["L0MEM_TRACE_NO_PEER_RESIDENCY"] = "1"
+        env["L0MEM_TRACE_DIR"] = ":".join([str(self.directory), *(outer or [])])
+        # An outer run that keeps its tree's memory off peers keeps this one's off too.
+        if self.no_peer_residency or (outer is not None and base.get(NO_PEER_VAR) == "1"):
+            env[NO_PEER_VAR] = "1"
         else:
-            env.pop("L0MEM_TRACE_NO_PEER_RESIDENCY", None)
+            env.pop(NO_PEER_VAR, None)
         return env
 
     def poll(self) -> TraceTotals:

@@ -10,7 +10,8 @@
  *
  * Records go to a file of their own per process in L0MEM_TRACE_DIR, one write()
  * each with O_APPEND: a slow reader or a child closing descriptors never blocks
- * or breaks the workload. A wrapped call always returns exactly what the real
+ * or breaks the workload. L0MEM_TRACE_DIR may list several directories,
+ * separated by ':' (a traced run inside a traced run): each gets every record. A wrapped call always returns exactly what the real
  * driver returned, except zeContextMakeMemoryResident on a peer device under
  * L0MEM_TRACE_NO_PEER_RESIDENCY=1, which is skipped and reports success.
  *
@@ -148,7 +149,17 @@ typedef struct {
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void *g_real;
 static int g_no_peer_residency;
-static char g_dir[4096];
+#define MAX_SINKS 4
+/* One directory the records go to, and this process's file in it. */
+typedef struct {
+    char dir[4096];
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    uint32_t lost; /* records this file missed */
+} lt_sink;
+static lt_sink g_sinks[MAX_SINKS];
+static int g_nsinks;
 
 /* Real functions, kept from the real driver's tables. */
 static lt_fn r_driver[5], r_device[18], r_context[9], r_mem[10];
@@ -156,10 +167,6 @@ static lt_fn r_driver[5], r_device[18], r_context[9], r_mem[10];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* devices and the file */
 static lt_device g_devices[MAX_DEVICES];
 static int g_ndevices;
-static int g_fd = -1;
-static dev_t g_fd_dev;
-static ino_t g_fd_ino;
-static uint32_t g_lost;
 
 static uint64_t now_ns(void)
 {
@@ -177,21 +184,19 @@ static int write_all_or_fail(int fd, const void *buf, size_t len)
     return n == (ssize_t)len ? 0 : (n > 0 ? 1 : -1);
 }
 
-static void drop_file_locked(void)
+static void drop_file_locked(lt_sink *s)
 {
-    if (g_fd >= 0)
-        close(g_fd);
-    g_fd = -1;
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
 }
 
 /* Opens a new file, starting with the process and every device known so far. Under g_lock. */
-static int open_file_locked(void)
+static int open_file_locked(lt_sink *s)
 {
     char path[4200];
     struct stat st;
-    if (!g_dir[0])
-        return -1;
-    snprintf(path, sizeof(path), "%s/%d-%llu.l0trace", g_dir, (int)getpid(),
+    snprintf(path, sizeof(path), "%s/%d-%llu.l0trace", s->dir, (int)getpid(),
              (unsigned long long)now_ns());
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0 || fstat(fd, &st) != 0) {
@@ -199,12 +204,12 @@ static int open_file_locked(void)
             close(fd);
         return -1;
     }
-    g_fd = fd;
-    g_fd_dev = st.st_dev;
-    g_fd_ino = st.st_ino;
+    s->fd = fd;
+    s->dev = st.st_dev;
+    s->ino = st.st_ino;
     lt_record head = {.kind = REC_PROCESS, .time_ns = now_ns(), .ptr = (uint64_t)getppid(),
                       .size = TRACE_FORMAT, .owner = -1, .target = -1, .owner_sub = -1,
-                      .target_sub = -1, .lost = g_lost, .aux = (uint64_t)getpid()};
+                      .target_sub = -1, .lost = s->lost, .aux = (uint64_t)getpid()};
     if (write_all_or_fail(fd, &head, sizeof(head)) != 0)
         goto fail;
     for (int i = 0; i < g_ndevices; i++)
@@ -212,36 +217,37 @@ static int open_file_locked(void)
             goto fail;
     return fd;
 fail:
-    drop_file_locked();
+    drop_file_locked(s);
     return -1;
 }
 
 /* The descriptor is ours only while it still names the file we opened. */
-static int current_fd_locked(void)
+static int current_fd_locked(lt_sink *s)
 {
     struct stat st;
-    if (g_fd >= 0 && (fstat(g_fd, &st) != 0 || st.st_dev != g_fd_dev || st.st_ino != g_fd_ino))
-        g_fd = -1; /* closed or reused by the workload: never touch it again */
-    return g_fd >= 0 ? g_fd : open_file_locked();
+    if (s->fd >= 0 && (fstat(s->fd, &st) != 0 || st.st_dev != s->dev || st.st_ino != s->ino))
+        s->fd = -1; /* closed or reused by the workload: never touch it again */
+    return s->fd >= 0 ? s->fd : open_file_locked(s);
 }
 
 static void emit_locked(lt_record *rec, size_t len)
 {
-    if (!g_dir[0])
-        return;
-    rec->lost = g_lost;
-    int fd = current_fd_locked();
-    int r = fd < 0 ? -1 : write_all_or_fail(fd, rec, len);
-    if (r != 0) {
-        g_lost++;
-        if (r > 0) /* a partial record: the rest of this file would be misaligned */
-            drop_file_locked();
+    for (int i = 0; i < g_nsinks; i++) {
+        lt_sink *s = &g_sinks[i];
+        rec->lost = s->lost;
+        int fd = current_fd_locked(s);
+        int r = fd < 0 ? -1 : write_all_or_fail(fd, rec, len);
+        if (r != 0) {
+            s->lost++;
+            if (r > 0) /* a partial record: the rest of this file would be misaligned */
+                drop_file_locked(s);
+        }
     }
 }
 
 static void emit(lt_record *rec)
 {
-    if (!g_dir[0])
+    if (!g_nsinks)
         return;
     rec->time_ns = now_ns();
     pthread_mutex_lock(&g_lock);
@@ -253,10 +259,10 @@ static void atfork_child(void)
 {
     /* A child writes its own file; the parent's descriptor is left to the parent. */
     pthread_mutex_init(&g_lock, NULL);
-    if (g_fd >= 0)
-        close(g_fd);
-    g_fd = -1;
-    g_lost = 0;
+    for (int i = 0; i < g_nsinks; i++) {
+        drop_file_locked(&g_sinks[i]);
+        g_sinks[i].lost = 0;
+    }
 }
 
 typedef lt_result (*pfn_driver_get)(uint32_t *, lt_handle *);
@@ -341,12 +347,13 @@ static void add_device_locked(lt_handle h, int32_t index, int16_t sub)
     dev->index = index;
     dev->sub = sub;
     describe(dev);
-    if (g_dir[0]) {
-        dev->desc.head.lost = g_lost;
-        int fd = current_fd_locked(); /* not yet counted: a new file does not carry it */
+    for (int i = 0; i < g_nsinks; i++) {
+        lt_sink *s = &g_sinks[i];
+        dev->desc.head.lost = s->lost;
+        int fd = current_fd_locked(s); /* not yet counted: a new file does not carry it */
         if (fd >= 0 && write_all_or_fail(fd, &dev->desc, sizeof(dev->desc)) != 0) {
-            g_lost++;
-            drop_file_locked();
+            s->lost++;
+            drop_file_locked(s);
         }
     }
     __atomic_store_n(&g_ndevices, g_ndevices + 1, __ATOMIC_RELEASE);
@@ -622,8 +629,19 @@ static void load_real(void)
     const char *dir = getenv("L0MEM_TRACE_DIR");
     const char *npr = getenv("L0MEM_TRACE_NO_PEER_RESIDENCY");
     const char *list = getenv("L0MEM_TRACE_DRIVERS");
-    if (dir && strlen(dir) < sizeof(g_dir))
-        strcpy(g_dir, dir);
+    if (dir) {
+        char dirs[MAX_SINKS * 4096];
+        char *save_dir = NULL;
+        snprintf(dirs, sizeof(dirs), "%s", dir);
+        for (char *d = strtok_r(dirs, ":", &save_dir); d && g_nsinks < MAX_SINKS;
+             d = strtok_r(NULL, ":", &save_dir)) {
+            if (strlen(d) >= sizeof(g_sinks[0].dir))
+                continue;
+            strcpy(g_sinks[g_nsinks].dir, d);
+            g_sinks[g_nsinks].fd = -1;
+            g_nsinks++;
+        }
+    }
     g_no_peer_residency = npr && strcmp(npr, "1") == 0;
     pthread_atfork(NULL, NULL, atfork_child);
     char names[4096];
