@@ -322,3 +322,32 @@ def test_a_malformed_fingerprint_a_huge_schema_version_and_a_long_name_are_exit_
         proc = run_l0mem(command, args, {})
         assert proc.returncode == 4, proc.stderr
         assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+RAW_CONTROL = ("\x1b", "\x07", "\r", "\x9b", "\x7f")
+
+
+def test_control_characters_in_reports_are_shown_never_sent(tmp_path: Path) -> None:
+    # A fleet's report may carry a terminal's escape sequences in any label (a
+    # driver version, an environment value): they are shown as their code in the
+    # terminal, the Markdown and the CSV, never written raw.
+    hostile = "26.05\x1b[2J\x1b]0;pwned\x07\r\x9b1m\x7f"
+    a = _report(tmp_path / "a.json", hostile, "m1", 1.0, env={"X": "v\x1b[31m"})
+    b = _report(tmp_path / "b.json", hostile, "m2", 0.0, env={"X": "v\x1b[31m"})
+    md, csv_path = tmp_path / "m.md", tmp_path / "m.csv"
+    proc = run_l0mem("matrix", [str(a), str(b), "--markdown", str(md), "--csv", str(csv_path)], {"COLUMNS": "200"})
+    assert proc.returncode in (0, 1), proc.stderr
+    compared = run_l0mem("compare", [str(a), str(b)], {"COLUMNS": "200"})
+    assert compared.returncode in (0, 1), compared.stderr
+    outputs = {
+        "matrix stdout": proc.stdout,
+        "matrix stderr": proc.stderr,
+        "markdown": md.read_text(),
+        "csv": csv_path.read_text(),
+        "compare stdout": compared.stdout,
+        "compare stderr": compared.stderr,
+    }
+    for name, text in outputs.items():
+        assert not any(c in text for c in RAW_CONTROL), (name, text[:400])
+    assert "\\x1b[2J" in outputs["matrix stdout"].replace("\n", "") or "\\x1b" in outputs["matrix stdout"]
+    assert "\\x1b" in outputs["markdown"] and "\\x1b" in outputs["csv"]

@@ -22,6 +22,7 @@ from typing import Any
 from l0mem.audit.analysis import ensure_analysed
 from l0mem.audit.compare import DEFAULT_SLOPE_TOLERANCE, judge_runs
 from l0mem.audit.model import AuditReport, SetupRun
+from l0mem.text import printable
 
 MATRIX_SCHEMA = "l0mem.matrix/1"
 # Recorded variables that name files on one machine, not a setting of the stack.
@@ -294,11 +295,8 @@ def md_text(text: str) -> str:
     """Return ``text`` as it can stand in one cell or heading of a Markdown table, shown as written."""
     out = []
     for ch in text:
-        code = ord(ch)
-        if code < 0x20 or 0x7F <= code < 0xA0:
-            out.append(f"\\x{code:02x}")
-        else:
-            out.append(_MD_ESCAPES.get(ch, ch))
+        shown = printable(ch)
+        out.append(shown if shown != ch else _MD_ESCAPES.get(ch, ch))
     return "".join(out)
 
 
@@ -329,9 +327,9 @@ def csv_rows(matrices: Sequence[Matrix]) -> list[list[str]]:
                 slope = "" if cell.slope is None else f"{cell.slope:.1f}"
                 rows.append(
                     [
-                        m.group,
-                        s,
-                        c,
+                        printable(m.group),
+                        printable(s),
+                        printable(c),
                         "/".join(cell.verdicts),
                         slope,
                         str(cell.machines),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 from rich.console import Console
+from rich.markup import escape as _markup_escape
 
 from l0mem.cli._exits import STOP_SIGNALS as STOP_SIGNALS
 from l0mem.cli._exits import ExitCode as ExitCode
@@ -29,6 +30,7 @@ from l0mem.cli._exits import exit_epilog as exit_epilog
 from l0mem.cli._exits import interrupt_signal as interrupt_signal
 from l0mem.cli._exits import signal_exit as signal_exit
 from l0mem.files import discard, is_stdout
+from l0mem.text import printable
 
 if TYPE_CHECKING:
     from l0mem.backends.select import ContextMode
@@ -215,6 +217,17 @@ def check_outputs(
                 fail(command, ExitCode.USAGE, f"{name} {path} is also {other}: give another path")
     for _, path in given:
         check_output(command, path)
+
+
+def escape(text: str) -> str:
+    """Return ``text`` for rich markup, shown as written: markup escaped, control characters as their code.
+
+    Every text a command prints from a report or another process goes
+    through here: an escape sequence in a watched command's name or a
+    report's label is shown, never sent to the terminal (newlines and tabs
+    stay).
+    """
+    return _markup_escape(printable(text, keep="\n\t"))
 
 
 def to_stdout(*paths: Path | None) -> bool:

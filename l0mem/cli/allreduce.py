@@ -37,12 +37,12 @@ from typing import Any, Literal
 import click
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from l0mem.cli._common import (
     ExitCode,
     check_outputs,
+    escape,
     exit_epilog,
     fail,
     measuring,

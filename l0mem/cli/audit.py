@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from l0mem.audit.model import AuditReport, ReportFormatError
 from l0mem.audit.remedies import ALL_SETUPS, parse_env_assignments
@@ -34,6 +33,7 @@ from l0mem.cli._common import (
     ExitCode,
     check_outputs,
     error,
+    escape,
     exit_epilog,
     fail,
     output,

@@ -6,7 +6,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -15,6 +14,7 @@ from l0mem.audit.costs import RemedyCost, remedy_advice
 from l0mem.audit.model import AuditReport, Platform, Sample, SetupRun
 from l0mem.audit.runner import RunEvent
 from l0mem.audit.setups import SetupPlan
+from l0mem.cli._common import escape
 from l0mem.units import format_bytes
 
 # Signals shown per set-up besides the prioritised ones: where a mirror also shows.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from l0mem.audit.compare import (
@@ -19,6 +18,7 @@ from l0mem.audit.report import dumps_json
 from l0mem.cli._common import (
     ExitCode,
     check_outputs,
+    escape,
     exit_epilog,
     fail,
     output,

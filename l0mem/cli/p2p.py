@@ -33,11 +33,11 @@ from typing import Any
 import click
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from l0mem.cli._common import (
     check_outputs,
+    escape,
     exit_epilog,
     measuring,
     open_backend,

@@ -21,6 +21,7 @@ from l0mem.estimate import cost_series
 from l0mem.estimate.model import AnalysisConfig
 from l0mem.files import PathLike, json_bytes, write_bytes
 from l0mem.probe.fingerprint import host_fingerprint
+from l0mem.text import printable
 from l0mem.watch.engine import WatchResult
 from l0mem.watch.series import (
     Series,
@@ -118,7 +119,8 @@ def csv_text(series: Series) -> str:
     derived = ["host_cost", "device_memory"]
     for pdev in devices:
         derived += [f"vram.{pdev}", f"gtt.{pdev}"]
-    writer.writerow(["t", "pids", *derived, *names])
+    # Signal and device names come from drivers' files: shown, never obeyed.
+    writer.writerow([printable(n) for n in ["t", "pids", *derived, *names]])
     for s, x in zip(series.all, xs, strict=True):
         cost = host_cost(series, s)
         row: list[Any] = [s.t, s.pids, "" if cost is None else cost, "" if x is None else x]

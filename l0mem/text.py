@@ -1,0 +1,24 @@
+"""Text from reports and other processes, shown as written and never obeyed.
+
+A report's strings (a watched command's name, a stack label, a signal name
+read from a driver's files) reach terminals, CSV and Markdown. A control
+character among them (a terminal's escape sequence, a carriage return that
+rewrites the line) would act instead of being read: :func:`printable` shows
+each one as its code, ``\\x1b``.
+
+What it may import: nothing of l0mem (a leaf every layer may use).
+"""
+
+from __future__ import annotations
+
+
+def _control(code: int, keep: str, ch: str) -> bool:
+    return (code < 0x20 or 0x7F <= code < 0xA0) and ch not in keep
+
+
+def printable(text: str, keep: str = "") -> str:
+    """Return ``text`` with every control character (C0, DEL, C1) shown as ``\\xNN``; those in ``keep`` stay."""
+    return "".join(f"\\x{ord(ch):02x}" if _control(ord(ch), keep, ch) else ch for ch in text)
+
+
+__all__ = ["printable"]
