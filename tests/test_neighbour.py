@@ -269,7 +269,8 @@ def test_it_ends_by_itself_after_its_seconds() -> None:
     end = events[-1]
     assert end["event"] == "end" and end["reason"] == "time"
     assert 1.0 <= end["t"] < 6.0  # its own clock: at its seconds, plus one step and the clean-up
-    assert all(e["t"] < 1.0 for e in iter_steps(events))
+    # No step began after its seconds (one begun just before may end after them, on a loaded machine).
+    assert all(e["began"] < 1.0 <= end["t"] for e in iter_steps(events))
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])

@@ -31,8 +31,10 @@ memory and removes its private directories whole, so a file created but not
 yet recorded goes too. Each step is one JSON line in ``--log`` (default
 standard output): ``start``, then ``step`` events (``action`` grow, shrink or
 skip; ``kind``; ``bytes``; ``chunk``; ``held`` per kind after the step;
-``t`` seconds since the start, ``mono`` and ``until``: CLOCK_MONOTONIC when the step
-was done and when its sleep ends), then ``end`` with its ``reason``.
+``t`` and ``began`` seconds since the start when the step was done and when it
+began, ``mono`` and ``until``: CLOCK_MONOTONIC when the step was done and when
+its sleep ends), then ``end`` with its ``reason``. No step begins after
+``--seconds``; one begun just before may end after them.
 
 From Python, :class:`Neighbour` starts one as a child process and stops it.
 """
@@ -390,7 +392,7 @@ def run(
             "disk_dir": None if holdings.disk_dir is None else str(holdings.disk_dir),
             "shm_dir": None if holdings.shm_dir is None else str(holdings.shm_dir),
         })  # fmt: skip
-        while time.monotonic() < deadline:
+        while (began := time.monotonic()) < deadline:
             s = schedule.next()
             action: str = s.action
             if s.action == "grow" and meminfo()["MemAvailable"] - s.size < floor:
@@ -404,7 +406,8 @@ def run(
             now = time.monotonic()
             until = min(now + s.sleep, deadline)
             _emit(log, {
-                "event": "step", "i": s.index, "t": now - start, "mono": now, "until": until,
+                "event": "step", "i": s.index, "t": now - start, "began": began - start,
+                "mono": now, "until": until,
                 "action": action, "kind": s.kind, "bytes": s.size, "chunk": name,
                 "held": holdings.held_by_kind(), "sleep": s.sleep,
             })  # fmt: skip
