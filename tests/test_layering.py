@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "l0mem"
-LEAVES = frozenset({"units", "files", "bf16", "keepalive", "driverenv", "jsonfields"})
+LEAVES = frozenset({"units", "files", "bf16", "keepalive", "driverenv", "jsonfields", "text"})
 ROOT = "l0mem"  # l0mem/__init__.py: __version__ only
 
 _BELOW_BACKENDS = frozenset({"_ze", "core", "sycl"})
