@@ -290,3 +290,37 @@ def test_help_says_sizes_are_bytes_and_threshold_is_elements():
     text = " ".join(proc.stdout.split())
     assert "Bytes per device buffer" in text and "16K,128K,4M,64M" in text
     assert "FP32 element count (not bytes)" in text
+
+
+# Simulator faults that come in the second size of ``--sizes 400,4000`` (found by
+# counting: the first size finishes before them).
+LOST_IN_SECOND_SIZE = 260
+HANG_IN_SECOND_SIZE = "9"
+
+
+@pytest.mark.parametrize("later", ["lost", "hang"])
+def test_a_failure_in_a_later_size_keeps_the_sizes_that_finished(tmp_path, later):
+    # The first size finishes; the second hangs or loses its device. The report and
+    # the table hold the first, marked incomplete; the exit code is the failure's.
+    out = tmp_path / "ar.json"
+    args = ["--sizes", "400,4000", "--reps", "1", "--warmup", "0", "--json", str(out)]
+    clean = _cli(args, sim.sim_env(devices=2))
+    assert clean.returncode == 0, clean.stderr
+    whole = [(r["nbytes"], r["path"]) for r in json.loads(out.read_text())["results"]]
+    assert {n for n, _ in whole} == {400, 4000}
+    out.unlink()
+    if later == "lost":
+        env, code = sim.sim_env(devices=2, device_lost_at=LOST_IN_SECOND_SIZE), 6
+    else:
+        env, code = {**sim.sim_env(devices=2, hang_copy_at=HANG_IN_SECOND_SIZE)}, 1
+        args += ["--hang-after", "2"]
+    proc = _cli(args, env)
+    assert proc.returncode == code, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["complete"] is False
+    kept = [(r["nbytes"], r["path"]) for r in data["results"]]
+    # What finished before the failure: a part of the run, in its order, of the first size only.
+    assert kept and kept == whole[: len(kept)] and len(kept) < len(whole), kept
+    assert {n for n, _ in kept} == {400}
+    assert "what finished before it was kept" in proc.stderr
+    assert any(line.split()[:1] == ["100"] for line in proc.stdout.splitlines()), proc.stdout

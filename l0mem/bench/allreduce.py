@@ -29,7 +29,7 @@ from l0mem.allreduce import AllReduce, AllReduceStats, error_bound, scratch_byte
 from l0mem.backends import HANG_BASE_S, Backend, Event, NoDeviceError, cleanup, copy_deadline
 from l0mem.bench.critical import critical_path_of, step_times
 from l0mem.bench.fit import check_fits
-from l0mem.bench.timing import MeasurementInterrupted, time_op
+from l0mem.bench.timing import MeasurementInterrupted, time_op, with_partial
 from l0mem.driverenv import recorded_environment
 
 SCHEMA = "l0mem.allreduce/1"
@@ -110,7 +110,8 @@ def measure(
     elements (ValueError otherwise, before anything is run). Interrupted
     (KeyboardInterrupt), it raises :class:`MeasurementInterrupted` whose
     ``partial`` is the report over the rows that finished (``complete`` false),
-    once the buffers are freed.
+    once the buffers are freed; a failure after a row finished (a hang, a
+    lost device) carries the same ``partial`` (:func:`l0mem.bench.timing.with_partial`).
     """
     counts = [fp32_elements(n) for n in sizes]
     try:
@@ -176,6 +177,9 @@ def measure(
                     cleanup([*waits, *(b.close for b in bufs)], strict=ok)
     except KeyboardInterrupt as exc:
         raise MeasurementInterrupted(report(False), exc) from None
+    except Exception as exc:
+        # A later size hung or lost its device: the sizes that finished are kept.
+        raise (with_partial(exc, report(False)) if rows else exc) from None
     return report(True)
 
 

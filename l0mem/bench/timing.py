@@ -280,6 +280,16 @@ class MeasurementInterrupted(KeyboardInterrupt):
         self.signum = signum if isinstance(signum, int) else int(signal.SIGINT)
 
 
+def with_partial(exc: BaseException, partial: Any) -> BaseException:
+    """Return ``exc`` (a failure: a hang, a lost device) carrying ``partial``, what finished before it.
+
+    The failure keeps its own type, so that its exit code stays its own; the
+    command writes and shows ``partial`` (marked incomplete) before its line.
+    """
+    exc.partial = partial  # type: ignore[attr-defined]
+    return exc
+
+
 __all__ = [
     "FALLBACK_NOTE",
     "SUMMARY_KEYS",
@@ -288,6 +298,7 @@ __all__ = [
     "MeasurementInterrupted",
     "Timing",
     "TimingRequest",
+    "with_partial",
     "time_op",
     "time_ops",
     "unmeasured_dict",

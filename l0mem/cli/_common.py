@@ -145,8 +145,9 @@ def _memory_message(err: MemoryError) -> str:
 def measuring(command: str, keep: Callable[[Any], None] | None = None) -> Iterator[None]:
     """Turn a failure while ``command`` measures into its one-line error and exit code.
 
-    An interrupt (Ctrl-C, SIGTERM, SIGHUP) exits 128 + N; when it carries the
-    ``partial`` result of what was measured, ``keep`` writes and prints it first.
+    An interrupt (Ctrl-C, SIGTERM, SIGHUP) exits 128 + N; when it, or any
+    other failure, carries the ``partial`` result of what was measured,
+    ``keep`` writes and prints it first.
     Handles that fail to release during the teardown after a failure (every
     call fails once a device is lost) would each print a ReleaseWarning; they
     are dropped then, so the one line names the original failure.
@@ -164,6 +165,11 @@ def measuring(command: str, keep: Callable[[Any], None] | None = None) -> Iterat
     _replay(caught, skip_release=True)
     # Objects the traceback still holds are freed at exit: keep that quiet too.
     warnings.simplefilter("ignore", _release_warning())
+    partial = getattr(failure, "partial", None)
+    if keep is not None and partial is not None and not isinstance(failure, KeyboardInterrupt):
+        # What finished before a hang or a lost device is written and shown first.
+        keep(partial)
+        error(command, "stopped by the failure below; what finished before it was kept")
     mapped = classify(failure)
     if mapped is not None:
         fail(command, *mapped)
