@@ -298,8 +298,8 @@ __all__ = [
     "MeasurementInterrupted",
     "Timing",
     "TimingRequest",
-    "with_partial",
     "time_op",
     "time_ops",
     "unmeasured_dict",
+    "with_partial",
 ]
