@@ -26,7 +26,8 @@ from l0mem.audit.discovery import one_line
 from l0mem.audit.guard import Guard, measured_slope
 from l0mem.audit.runs import REASON_DEVICE_FULL, REASON_INTERRUPTED, REASON_STOPPED
 from l0mem.audit.setups import STEP_ALIGN
-from l0mem.estimate.model import Edge, Phase, Sample
+from l0mem.estimate import repeat
+from l0mem.estimate.model import AnalysisConfig, Edge, Phase, Sample
 from l0mem.estimate.repeat import Move
 from l0mem.probe import MeminfoError, mem_available
 
@@ -142,13 +143,10 @@ class Runner:
 
     def next_move(self) -> Move:
         """Return what to do next: enough, one step again, or the whole climb again."""
-        from l0mem.estimate import AnalysisConfig
-        from l0mem.estimate.repeat import next_move
-
         if self.untouched:
             return "enough"  # no repeat helps memory the fill never reached
         stacks = tuple(str(s) for s in self.spec.get("stacks") or ())
-        return next_move(self.record, AnalysisConfig(stacks=stacks))
+        return repeat.next_move(self.record, AnalysisConfig(stacks=stacks))
 
     def _follow(
         self, phase: str, values: Mapping[str, int], device_bytes: int, edge: str | None

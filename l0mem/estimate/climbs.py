@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from l0mem.estimate.fits import climb, climbs, fit_signal, line_fit
 from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit, Verdict
 from l0mem.estimate.signals import cost_series
-from l0mem.estimate.steps import drift, windows
+from l0mem.estimate.steps import drift, robust_spread, windows
 from l0mem.estimate.verdicts import why_unusable
 
 # Marks the reason a climb gives against the windows (:func:`disputed`).
@@ -32,8 +32,6 @@ _DISPUTE = "but the whole climb says"
 # From this many climbs, one lump at the same level of the median climb is the run's:
 # a neighbour's jump would have had to come at that level in most of them.
 _OUTVOTED = 3
-# 1.4826 times the median absolute deviation estimates a normal spread, unmoved by jumps.
-_MAD_SIGMA = 1.4826
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,16 +100,13 @@ def climb_line(
             # themselves would not do: a jump early in a climb moves every level after it.)
             rises = [
                 statistics.median(at[x] - at.get(prev, 0.0) for _, at in per)
-                for prev, x in zip([0.0, *common], common, strict=False)
+                for prev, x in itertools.pairwise([0.0, *common])
             ]
             ys = list(itertools.accumulate(rises))
             idle = [c for costs, _ in per for c in costs]
             centre = statistics.median(idle) if idle else 0.0
-            noise = (
-                _MAD_SIGMA * statistics.median(abs(c - centre) for c in idle)
-                if len(idle) >= 2
-                else None
-            )
+            # The idle costs' spread, unmoved by a jump in one climb's idle reads.
+            noise = robust_spread([c - centre for c in idle]) if len(idle) >= 2 else None
             base = fit_signal(judged[0], signal, config, drift=rate)
             line = line_fit(base, noise, common, ys, config)
             return ClimbLine(line, _lumps([centre, *ys], common[-1], config), len(judged))
