@@ -312,7 +312,10 @@ def step_slope(found: Sequence[Window], confidence: float) -> StepSlope | None:
     kept = tuple(w for i, w in enumerate(found) if i not in out)
     rejected = tuple(w for i, w in enumerate(found) if i in out)
     interval = median_interval([w.ratio for w in kept], confidence, [w.gib for w in kept])
-    if group is not None and out and interval.coverage < confidence:
+    # The range widened by itself holds only for windows that agree: the kept ones
+    # must all be the group's (the median's rejection may have kept others).
+    agree = group is not None and set(range(len(found))) - out <= group.members
+    if agree and out and interval.coverage < confidence:
         low, high = spread_interval([w.ratio for w in kept], [w.gib for w in kept])
         interval = dataclasses.replace(interval, low=low, high=high, coverage=confidence)
     spread = robust_spread([w.cost_mib - interval.median * w.gib for w in kept])
