@@ -230,6 +230,21 @@ def test_an_inner_traced_run_keeps_the_outer_runs_memory_off_peers(tmp_path: Pat
     assert env["L0MEM_TRACE_DIR"].split(":") == [str(inner.directory), str(outer.directory)]
 
 
+def test_an_inner_traced_run_keeps_the_other_drivers_of_the_loaders_list(tmp_path: Path) -> None:
+    # A second driver library beside the traced one stays in the inner run's list
+    # (it was taken for the driver to trace, then dropped).
+    base = sim.sim_env(devices=2)
+    extra = tmp_path / "other-driver.so"
+    extra.write_bytes(b"")
+    base["ZE_ENABLE_ALT_DRIVERS"] += f",{extra}"
+    with TraceSession(tmp_path / "outer") as outer, TraceSession(tmp_path / "inner") as inner:
+        first = outer.environment(base)
+        env = inner.environment(first)
+    assert first["ZE_ENABLE_ALT_DRIVERS"].split(",") == [str(outer.library), str(extra)]
+    assert env["ZE_ENABLE_ALT_DRIVERS"].split(",") == [str(inner.library), str(extra)]
+    assert env["L0MEM_TRACE_DRIVERS"] == first["L0MEM_TRACE_DRIVERS"]
+
+
 def test_a_trace_directory_with_a_colon_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot contain ':'"):
         TraceSession(tmp_path / "a:b")

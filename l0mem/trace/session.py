@@ -178,14 +178,17 @@ class TraceSession:
         """Return `base` with the variables that put the tracer between the loader and the driver."""
         env = dict(base)
         listed = self._drivers or base.get("ZE_ENABLE_ALT_DRIVERS") or DEFAULT_DRIVERS
-        traced, others = split_drivers(listed, str(self.library))
-        outer = _outer_trace(base, str(self.library))
+        tracer = str(self.library)
+        outer = _outer_trace(base, tracer)
         if outer is not None and self._drivers is None:
             # A traced run inside a traced run (l0mem run --trace under l0mem run --trace):
             # the outer tracer is already between the loader and the driver it traces.
-            # Trace that driver, and write every record to both runs' directories, so
-            # that neither run's result changes.
+            # Trace that driver, keep every other entry of the loader's list, and write
+            # every record to both runs' directories, so that neither run's result changes.
             traced = base["L0MEM_TRACE_DRIVERS"]
+            others = [e for e in (e.strip() for e in listed.split(",")) if e and e != tracer]
+        else:
+            traced, others = split_drivers(listed, tracer)
         env["ZE_ENABLE_ALT_DRIVERS"] = ",".join([str(self.library), *others])
         env["L0MEM_TRACE_DRIVERS"] = traced
         env["L0MEM_TRACE_DIR"] = ":".join([str(self.directory), *(outer or [])])
