@@ -272,6 +272,75 @@ def test_a_steady_drift_is_taken_out_of_every_window() -> None:
     assert res.verdict == "partial" and res.slope == pytest.approx(0.15 * 1024, abs=1)
 
 
+def _read_through(
+    ratio: float, seed: int, pause_motion: Callable[[int, float], float]
+) -> list[Sample]:
+    """Return a watched job's reads every 50 ms: 8 windows up, what ``pause_motion`` gives in each pause.
+
+    ``pause_motion(k, fraction)`` is how far the neighbour has moved the
+    host's cost (MiB) that far through the pause after window ``k``; reads inside the pauses
+    carry it, the windows themselves only a quiet machine's jitter.
+    """
+    rng = random.Random(seed)
+    out: list[Sample] = []
+    t, device, cost = 0.0, 0, 0.0
+
+    def read(phase: str, step: int | None = None, edge: str | None = None) -> None:
+        jitter = rng.uniform(-0.5, 0.5)
+        values = {"host.available": int(40 * GIB - (cost + jitter) * MIB)}
+        out.append(Sample(round(t, 3), phase, device, values, step, edge))  # type: ignore[arg-type]
+
+    for _ in range(4):
+        read("idle")
+        t += 0.05
+    for k in range(1, 9):
+        read("alloc" if device else "idle", k, "before")
+        t += 0.05
+        device += 128 * MIB
+        cost += ratio * 128
+        read("alloc", k, "after")
+        start, reads = cost, 18  # a 0.9 s pause
+        for i in range(1, reads + 1):
+            t += 0.05
+            cost = start + pause_motion(k, i / reads)
+            read("alloc")
+    return out
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.5, 1.0])
+def test_a_neighbours_jump_in_every_pause_is_no_drift(ratio: float) -> None:
+    # Another process gave back 300-800 MiB at one moment of each of two pauses in a
+    # row, then took as much in each of the next two: the rates of the pauses on either
+    # side of a window agree, but no rate went on through the window between them.
+    truth = {0.0: "clean", 0.5: "partial", 1.0: "mirror"}[ratio]
+    for seed in range(60):
+        size = random.Random(seed).uniform(300.0, 800.0)
+
+        def jump(k: int, fraction: float, size: float = size) -> float:
+            sign = -1.0 if (k - 1) % 4 < 2 else 1.0
+            return sign * size if fraction >= 0.5 else 0.0
+
+        samples = _read_through(ratio, seed, jump)
+        ratios = [w.ratio for w in windows(samples, "host.available")]
+        assert all(abs(r - 1024 * ratio) < 16 for r in ratios), (seed, ratios)
+        assert analyze_samples(samples, CONFIG).verdict == truth, seed
+
+
+@pytest.mark.parametrize("rate", [-300.0, 150.0, 700.0])
+def test_a_steady_drift_read_inside_the_pauses_is_still_taken_out(rate: float) -> None:
+    # A neighbour growing (or shrinking) at ``rate`` MiB/s all along, read every 50 ms.
+    for seed in range(20):
+        samples = _read_through(0.5, seed, lambda k, fraction: 0.0)
+        moved = []
+        for s in samples:
+            shift = int(rate * s.t * MIB)
+            moved.append(
+                dataclasses.replace(s, values={"host.available": s.values["host.available"] - shift})
+            )
+        ratios = [w.ratio for w in windows(moved, "host.available")]
+        assert all(abs(r - 512) < 24 for r in ratios), (seed, ratios)
+
+
 def test_small_jitter_is_never_rejected() -> None:
     # A quiet machine's few MiB are not a neighbour, however tight the rest is.
     ws = [Window(i, float(i), 0.01, 128 * MIB, 0.0) for i in range(1, 12)]

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from l0mem.estimate.fits import climb, climbs, fit_signal, line_fit
 from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit, Verdict
 from l0mem.estimate.signals import cost_series
-from l0mem.estimate.steps import drift, robust_spread, windows
+from l0mem.estimate.steps import drift, reads, robust_spread, windows
 from l0mem.estimate.verdicts import why_unusable
 
 # Marks the reason a climb gives against the windows (:func:`disputed`).
@@ -119,7 +119,7 @@ def climb_line(
 
 def _rates(samples: Sequence[Sample], fit: SignalFit, verdict: Verdict) -> list[float]:
     """Return the drifts to judge the climb with: the windows', and none too against a clean."""
-    rate = drift(windows(samples, fit.signal))
+    rate = drift(windows(samples, fit.signal), reads(samples, fit.signal))
     # A clean is held to the climb as read too: a cost paid between the windows
     # in a steady rhythm looks like drift, and taking drift out would hide it.
     return [rate, 0.0] if verdict == "clean" and rate else [rate]

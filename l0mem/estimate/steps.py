@@ -19,13 +19,17 @@ windows come at moments it cannot follow. So:
   (with few windows, the widest there is, at the coverage it has);
 - a steady drift of the host (another process growing or shrinking all
   along) is measured in the pauses between windows, where device memory
-  does not change, and taken out of each window in proportion to its length.
+  does not change, and taken out of each window in proportion to its length;
+  a pause read inside as well as at its ends counts only where it moved
+  steadily (its two halves at one rate): a neighbour's single jump in a
+  pause is no rate that went on through the next window.
 
 Nothing here assumes the noise is Gaussian or that it averages out.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import math
@@ -117,11 +121,24 @@ def windows(samples: Sequence[Sample], signal: str) -> list[Window]:
                 end_mib=end,
             )
         )
-    rates = local_drift(out)
+    rates = local_drift(out, reads(samples, signal))
     return [
         dataclasses.replace(w, cost_mib=w.cost_mib - rate * w.seconds)
         for w, rate in zip(out, rates, strict=True)
     ]
+
+
+def reads(samples: Sequence[Sample], signal: str) -> list[tuple[float, float]]:
+    """Return ``signal``'s cost (MiB, sense applied) at each time it was read, in time order."""
+    info = signal_info(signal)
+    if info is None:
+        raise ValueError(f"unknown signal {signal!r}")
+    out: dict[float, float] = {}
+    for s in samples:
+        v = value(s.values, signal)
+        if v is not None:
+            out.setdefault(s.t, info.sense * v / MIB)
+    return sorted(out.items())
 
 
 def _agree(a: float, b: float) -> bool:
@@ -129,23 +146,70 @@ def _agree(a: float, b: float) -> bool:
     return abs(a - b) <= STEADY * max(abs(a), abs(b))
 
 
-def local_drift(found: Sequence[Window]) -> list[float]:
+# Two halves of a pause that moved by no more than this apart moved alike (a quiet read's jitter).
+STEADY_JITTER_MIB = 2.0
+
+
+def _pause_rate(
+    a: Window, b: Window, inside: Sequence[tuple[float, float]]
+) -> float | None:
+    """Return the rate over the pause from window ``a`` to window ``b``, or None where it was no drift.
+
+    ``inside`` are the reads taken within the pause, its ends included. With
+    a read between the ends, the pause counts only where its two halves
+    moved at one rate (a jump in one half is another process's step, not a
+    rate that carried on); read at its ends only, it cannot be told apart.
+    """
+    start, end = a.t, b.t - b.seconds
+    gap = end - start
+    if gap <= 0:
+        return None
+    rate = (b.start_mib - a.end_mib) / gap
+    middle = [(t, c) for t, c in inside if start < t < end]
+    if not middle:
+        return rate
+    # The read nearest the pause's middle splits it in two halves.
+    mid_t, mid_c = min(middle, key=lambda r: abs(r[0] - (start + end) / 2.0))
+    first, second = mid_c - a.end_mib, b.start_mib - mid_c
+    r1, r2 = first / (mid_t - start), second / (end - mid_t)
+    if _agree(r1, r2) or abs(first - second * (mid_t - start) / (end - mid_t)) <= STEADY_JITTER_MIB:
+        return rate
+    return None
+
+
+def _pauses(
+    found: Sequence[Window], read: Sequence[tuple[float, float]]
+) -> dict[tuple[int, int], float]:
+    """Return, by the pair of windows (indices into ``found``) around it, each steady pause's rate."""
+    order = sorted(range(len(found)), key=lambda i: found[i].t)
+    times = [t for t, _ in read]
+    out: dict[tuple[int, int], float] = {}
+    for a, b in itertools.pairwise(order):
+        lo = bisect.bisect_left(times, found[a].t)
+        hi = bisect.bisect_right(times, found[b].t - found[b].seconds)
+        rate = _pause_rate(found[a], found[b], read[lo:hi])
+        if rate is not None:
+            out[(a, b)] = rate
+    return out
+
+
+def local_drift(
+    found: Sequence[Window], read: Sequence[tuple[float, float]] = ()
+) -> list[float]:
     """Return, per window, the drift (MiB of cost per second) to take out of it.
 
     Where the pauses right before and right after a window agree on a rate
     (another process growing or shrinking through the window: it carried
     that rate too), their mean; else the run's steady drift (:func:`drift`),
     or 0 (a neighbour that jumped in one of the pauses says nothing of the
-    window between them).
+    window between them). ``read`` are the signal's reads over the run
+    (:func:`reads`): a pause with reads inside counts only where it was
+    steady.
     """
-    steady = drift(found)
+    pauses = _pauses(found, read)
+    steady = _steady(list(pauses.values()))
     order = sorted(range(len(found)), key=lambda i: found[i].t)
     rate: dict[int, float] = {}
-    pauses: dict[tuple[int, int], float] = {}
-    for a, b in itertools.pairwise(order):
-        gap = (found[b].t - found[b].seconds) - found[a].t
-        if gap > 0:
-            pauses[(a, b)] = (found[b].start_mib - found[a].end_mib) / gap
     for k, i in enumerate(order):
         before = pauses.get((order[k - 1], i)) if k > 0 else None
         after = pauses.get((i, order[k + 1])) if k + 1 < len(order) else None
@@ -156,21 +220,20 @@ def local_drift(found: Sequence[Window]) -> list[float]:
     return [rate[i] for i in range(len(found))]
 
 
-def drift(found: Sequence[Window]) -> float:
+def drift(found: Sequence[Window], read: Sequence[tuple[float, float]] = ()) -> float:
     """Return the host's steady drift, MiB of cost per second, from the pauses between windows.
 
     Between two windows device memory does not change, so what the signal did
     there is other processes': when the pauses agree on a rate (their robust
     spread within :data:`STEADY` of it), that rate is a drift every window
-    also carried for its length. 0 with fewer than :data:`MIN_PAUSES` pauses
-    or rates that scatter (a neighbour that jumps now and then).
+    also carried for its length. 0 with fewer than :data:`MIN_PAUSES` steady
+    pauses or rates that scatter (a neighbour that jumps now and then).
     """
-    ordered = sorted(found, key=lambda w: w.t)
-    rates = [
-        (b.start_mib - a.end_mib) / gap
-        for a, b in itertools.pairwise(ordered)
-        if (gap := (b.t - b.seconds) - a.t) > 0
-    ]
+    return _steady(list(_pauses(found, read).values()))
+
+
+def _steady(rates: Sequence[float]) -> float:
+    """Return the rate the pauses' ``rates`` agree on, or 0 where they are few or scatter."""
     if len(rates) < MIN_PAUSES:
         return 0.0
     rate = statistics.median(rates)
@@ -351,6 +414,7 @@ __all__ = [
     "local_drift",
     "median_interval",
     "rank",
+    "reads",
     "robust_spread",
     "step_slope",
     "windows",
