@@ -642,6 +642,12 @@ def test_the_climb_stops_a_verdict_only_across_clean(
         assert res.verdict == verdict, (seed, res.reason)
         if verdict == "inconclusive":
             assert "but the whole climb says" in res.passed_over["host.available"]
+            # What to do next: not more windows (the memory moved between them), how much moved.
+            advice = res.next_steps
+            assert advice is not None and advice.windows_needed is None and advice.size_needed_bytes is None
+            level = int(advice.text.split("whole climb says ")[1].split(" MiB")[0])
+            assert abs(level - per_gap * 8 / MIB) <= 0.1 * per_gap * 8 / MIB, advice.text
+            assert "allocating and freeing again" in advice.text
 
 
 def _paid_late(samples: list[Sample], ratio: float, every: int, step_bytes: int = 128 * MIB) -> list[Sample]:

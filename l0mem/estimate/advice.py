@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from l0mem.estimate.climbs import climb_line, disputed
 from l0mem.estimate.fits import step_slopes
 from l0mem.estimate.model import AnalysisConfig, NextSteps, Sample, SignalFit
 from l0mem.estimate.steps import windows, windows_needed
@@ -54,6 +55,8 @@ def next_steps(
         return NextSteps(
             text, None, None, 0 if total is None else total.points, None, None, missing, None
         )
+    if why is not None and disputed(why):
+        return _moved_between(samples, total, config, missing)
     slope = total.slope
     low, high = total.interval or (slope, slope)
     bounds = (config.clean_threshold * 1024.0, config.mirror_threshold * 1024.0)
@@ -111,6 +114,33 @@ def next_steps(
         missing=missing,
         seconds_needed=seconds,
     )
+
+
+def _moved_between(
+    samples: Sequence[Sample],
+    total: SignalFit,
+    config: AnalysisConfig,
+    missing: dict[str, str],
+) -> NextSteps:
+    """Return the advice where the windows decided but the climb contradicts them.
+
+    More windows of the same kind do not help then: the memory moved between
+    them, not in them, and only another climb (or a quieter machine) tells
+    another process from a driver that makes its host pages after the calls.
+    """
+    assert total.slope is not None
+    # The level the host reached as read: what the user's own free/top showed.
+    line = climb_line(samples, total.signal, config, 0.0).line
+    level = "a different level" if line.slope is None else f"{line.slope:.0f} MiB/GiB"
+    text = (
+        f"{total.signal}: its step windows say {total.slope:.0f} MiB/GiB, but the level the "
+        f"host reached over the whole climb says {level}: memory moved between the windows, "
+        "not in them (another process's, or a driver that makes its host pages after its "
+        "calls, as deferred backing does); more or larger steps do not tell these apart; "
+        "allocating and freeing again does (l0mem audit climbs again until its climbs agree), "
+        "or measuring when the machine is quieter"
+    )
+    return NextSteps(text, total.signal, total.noise_mib, total.points, None, None, missing, None)
 
 
 __all__ = ["SIZE_ALIGN", "next_steps"]
