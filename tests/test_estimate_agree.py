@@ -185,3 +185,17 @@ def test_a_watched_job_with_a_neighbour_in_most_windows_never_gets_a_wrong_verdi
             decided += 1
             assert res.verdict == truth, (seed, res.reason)
     assert decided >= 60, decided
+
+
+def test_four_of_eight_stand_beside_a_pair_but_not_beside_a_three() -> None:
+    # Two disturbed windows that happened to agree do not outweigh four that measured
+    # the run alone (a slope read off the median of both would lie half way between);
+    # three that agree might be the run's as well as the four.
+    four = [0.0, 0.05, -0.05, 0.02]
+    pair = agreeing([*four, 372.0, 375.1, 620.0, -230.0], [0.125] * 8, REJECT_FLOOR_MIB)
+    assert pair is not None and pair.members == frozenset(range(4))
+    found = step_slope(_windows(1024.0, [*four, 372.0, 375.1, 620.0, -230.0]), 0.95)
+    assert found is not None and abs(found.slope - 1024.0) < 2.0
+    assert found.interval.low <= 1024.0 <= found.interval.high
+    three = agreeing([*four, 372.0, 375.1, 373.3, -230.0], [0.125] * 8, REJECT_FLOOR_MIB)
+    assert three is None
