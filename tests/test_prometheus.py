@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from l0mem.cli.prometheus import Metrics
@@ -17,7 +18,7 @@ from tests.support.jobs import peer_resident_job
 from tests.support.own_memory import host_env
 
 MIB = 1 << 20
-NAME = re.compile(r"^l0mem_[a-z0-9_]+_(bytes|seconds|ratio|info|complete|samples)$")
+NAME = re.compile(r"^l0mem_[a-z0-9_]+_(bytes|seconds|ratio|info|complete|samples|running)$")
 EXAMPLES = REPO_ROOT / "examples" / "monitoring"
 
 
@@ -48,11 +49,17 @@ def test_audit_writes_verdicts_and_ratios(tmp_path: Path) -> None:
     out = tmp_path / "l0mem.prom"
     args = ["--setups", "l0,l0-peer-resident", "--size", "256MiB", "--steps", "4", "--settle", "0"]
     proc = run_l0mem(
-        "audit", [*args, "--prometheus", str(out)], host_env(sim.sim_env(mirror="peer-resident"))
+        "audit",
+        [*args, "--prometheus", str(out), "--label", "workload=box-7", "--label", "team="],
+        host_env(sim.sim_env(mirror="peer-resident")),
     )
     assert proc.returncode == 0, proc.stderr
     metrics = _parse(out)
     _check_names(metrics)
+    # The user's labels on every sample; the device each set-up allocated on.
+    for samples in metrics.values():
+        assert all(s.labels["workload"] == "box-7" and s.labels["team"] == "" for s in samples)
+    assert {s.labels["device"] for s in metrics["l0mem_audit_verdict_info"]} == {"0"}
     verdicts = {s.labels["setup"]: s.labels["verdict"] for s in metrics["l0mem_audit_verdict_info"]}
     assert verdicts == {"l0": "clean", "l0-peer-resident": "mirror"}
     ratios = {s.labels["setup"]: s.value for s in metrics["l0mem_audit_host_per_device_ratio"]}
@@ -69,10 +76,14 @@ def test_run_writes_the_workloads_metrics(tmp_path: Path) -> None:
     out = tmp_path / "job.prom"
     job, env = peer_resident_job()
     opts = ["--quiet", "--trace", "--interval", "0.05", "--prometheus", str(out)]
-    proc = run_l0mem("run", [*opts, "--", *job], env)
+    proc = run_l0mem("run", [*opts, "--label", "workload=job-a", "--", *job], env)
     assert proc.returncode == 0, proc.stderr
     metrics = _parse(out)
     _check_names(metrics)
+    for samples in metrics.values():
+        assert all(s.labels["workload"] == "job-a" for s in samples)
+    # The file written at the end says so: a collector that keeps reading it sees a finished run.
+    assert [s.value for s in metrics["l0mem_watch_running"]] == [0]
     (verdict,) = metrics["l0mem_watch_verdict_info"]
     assert (
         verdict.labels["mode"] == "run" and verdict.labels["command"] == Path(sys.executable).name
@@ -119,3 +130,42 @@ def test_watch_metrics_carry_vram_and_gtt_per_drm_device() -> None:
     assert gtt.value == 5 * gib // 2
     assert metrics["l0mem_watch_host_cost_bytes"][0].value == 5 * gib
     assert metrics["l0mem_watch_timestamp_seconds"][0].value == 1.0
+
+
+@pytest.mark.parametrize(
+    ("label", "why"),
+    [
+        ("novalue", "expected KEY=VALUE"),
+        ("=x", "expected KEY=VALUE"),
+        ("9lives=x", "expected KEY=VALUE"),
+        ("has-dash=x", "expected KEY=VALUE"),
+        ("__name__=x", "expected KEY=VALUE"),
+        ("ünï=x", "expected KEY=VALUE"),
+        ("mode=x", "a label of l0mem's own metrics"),
+        ("verdict=x", "a label of l0mem's own metrics"),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "watch", "audit"])
+def test_a_bad_label_is_a_usage_error_before_anything_runs(command: str, label: str, why: str) -> None:
+    args = {"run": ["--", "true"], "watch": ["--pid", "1"], "audit": ["--setups", "l0"]}[command]
+    proc = run_l0mem(command, ["--label", label, *args], dict(os.environ))
+    assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+
+
+def test_a_label_given_twice_is_a_usage_error() -> None:
+    proc = run_l0mem("run", ["--label", "a=1", "--label", "a=2", "--", "true"], dict(os.environ))
+    assert proc.returncode == 2 and "given twice" in proc.stderr, proc.stderr
+
+
+def test_a_value_prometheus_must_escape_survives_the_file(tmp_path: Path) -> None:
+    out = tmp_path / "w.prom"
+    proc = run_l0mem(
+        "run",
+        ["--quiet", "--prometheus", str(out), "--label", 'note=a "b" \\ c\nd', "--", "true"],
+        dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stderr
+    metrics = _parse(out)
+    assert metrics and all(
+        s.labels["note"] == 'a "b" \\ c\nd' for samples in metrics.values() for s in samples
+    )

@@ -10,6 +10,7 @@ one byte, not one GiB). Bad values are usage errors (exit 2) before any work.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -68,6 +69,43 @@ prometheus_option = click.option(
     metavar="PATH",
     help="Also write the metrics in node-exporter's textfile format (written atomically; "
     "name it *.prom in the collector's directory).",
+)
+
+# Label names l0mem's own metrics carry: a --label may not take one of them.
+OWN_LABELS = frozenset(
+    {"mode", "pid", "command", "setup", "remedy", "backend", "platform", "verdict", "pdev", "device"}
+)
+_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _labels(
+    ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]
+) -> dict[str, str]:
+    """Return the ``--label KEY=VALUE`` pairs as a dict; a malformed or reserved one is a usage error."""
+    out: dict[str, str] = {}
+    for item in value:
+        key, sep, text = item.partition("=")
+        if not sep or not _LABEL_NAME.fullmatch(key) or key.startswith("__"):
+            raise click.BadParameter(
+                f"{item!r}: expected KEY=VALUE with a Prometheus label name as KEY "
+                "(letters, digits, _; not starting with a digit or __)"
+            )
+        if key in OWN_LABELS:
+            raise click.BadParameter(f"{key!r} is a label of l0mem's own metrics: choose another name")
+        if key in out:
+            raise click.BadParameter(f"{key!r} given twice")
+        out[key] = text
+    return out
+
+
+label_option = click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=_labels,
+    help="A label for every metric --prometheus writes, such as --label workload=train-7 "
+    "(repeatable; a scrape job's own 'job' label wins over one set here).",
 )
 
 

@@ -48,6 +48,7 @@ from l0mem.cli._options import (
     device_option,
     finite,
     json_option,
+    label_option,
     parse_floor,
     prometheus_option,
 )
@@ -139,26 +140,27 @@ def _cancel_on_signals(cancel: CancelEvent) -> AbstractContextManager[None]:
     return handling(STOP_SIGNALS, handler)
 
 
-def _write_prometheus(report: AuditReport, path: Path) -> None:
-    from l0mem.cli import prometheus
-
-    prometheus.write(path, prometheus.audit_metrics(report))
-
-
 def _write_outputs(
     report: AuditReport,
     json_path: Path | None,
     junit_path: Path | None,
     plot_path: Path | None,
     prometheus_path: Path | None = None,
+    labels: dict[str, str] | None = None,
 ) -> list[str]:
+    def write_prometheus(report: AuditReport, path: Path) -> None:
+        from l0mem.cli import prometheus
+
+        prometheus.write(path, prometheus.audit_metrics(report, labels))
+
     errors = []
-    for path, writer in (
+    writers: tuple[tuple[Path | None, Callable[[AuditReport, Path], None]], ...] = (
         (json_path, write_json),
         (junit_path, write_junit),
         (plot_path, write_plot),
-        (prometheus_path, _write_prometheus),
-    ):
+        (prometheus_path, write_prometheus),
+    )
+    for path, writer in writers:
         if path is None:
             continue
         try:
@@ -300,6 +302,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
     help="Also plot host memory against device memory (.png or .svg).",
 )
 @prometheus_option
+@label_option
 @click.option(
     "-q", "--quiet", is_flag=True, help="Print the answer only (its five lines at most), no tables."
 )
@@ -323,6 +326,7 @@ def audit(
     junit_path: Path | None,
     plot_path: Path | None,
     prometheus_path: Path | None,
+    labels: dict[str, str],
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -390,7 +394,7 @@ def audit(
                 report = run_audit(options, progress=Bars(bars), cancel=cancel)
         except AuditInterrupted as exc:
             report, interrupted = exc.report, exc.signum
-        errors = _write_outputs(report, json_path, junit_path, plot_path, prometheus_path)
+        errors = _write_outputs(report, json_path, junit_path, plot_path, prometheus_path, labels)
     with rendering():
         for line in answer_lines(report):
             out.print(escape(line), soft_wrap=True)

@@ -17,67 +17,54 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
 from l0mem.files import write_bytes
 
 Labels = Mapping[str, str]
 
 
 class Metrics:
-    """Gauges with HELP and TYPE, each with labelled samples, rendered in the text format."""
+    """Gauges with their labelled samples, in a registry of the Prometheus client that renders them."""
 
     def __init__(self) -> None:
-        self._help: dict[str, str] = {}
-        self._samples: dict[str, list[tuple[Labels, float]]] = {}
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._gauges: dict[str, Gauge] = {}
 
     def add(self, name: str, help_text: str, value: float | None, **labels: str) -> None:
-        """Add one sample of gauge ``name``; a value that is None or not finite is left out."""
-        self._help.setdefault(name, help_text)
-        self._samples.setdefault(name, [])
-        if value is not None and math.isfinite(value):
-            self._samples[name].append((labels, float(value)))
+        """Add one sample of gauge ``name``; a value that is None or not finite is left out.
+
+        Every sample of one gauge carries the same label names (the client's rule).
+        """
+        if value is None or not math.isfinite(value):
+            return  # made at its first value: a gauge without labels would read 0 otherwise
+        gauge = self._gauges.get(name)
+        if gauge is None:
+            gauge = Gauge(name, help_text, sorted(labels), registry=self.registry)
+            self._gauges[name] = gauge
+        (gauge.labels(**labels) if labels else gauge).set(float(value))
 
     def text(self) -> str:
         """Return the metrics in Prometheus' text exposition format."""
-        lines: list[str] = []
-        for name, samples in self._samples.items():
-            if not samples:
-                continue
-            lines.append(f"# HELP {name} {_escape_help(self._help[name])}")
-            lines.append(f"# TYPE {name} gauge")
-            for labels, value in samples:
-                lines.append(f"{name}{_labels(labels)} {_number(value)}")
-        return "\n".join(lines) + "\n"
+        return generate_latest(self.registry).decode()
 
 
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+def audit_metrics(report: Any, extra: Labels | None = None) -> Metrics:
+    """Return the metrics of an audit report: per set-up host bytes per device byte and verdict.
 
-
-def _labels(labels: Labels) -> str:
-    if not labels:
-        return ""
-    body = ",".join(f'{k}="{_label_value(str(v))}"' for k, v in sorted(labels.items()))
-    return "{" + body + "}"
-
-
-def _label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
-
-
-def audit_metrics(report: Any) -> Metrics:
-    """Return the metrics of an audit report: per set-up host bytes per device byte and verdict."""
+    ``extra`` are the user's labels (``--label``), on every metric.
+    """
     m = Metrics()
     platform = report.platform
+    user = dict(extra or {})
     for run in report.runs:
         labels = {
             "setup": run.setup,
             "remedy": run.remedy or "",
             "backend": run.backend,
             "platform": report.run_platform(run),
+            "device": _device(run.devices),
+            **user,
         }
         res = run.result
         m.add(
@@ -98,14 +85,23 @@ def audit_metrics(report: Any) -> Metrics:
         "1 when the audit ran to its end, 0 for a partial report.",
         1 if report.complete else 0,
         platform=platform,
+        **user,
     )
     m.add(
         "l0mem_audit_timestamp_seconds",
         "When the audit report was made (Unix time).",
         _unix(report.created),
         platform=platform,
+        **user,
     )
     return m
+
+
+def _device(devices: Iterable[Mapping[str, Any]]) -> str:
+    """Return the index of the device a set-up allocated on (its owner), or "" without one."""
+    listed = list(devices)
+    owner = next((d for d in listed if d.get("role") == "owner"), listed[0] if listed else None)
+    return "" if owner is None or owner.get("index") is None else str(owner["index"])
 
 
 def _unix(created: str) -> float | None:
@@ -115,8 +111,14 @@ def _unix(created: str) -> float | None:
         return None
 
 
-def watch_metrics(series: Any, summary: Any, labels: Labels, now: float | None = None) -> Metrics:
-    """Return the metrics of a watched workload: host cost, device memory per DRM device, verdict."""
+def watch_metrics(
+    series: Any, summary: Any, labels: Labels, now: float | None = None, *, running: bool = True
+) -> Metrics:
+    """Return the metrics of a watched workload: host cost, device memory per DRM device, verdict.
+
+    ``running`` is False for the file written when the run or watch ended: the
+    collector keeps reading it, and ``l0mem_watch_running`` 0 says it is final.
+    """
     from l0mem.watch.series import drm_memory, host_cost
 
     m = Metrics()
@@ -163,6 +165,12 @@ def watch_metrics(series: Any, summary: Any, labels: Labels, now: float | None =
     )
     m.add("l0mem_watch_samples", "Samples taken so far.", len(series.samples), **labels)
     m.add(
+        "l0mem_watch_running",
+        "1 while the run or watch goes on, 0 in the file written when it ended.",
+        1 if running else 0,
+        **labels,
+    )
+    m.add(
         "l0mem_watch_timestamp_seconds",
         "When this file was written (Unix time).",
         time.time() if now is None else now,
@@ -179,7 +187,7 @@ def _drm(summary: Any) -> Iterable[tuple[str, str, bool]]:
 
 def write(path: Path, metrics: Metrics) -> None:
     """Write ``metrics`` to ``path`` atomically (never a half-written file for the collector)."""
-    write_bytes(path, metrics.text().encode())
+    write_bytes(path, generate_latest(metrics.registry))
 
 
 __all__ = ["Metrics", "audit_metrics", "watch_metrics", "write"]

@@ -38,6 +38,7 @@ from l0mem.cli._options import (
     checked_floor,
     finite,
     json_option,
+    label_option,
     parse_floor,
     prometheus_option,
 )
@@ -85,7 +86,7 @@ def _shared(func: _F) -> _F:
                 default=DEFAULT_INTERVAL,
                 show_default=True,
                 metavar="SECONDS",
-                help="Time between samples (shorter near --host-floor).",
+                help="Time between samples (run samples faster near its --host-floor).",
             ),
             click.option(
                 "--quiet", is_flag=True, help="No live view or line per sample; only the summary."
@@ -108,6 +109,7 @@ def _shared(func: _F) -> _F:
                 "with the fit (.png or .svg).",
             ),
             prometheus_option,
+            label_option,
             click.option(
                 "--no-sysman",
                 is_flag=True,
@@ -239,6 +241,7 @@ def run(
     csv_path: Path | None,
     plot_path: Path | None,
     prometheus_path: Path | None,
+    labels: dict[str, str],
     no_sysman: bool,
     fail_on_mirror: bool,
     command: tuple[str, ...],
@@ -277,7 +280,7 @@ def run(
             on_sample=run_outputs.with_prometheus(
                 progress,
                 prometheus_path,
-                run_outputs.metric_labels({"mode": "run", "command": command}),
+                run_outputs.metric_labels({"mode": "run", "command": command}, labels),
             ),
             tracer=session,
             sysman=None if no_sysman else _sysman(stack, os.environ, None),
@@ -309,6 +312,7 @@ def run(
                 "trace": session is not None,
                 "no_peer_residency": no_peer_residency,
                 "sysman": not no_sysman,
+                "labels": labels,
             },
         }
         paths = (json_path, csv_path, plot_path, prometheus_path)
@@ -359,6 +363,7 @@ def watch(
     csv_path: Path | None,
     plot_path: Path | None,
     prometheus_path: Path | None,
+    labels: dict[str, str],
     no_sysman: bool,
     fail_on_mirror: bool,
 ) -> None:
@@ -369,8 +374,9 @@ def watch(
     environment = read_environ(pid)  # at attach: gone once the process ended
     with contextlib.ExitStack() as stack:
         sysman = None if no_sysman else _sysman(stack, os.environ, environment or {})
-        labels = run_outputs.metric_labels({"mode": "watch", "pid": pid})
-        on_sample = run_outputs.with_prometheus(progress, prometheus_path, labels)
+        on_sample = run_outputs.with_prometheus(
+            progress, prometheus_path, run_outputs.metric_labels({"mode": "watch", "pid": pid}, labels)
+        )
         watcher = Watch(
             interval=interval, on_sample=on_sample, sysman=sysman, look=min(LOOK, interval)
         )
@@ -392,6 +398,7 @@ def watch(
                 "look": watcher.look,
                 "duration": duration,
                 "sysman": not no_sysman,
+                "labels": labels,
             },
         }
         paths = (json_path, csv_path, plot_path, prometheus_path)
