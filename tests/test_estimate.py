@@ -36,8 +36,9 @@ from l0mem.estimate import (
     step_slope,
     windows,
 )
+from l0mem.estimate.order import rank
 from l0mem.estimate.repeat import next_move
-from l0mem.estimate.steps import Window, rank
+from l0mem.estimate.steps import Window
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -308,19 +309,26 @@ def _read_through(
 
 
 @pytest.mark.parametrize("ratio", [0.0, 0.5, 1.0])
-def test_a_neighbours_jump_in_every_pause_is_no_drift(ratio: float) -> None:
-    # Another process gave back 300-800 MiB at one moment of each of two pauses in a
-    # row, then took as much in each of the next two: the rates of the pauses on either
-    # side of a window agree, but no rate went on through the window between them.
+def test_a_neighbours_jumps_in_every_pause_are_no_drift(ratio: float) -> None:
+    # Another process gave back 300-800 MiB in each of two pauses in a row, then took
+    # as much in each of the next two, in one to three jumps at random moments of each
+    # pause: the rates of the pauses on either side of a window agree, but no rate went
+    # on through the window between them.
     truth = {0.0: "clean", 0.5: "partial", 1.0: "mirror"}[ratio]
     for seed in range(60):
-        size = random.Random(seed).uniform(300.0, 800.0)
+        rng = random.Random(seed)
+        size = rng.uniform(300.0, 800.0)
+        plan = {}
+        for k in range(1, 9):
+            count = rng.randint(1, 3)
+            plan[k] = sorted(rng.uniform(0.05, 0.95) for _ in range(count))
 
-        def jump(k: int, fraction: float, size: float = size) -> float:
+        def jumps(k: int, fraction: float, size: float = size, plan: dict = plan) -> float:
             sign = -1.0 if (k - 1) % 4 < 2 else 1.0
-            return sign * size if fraction >= 0.5 else 0.0
+            done = sum(1 for at in plan[k] if fraction >= at)
+            return sign * size * done / len(plan[k])
 
-        samples = _read_through(ratio, seed, jump)
+        samples = _read_through(ratio, seed, jumps)
         ratios = [w.ratio for w in windows(samples, "host.available")]
         assert all(abs(r - 1024 * ratio) < 16 for r in ratios), (seed, ratios)
         assert analyze_samples(samples, CONFIG).verdict == truth, seed

@@ -137,40 +137,14 @@ def test_a_watched_job_beside_a_neighbour_never_gets_a_wrong_verdict(ratio: floa
     assert decided >= 135, decided  # most of them, though a neighbour moved in 30% of the windows
 
 
-@pytest.mark.parametrize("slope", [0.0, 512.0, 1024.0])
-def test_three_quiet_windows_of_eight_stand_where_the_rest_agree_on_nothing(slope: float) -> None:
-    # A neighbour in five of eight windows, each its own way: the three quiet ones are the run.
-    stood = 0
-    for seed in range(60):
-        rng = random.Random(seed)
-        quiet = set(rng.sample(range(8), 3))
-        offs = [rng.uniform(-0.1, 0.1) if i in quiet else _disturbance(rng) for i in range(8)]
-        group = agreeing(offs, [0.125] * 8, REJECT_FLOOR_MIB)
-        if group is None:
-            continue
-        stood += 1
-        assert group.members == quiet, seed
-        found = step_slope(_windows(slope, offs), 0.95)
-        assert found is not None and found.interval.low <= slope <= found.interval.high, seed
-    assert stood >= 40, stood  # unless two disturbed windows agree, or one lands by the three
-
-
-def test_three_windows_of_eight_do_not_stand_where_two_others_agree() -> None:
-    # Two other windows agreeing (the run's slope there, a neighbour's one step here):
-    # which three or two are the run's, nothing says.
-    rng = random.Random(7)
-    offs = [0.0, 0.05, -0.05, 300.0, 300.1, -420.0, 650.0, -77.0]
-    assert agreeing(offs, [0.125] * 8, REJECT_FLOOR_MIB) is None
-    offs[4] = rng.uniform(-800.0, -500.0)
-    assert agreeing(offs, [0.125] * 8, REJECT_FLOOR_MIB) is not None
-
-
-def test_three_windows_of_eight_do_not_stand_on_few_bytes_or_a_loose_band() -> None:
-    scattered = [300.0, -420.0, 650.0, -77.0, 505.0]
-    small = agreeing([0.0, 0.0, 0.0, *scattered], [1 / 64] * 3 + [0.125] * 5, REJECT_FLOOR_MIB)
-    assert small is None
-    loose = agreeing([0.0, 1.5, -1.5, *scattered], [0.125] * 8, REJECT_FLOOR_MIB)
-    assert loose is None
+def test_a_group_short_of_most_windows_never_stands() -> None:
+    # Three quiet windows of eight, the rest each disturbed its own way: which three are
+    # the run's, the windows cannot say, because a neighbour taking buffers of one size
+    # in three windows looks the same (the quiet ones then among the five).
+    rng = random.Random(3)
+    for _ in range(40):
+        offs = [0.0, 0.05, -0.05] + [_disturbance(rng) for _ in range(5)]
+        assert agreeing(offs, [0.125] * 8, REJECT_FLOOR_MIB) is None
 
 
 @pytest.mark.parametrize("ratio", [0.0, 0.5, 1.0, 2.0])
@@ -184,18 +158,4 @@ def test_a_watched_job_with_a_neighbour_in_most_windows_never_gets_a_wrong_verdi
         if res.verdict != "inconclusive":
             decided += 1
             assert res.verdict == truth, (seed, res.reason)
-    assert decided >= 60, decided
-
-
-def test_four_of_eight_stand_beside_a_pair_but_not_beside_a_three() -> None:
-    # Two disturbed windows that happened to agree do not outweigh four that measured
-    # the run alone (a slope read off the median of both would lie half way between);
-    # three that agree might be the run's as well as the four.
-    four = [0.0, 0.05, -0.05, 0.02]
-    pair = agreeing([*four, 372.0, 375.1, 620.0, -230.0], [0.125] * 8, REJECT_FLOOR_MIB)
-    assert pair is not None and pair.members == frozenset(range(4))
-    found = step_slope(_windows(1024.0, [*four, 372.0, 375.1, 620.0, -230.0]), 0.95)
-    assert found is not None and abs(found.slope - 1024.0) < 2.0
-    assert found.interval.low <= 1024.0 <= found.interval.high
-    three = agreeing([*four, 372.0, 375.1, 373.3, -230.0], [0.125] * 8, REJECT_FLOOR_MIB)
-    assert three is None
+    assert decided >= 30, decided

@@ -40,6 +40,7 @@ from l0mem.estimate.model import (
     SignalFit,
     Verdict,
 )
+from l0mem.estimate.order import Interval, median_interval
 from l0mem.estimate.signals import (
     DRM_HOST_AGGREGATE,
     STACK_COMPONENTS,
@@ -48,7 +49,7 @@ from l0mem.estimate.signals import (
     recorded_signals,
     signal_info,
 )
-from l0mem.estimate.steps import Interval, StepSlope, Window, median_interval, step_slope, windows
+from l0mem.estimate.steps import StepSlope, Window, step_slope, windows
 
 DEFAULT_CONFIG = AnalysisConfig()
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from l0mem.estimate.climbs import climb_line, disputed
+from l0mem.estimate.climbs import against, disputed
 from l0mem.estimate.fits import step_slopes
 from l0mem.estimate.model import AnalysisConfig, NextSteps, Sample, SignalFit
 from l0mem.estimate.steps import windows, windows_needed
+from l0mem.estimate.verdicts import separated
 
 # Sizes are advised in whole steps of this many bytes.
 SIZE_ALIGN = 64 << 20
@@ -129,9 +130,9 @@ def _moved_between(
     another process from a driver that makes its host pages after the calls.
     """
     assert total.slope is not None
-    # The level the host reached as read: what the user's own free/top showed.
-    line = climb_line(samples, total.signal, config, 0.0).line
-    level = "a different level" if line.slope is None else f"{line.slope:.0f} MiB/GiB"
+    verdict = separated(total, config)
+    found = None if verdict is None else against(samples, total, verdict, config)
+    level = "a different level" if found is None else f"{found[0].line.slope:.0f} MiB/GiB"
     text = (
         f"{total.signal}: its step windows say {total.slope:.0f} MiB/GiB, but the level the "
         f"host reached over the whole climb says {level}: memory moved between the windows, "

@@ -16,10 +16,7 @@ taken below :data:`JITTER_MIB`, the distance never below the median's own
 rejection floor), and no other group of its size does the same apart from it. Noise that scatters every window makes no such group;
 nor does a neighbour that did the same thing in half of them (a buffer of
 one size taken and given back), which a group of half the windows would
-let decide. Short of most, a group of :data:`MIN_SHARE` of the windows
-stands where every other window was disturbed its own way (:func:`_holds`):
-a neighbour busy in five of eight windows leaves three that measured the
-job alone, and nothing else in the run repeats.
+let decide.
 
 A driver that mirrors some allocations and not others (by size, say) makes
 two groups of different sizes: the larger carries the verdict only if it
@@ -30,7 +27,6 @@ still stands against a clean the other windows contradict.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -43,18 +39,8 @@ JITTER_MIB = 1.0
 MAX_SPREAD_MIB = 8.0
 # How much further than the group's own spread every other window must lie.
 APART = 8.0
-# The fewest windows a group may stand on ...
+# The fewest windows a group may stand on.
 MIN_GROUP = 3
-# ... and the smallest share of the windows, where the rest agree on nothing and the
-# group lies this close to one slope (undisturbed windows agree to a fraction of a
-# MiB; noise that scatters windows over hundreds of MiB lands three in a band this
-# narrow about once in a thousand runs of eight).
-MIN_SHARE = 3 / 8
-MINORITY_SPREAD_MIB = 1.0
-# Such a group stands only where windows scattered as widely as this run's would make
-# one as tight by chance at most this often (a band never taken below BAND_FLOOR_MIB).
-CHANCE = 1e-4
-BAND_FLOOR_MIB = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,10 +86,10 @@ def agreeing(costs: Sequence[float], gibs: Sequence[float], floor: float) -> Gro
         return None
     weight = [abs(g) for g in gibs]
     found: list[Group] = []
-    for size in range(max(MIN_GROUP, math.ceil(MIN_SHARE * n)), n):
+    for size in range(max(MIN_GROUP, n // 2 + 1), n):
         for seed in range(n):
             group = _group(costs, gibs, seed, size)
-            if group.stands_out(floor) and _holds(group, costs, gibs, weight):
+            if group.stands_out(floor) and 2 * sum(weight[i] for i in group.members) >= sum(weight):
                 found.append(group)
     if not found:
         return None
@@ -113,40 +99,6 @@ def agreeing(costs: Sequence[float], gibs: Sequence[float], floor: float) -> Gro
     ):
         return None  # two groups of one size: which one is the run's, nothing says
     return best
-
-
-def _holds(group: Group, costs: Sequence[float], gibs: Sequence[float], weight: Sequence[float]) -> bool:
-    """Return whether ``group`` holds enough of the run to stand for it.
-
-    Most of the windows with half of the bytes; or, short of most, no fewer
-    than :data:`MIN_SHARE` of them with at least their share of the bytes,
-    within :data:`MINORITY_SPREAD_MIB` of one slope and tighter than the
-    run's scatter makes by chance (:data:`CHANCE`), where no window outside
-    it agrees with more than half as many others as the group holds (for
-    three: none): the other windows were disturbed each its own way, so the
-    group is what the windows repeat (a neighbour doing one thing in those
-    windows would have had to disturb nearly every window of the run).
-    """
-    n, size = len(costs), len(group.members)
-    share = sum(weight[i] for i in group.members) / sum(weight)
-    if 2 * size > n:
-        return 2 * share >= 1
-    if share * n < size or group.spread > MINORITY_SPREAD_MIB:
-        return False
-    rest = [i for i in range(n) if i not in group.members]
-    # How many groups this tight the windows would make by chance, scattered as they are.
-    scatter = max(costs) - min(costs)
-    band = 2.0 * max(group.spread, BAND_FLOOR_MIB)
-    if scatter <= 0 or math.comb(n, size) * size * (band / scatter) ** (size - 1) > CHANCE:
-        return False
-    # Windows outside that agree with each other: at most half the group's size each.
-    agree = dict.fromkeys(rest, 1)
-    for i, j in itertools.combinations(rest, 2):
-        slope = (costs[i] / gibs[i] + costs[j] / gibs[j]) / 2.0
-        if max(abs(costs[k] - slope * gibs[k]) for k in (i, j)) <= MAX_SPREAD_MIB:
-            agree[i] += 1
-            agree[j] += 1
-    return max(agree.values(), default=1) <= size // 2
 
 
 def spread_interval(ratios: Sequence[float], gibs: Sequence[float]) -> tuple[float, float]:
@@ -165,13 +117,9 @@ def spread_interval(ratios: Sequence[float], gibs: Sequence[float]) -> tuple[flo
 
 __all__ = [
     "APART",
-    "BAND_FLOOR_MIB",
-    "CHANCE",
     "JITTER_MIB",
     "MAX_SPREAD_MIB",
-    "MINORITY_SPREAD_MIB",
     "MIN_GROUP",
-    "MIN_SHARE",
     "Group",
     "agreeing",
     "spread_interval",

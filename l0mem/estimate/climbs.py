@@ -125,10 +125,10 @@ def _rates(samples: Sequence[Sample], fit: SignalFit, verdict: Verdict) -> list[
     return [rate, 0.0] if verdict == "clean" and rate else [rate]
 
 
-def outside(
+def against(
     samples: Sequence[Sample], fit: SignalFit, verdict: Verdict, config: AnalysisConfig
-) -> str | None:
-    """Return why windows that say ``verdict`` are contradicted by the run's climbs, or None.
+) -> tuple[ClimbLine, str] | None:
+    """Return the climb that contradicts windows saying ``verdict`` and what it says instead, or None.
 
     Costs a step window cannot see still show in the level the host reached:
     a climb whose line says the other side of clean says the windows missed
@@ -156,17 +156,25 @@ def outside(
         # their median steps are the run's: the best slope is enough.
         past = line.slope if found.climbs > 1 else line.interval[0]
         if verdict == "clean" and past >= clean:
-            other = "not clean"
-        elif verdict != "clean" and line.interval[1] < clean:
-            other = "clean"
-        else:
-            continue
-        count = "" if found.climbs == 1 else f" (the median of {found.climbs} climbs)"
-        return (
-            f"its step windows say {verdict} {_DISPUTE} {other}{count} "
-            f"({line.slope:.0f} MiB/GiB): host memory moved outside the windows"
-        )
+            return found, "not clean"
+        if verdict != "clean" and line.interval[1] < clean:
+            return found, "clean"
     return None
+
+
+def outside(
+    samples: Sequence[Sample], fit: SignalFit, verdict: Verdict, config: AnalysisConfig
+) -> str | None:
+    """Return why windows that say ``verdict`` are contradicted by the run's climbs (:func:`against`), or None."""
+    found = against(samples, fit, verdict, config)
+    if found is None:
+        return None
+    climbed, other = found
+    count = "" if climbed.climbs == 1 else f" (the median of {climbed.climbs} climbs)"
+    return (
+        f"its step windows say {verdict} {_DISPUTE} {other}{count} "
+        f"({climbed.line.slope:.0f} MiB/GiB): host memory moved outside the windows"
+    )
 
 
 def confirms_clean(samples: Sequence[Sample], fit: SignalFit, config: AnalysisConfig) -> bool:
@@ -190,4 +198,4 @@ def disputed(why: str) -> bool:
     return _DISPUTE in why
 
 
-__all__ = ["ClimbLine", "climb_line", "confirms_clean", "disputed", "outside"]
+__all__ = ["ClimbLine", "against", "climb_line", "confirms_clean", "disputed", "outside"]

@@ -20,9 +20,9 @@ windows come at moments it cannot follow. So:
 - a steady drift of the host (another process growing or shrinking all
   along) is measured in the pauses between windows, where device memory
   does not change, and taken out of each window in proportion to its length;
-  a pause read inside as well as at its ends counts only where it moved
-  steadily (its two halves at one rate): a neighbour's single jump in a
-  pause is no rate that went on through the next window.
+  a pause read inside as well as at its ends counts only where every read
+  lies on its straight line: a neighbour's jump (or a few) in a pause is no
+  rate that went on through the next window.
 
 Nothing here assumes the noise is Gaussian or that it averages out.
 """
@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 from l0mem.estimate.agree import agreeing, spread_interval
 from l0mem.estimate.model import Sample
+from l0mem.estimate.order import Interval, median_interval
 from l0mem.estimate.signals import GIB, MIB, signal_info, value
 
 # A window further than this many robust deviations from the median line was disturbed.
@@ -146,8 +147,12 @@ def _agree(a: float, b: float) -> bool:
     return abs(a - b) <= STEADY * max(abs(a), abs(b))
 
 
-# Two halves of a pause that moved by no more than this apart moved alike (a quiet read's jitter).
+# A read inside a pause lies on its straight line within this many MiB ...
 STEADY_JITTER_MIB = 2.0
+# ... or within this share of the pause's whole change, where that is more.
+STEADY_SHARE = 1 / 8
+# Reads this close to a pause's ends (seconds) are its ends: a window's edge read twice.
+_EDGE = 1e-6
 
 
 def _pause_rate(
@@ -156,25 +161,23 @@ def _pause_rate(
     """Return the rate over the pause from window ``a`` to window ``b``, or None where it was no drift.
 
     ``inside`` are the reads taken within the pause, its ends included. With
-    a read between the ends, the pause counts only where its two halves
-    moved at one rate (a jump in one half is another process's step, not a
-    rate that carried on); read at its ends only, it cannot be told apart.
+    reads between the ends, the pause counts only where every one of them
+    lies on the straight line between its ends (:data:`STEADY_JITTER_MIB`,
+    or :data:`STEADY_SHARE` of the change): a step, or a few, is another
+    process's, not a rate that carried on through the next window. Read at
+    its ends only, a pause cannot be told apart.
     """
     start, end = a.t, b.t - b.seconds
     gap = end - start
     if gap <= 0:
         return None
-    rate = (b.start_mib - a.end_mib) / gap
-    middle = [(t, c) for t, c in inside if start < t < end]
-    if not middle:
-        return rate
-    # The read nearest the pause's middle splits it in two halves.
-    mid_t, mid_c = min(middle, key=lambda r: abs(r[0] - (start + end) / 2.0))
-    first, second = mid_c - a.end_mib, b.start_mib - mid_c
-    r1, r2 = first / (mid_t - start), second / (end - mid_t)
-    if _agree(r1, r2) or abs(first - second * (mid_t - start) / (end - mid_t)) <= STEADY_JITTER_MIB:
-        return rate
-    return None
+    change = b.start_mib - a.end_mib
+    rate = change / gap
+    tolerance = max(STEADY_JITTER_MIB, abs(change) * STEADY_SHARE)
+    for t, cost in inside:
+        if start + _EDGE < t < end - _EDGE and abs(cost - (a.end_mib + rate * (t - start))) > tolerance:
+            return None
+    return rate
 
 
 def _pauses(
@@ -241,78 +244,6 @@ def _steady(rates: Sequence[float]) -> float:
     # rates scatter, and a median of scattered rates is no drift to take out.
     scatter = robust_spread([r - rate for r in rates])
     return rate if scatter <= STEADY * abs(rate) else 0.0
-
-
-@dataclasses.dataclass(frozen=True)
-class Interval:
-    """A median with a distribution-free interval around it."""
-
-    median: float
-    low: float
-    high: float
-    coverage: float  # the probability the interval holds the true median
-    n: int
-
-    @property
-    def half_width(self) -> float:
-        """Return the wider side of the interval."""
-        return max(self.median - self.low, self.high - self.median)
-
-
-def rank(n: int, confidence: float) -> tuple[int, float]:
-    """Return the largest rank ``k`` whose ``[x(k), x(n+1-k)]`` holds the median with ``confidence``.
-
-    Also its coverage, ``1 - 2 P(B <= k-1)`` for B ~ Binomial(n, 1/2); with too
-    few values for ``confidence``, rank 1 (the whole range) at the coverage it
-    has. Exact, in integers: ``2**n`` never overflows.
-    """
-    if n < 1:
-        raise ValueError("no values")
-    total = 1 << n
-    choose, tail, k = 1, 1, 1  # C(n, k-1) and P(B <= k-1) * 2**n
-    while k + 1 <= (n + 1) // 2:
-        choose = choose * (n - k + 1) // k
-        if (total - 2 * (tail + choose)) / total < confidence:
-            break
-        tail, k = tail + choose, k + 1
-    return k, (total - 2 * tail) / total
-
-
-def _quantile(pairs: Sequence[tuple[float, float]], fraction: float, strict: bool = False) -> float:
-    """Return the smallest value whose cumulative weight share reaches ``fraction`` (exceeds it when ``strict``)."""
-    whole = sum(w for _, w in pairs)
-    seen = 0.0
-    for x, w in pairs:
-        seen += w
-        share = seen / whole
-        if share > fraction + 1e-12 or (not strict and share >= fraction - 1e-12):
-            return x
-    return pairs[-1][0]
-
-
-def median_interval(
-    values: Sequence[float], confidence: float, weights: Sequence[float] | None = None
-) -> Interval:
-    """Return the median of ``values`` and the narrowest order-statistic interval of ``confidence``.
-
-    Unweighted, the interval is ``[x(k), x(n+1-k)]`` of the sorted values for
-    the rank :func:`rank` gives. With ``weights`` (a window's device bytes),
-    the median and the interval's ends are the values where the cumulative
-    weight reaches the same shares (``1/2``, ``k/n`` and ``(n+1-k)/n``), with
-    ``n`` the effective number of values, ``(sum w)^2 / sum w^2``: equal
-    weights give the unweighted answer, and a few large windows are not
-    outvoted by many small ones.
-    """
-    if not values:
-        raise ValueError("no values")
-    w = [1.0] * len(values) if weights is None else [abs(x) for x in weights]
-    if len(w) != len(values) or not all(x > 0 for x in w):
-        raise ValueError("one positive weight per value")
-    pairs = sorted(zip(values, w, strict=True))
-    n = max(1, math.floor(sum(w) ** 2 / sum(x * x for x in w) + 1e-9))
-    k, coverage = rank(n, confidence)
-    median = (_quantile(pairs, 0.5) + _quantile(pairs, 0.5, strict=True)) / 2.0
-    return Interval(median, _quantile(pairs, k / n), _quantile(pairs, (n + 1 - k) / n), coverage, n)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -407,13 +338,10 @@ __all__ = [
     "MAX_REJECTED",
     "REJECT_FLOOR_MIB",
     "REJECT_SIGMAS",
-    "Interval",
     "StepSlope",
     "Window",
     "drift",
     "local_drift",
-    "median_interval",
-    "rank",
     "reads",
     "robust_spread",
     "step_slope",
