@@ -349,6 +349,84 @@ def test_a_steady_drift_read_inside_the_pauses_is_still_taken_out(rate: float) -
         assert all(abs(r - 512) < 24 for r in ratios), (seed, ratios)
 
 
+def _watched_to_the_end(
+    seed: int, *, neighbour_mib: float, late_mib: float, released: str, rss_mib: float = 40.0
+) -> list[Sample]:
+    """Return a watched job's reads: 8 clean windows of 128 MiB, a free, and reads after its exit.
+
+    In each pause between windows another process takes ``neighbour_mib`` in
+    one jump and keeps it, and the driver pays ``late_mib`` for the step just
+    made; the driver gives that back at the free (``released="free"``) or as
+    the workload exits (``"exit"``). The workload's own anonymous memory
+    (``rss_mib``) goes at its exit.
+    """
+    rng = random.Random(seed)
+    out: list[Sample] = []
+    t, device, host_cost, late = 0.0, 0, 0.0, 0.0
+
+    def read(phase: str, step: int | None = None, edge: str | None = None, *, exited: bool = False) -> None:
+        values = {"host.available": int(40 * GIB - (host_cost + late + rng.uniform(-0.5, 0.5)) * MIB)}
+        if exited:
+            values["watch.after_exit"] = 1
+        else:
+            values["tree.RssAnon"] = int(rss_mib * MIB)
+        out.append(Sample(round(t, 3), phase, device, values, step, edge))  # type: ignore[arg-type]
+
+    for _ in range(4):
+        read("idle")
+        t += 0.05
+    for k in range(1, 9):
+        read("alloc" if device else "idle", k, "before")
+        t += 0.05
+        device += 128 * MIB
+        read("alloc", k, "after")
+        for i in range(1, 19):
+            t += 0.05
+            if i == 9:
+                host_cost += neighbour_mib + rng.uniform(-20.0, 20.0)
+                late += late_mib
+            read("alloc")
+    read("alloc", 9, "before")
+    t += 0.05
+    device = 0
+    if released == "free":
+        late = 0.0
+    read("freed", 9, "after")
+    t += 0.05
+    host_cost -= rss_mib
+    late = 0.0
+    for _ in range(10):
+        read("freed", exited=True)
+        t += 0.05
+    return out
+
+
+def test_what_another_process_kept_after_the_workload_ended_does_not_stop_a_clean() -> None:
+    # The host lost about a GiB over the climb, none of it in the windows, and none of
+    # it came back when the workload ended: another process's, so the windows' clean stands.
+    for seed in range(20):
+        samples = _watched_to_the_end(seed, neighbour_mib=140.0, late_mib=0.0, released="exit")
+        res = analyze_samples(samples, CONFIG)
+        assert res.verdict == "clean", (seed, res.reason)
+        # The same run without its reads after the exit cannot tell: inconclusive.
+        during = [s for s in samples if not s.values.get("watch.after_exit")]
+        assert analyze_samples(during, CONFIG).verdict == "inconclusive", seed
+
+
+@pytest.mark.parametrize("released", ["free", "exit"])
+@pytest.mark.parametrize("late_mib", [32.0, 128.0])
+def test_a_mirror_paid_between_the_windows_and_given_back_at_the_end_is_never_clean(
+    late_mib: float, released: str
+) -> None:
+    # The driver paid between the windows and gave it back at the free or the exit,
+    # beside a neighbour that took more and kept it.
+    for seed in range(20):
+        for neighbour in (0.0, 140.0):
+            samples = _watched_to_the_end(seed, neighbour_mib=neighbour, late_mib=late_mib, released=released)
+            res = analyze_samples(samples, CONFIG)
+            assert res.verdict != "clean", (seed, neighbour, res.reason)
+
+
 def test_small_jitter_is_never_rejected() -> None:
     # A quiet machine's few MiB are not a neighbour, however tight the rest is.
     ws = [Window(i, float(i), 0.01, 128 * MIB, 0.0) for i in range(1, 12)]

@@ -9,11 +9,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
+from l0mem.estimate.signals import AFTER_EXIT
 from l0mem.watch.engine import MIN_INTERVAL, Watch
 from l0mem.watch.loop import FloorError, run_workload, watch_pid
 from l0mem.watch.sources import CommandError, NoSuchProcess, TreeReading
@@ -448,3 +449,66 @@ def test_a_tree_slow_to_read_is_read_less_often() -> None:
     quick.set_baseline({"host.available": 64 * GIB}, {})
     quick.take(_Steps(set()))
     assert quick.next_interval() == pytest.approx(0.05)
+
+
+class _EndsWith:
+    """A source whose tree is gone once its process has ended and been reaped (or ``alive`` says so)."""
+
+    def __init__(self, alive: Callable[[], bool] | None = None) -> None:
+        self.alive = alive
+        self.pid = 0
+
+    def __call__(self, pid: int) -> _EndsWith:
+        self.pid = pid
+        return self
+
+    def sample(self) -> TreeReading | None:
+        gone = not os.path.exists(f"/proc/{self.pid}") if self.alive is None else not self.alive()
+        if gone:
+            return None
+        return TreeReading({"host.available": 64 * GIB, "tree.RssAnon": 5 * MIB}, {}, 1, (1,))
+
+
+def test_the_host_is_read_for_half_a_second_after_the_whole_tree_ended() -> None:
+    result = run_workload(
+        Watch(interval=0.02),
+        _py("import time; time.sleep(0.2)"),
+        source_factory=_EndsWith(),
+        prober=_Prober(64 * GIB),
+    )
+    after = [s for s in result.series.samples if s.values.get(AFTER_EXIT)]
+    assert len(after) >= 2 and after[-1].t - after[0].t >= 0.4
+    assert all(s.pids == 0 and "tree.RssAnon" not in s.values for s in after)
+    assert all(result.series.device_growth(s) == 0 for s in after)
+    # Before them, the workload's own reads, unmarked.
+    assert result.series.samples[0].values.get(AFTER_EXIT) is None
+
+
+def test_nothing_is_read_after_the_exit_while_the_tree_lives_on_or_after_a_stop() -> None:
+    # A child left running (the source still reads a tree): its device memory may live on.
+    result = run_workload(
+        Watch(interval=0.02),
+        _py("import time; time.sleep(0.2)"),
+        source_factory=_Recorded(64 * GIB, 0),
+        prober=_Prober(64 * GIB),
+    )
+    assert not any(s.values.get(AFTER_EXIT) for s in result.series.samples)
+    watch = Watch(interval=0.02)
+    _stop_soon(watch, signal.SIGINT, 0.2)
+    stopped = run_workload(
+        watch,
+        _py("import time; time.sleep(60)"),
+        source_factory=_EndsWith(lambda: watch.stop_signal is None),
+        prober=_Prober(64 * GIB),
+    )
+    assert stopped.stop_signal == signal.SIGINT
+    assert not any(s.values.get(AFTER_EXIT) for s in stopped.series.samples)
+
+
+def test_a_watch_reads_after_the_exit_only_when_the_whole_tree_ended(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    result = watch_pid(
+        Watch(interval=0.05), sleeper.pid, source_factory=_EndsWith(lambda: sleeper.poll() is None)
+    )
+    assert any(s.values.get(AFTER_EXIT) for s in result.series.samples)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from l0mem.estimate.signals import AFTER_EXIT
 from l0mem.units import format_bytes
 from l0mem.watch.retention import Retention
 from l0mem.watch.series import IN_FLIGHT, Series, WatchSample, trace_values
@@ -243,6 +244,18 @@ class Watch:
             self._shown = sample.t
             self.on_sample(self.series, sample)
         return reading
+
+    def take_after_exit(self, prober: Any) -> None:
+        """Record one reading of the host after every process of the workload ended.
+
+        System-wide signals only (``prober.snapshot()``, as the baseline), marked
+        :data:`~l0mem.estimate.signals.AFTER_EXIT`: the workload's device memory is
+        gone by then, and what its driver kept on the host is given back.
+        """
+        snap = prober.snapshot()
+        values = baseline_values(snap.values)
+        values[AFTER_EXIT] = 1
+        self._kept.add(WatchSample(round(self.clock() - self._start, 4), values, 0))
 
     def next_interval(self) -> float:
         """Return how long to wait for the next sample: shorter as the room above the floor shrinks.

@@ -42,6 +42,33 @@ def take_baseline(watch: Watch, prober: Any = None) -> None:
     watch.set_baseline(baseline_values(snap.values), _system_unavailable(snap.unavailable))
 
 
+# How long the host is read after the workload's last process ended: the kernel
+# frees a process's GPU buffers as it exits, a driver's deferred frees (TTM's
+# delayed destroy) and a helper process that held pages for it follow within
+# this.
+AFTER_EXIT_SECONDS = 0.5
+
+
+def after_exit(watch: Watch, prober: Any = None, seconds: float = AFTER_EXIT_SECONDS) -> None:
+    """Read the host every look for ``seconds`` after the workload ended (:meth:`Watch.take_after_exit`).
+
+    What the workload's driver held and gave back only at exit shows there,
+    and what another process took during the run does not come back: the
+    estimation tells the two apart with it. A stop request ends it early.
+    """
+    if prober is None:
+        from l0mem.probe import Prober
+
+        prober = Prober()
+    end = watch.clock() + seconds
+    while True:
+        watch.take_after_exit(prober)
+        left = end - watch.clock()
+        if left <= 0 or watch.stop_signal is not None:
+            return
+        watch.wait(min(watch.look, left), None)
+
+
 def check_floor(watch: Watch) -> None:
     """Raise FloorError when the baseline is already at or below the floor."""
     now = available(watch.series.baseline.values)
@@ -115,6 +142,9 @@ def run_workload(
                 os.close(fd)
     returncode = proc.wait()
     reclaim_terminal(terminal)
+    # Only a workload that ended by itself, and with nothing of its tree left running.
+    if floor_stop is None and watch.stop_signal is None and (source is None or watch.take(source) is None):
+        after_exit(watch, prober)
     if floor_stop is not None and killed:
         floor_stop = FloorStop(
             floor_stop.t, floor_stop.available, floor_stop.floor, "SIGTERM", True
@@ -137,6 +167,7 @@ def watch_pid(
     watch.set_baseline(first.values, first.unavailable)
     end = None if duration is None else watch.clock() + duration
     fd = pidfd(pid)
+    gone = False  # the whole tree ended (not only the process watched)
     try:
         while watch.stop_signal is None:
             if end is not None and watch.clock() >= end:
@@ -145,14 +176,18 @@ def watch_pid(
             watch.wait(left, fd)
             if watch.stop_signal is not None:
                 break
-            if watch.take(source) is None or not os.path.exists(f"/proc/{pid}"):
+            if watch.take(source) is None:
+                gone = True
                 break
-            if fd is not None and _ended(fd):
+            if not os.path.exists(f"/proc/{pid}") or (fd is not None and _ended(fd)):
+                gone = watch.take(source) is None
                 break
     finally:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+    if gone and watch.stop_signal is None:
+        after_exit(watch)
     return WatchResult(watch.series, None, None, watch.stop_signal, watch.final_trace())
 
 
