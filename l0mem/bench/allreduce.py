@@ -117,7 +117,7 @@ def measure(
     try:
         import numpy as np
     except ImportError:
-        raise NoDeviceError("l0mem allreduce needs NumPy: pip install numpy") from None
+        raise NoDeviceError("l0mem allreduce needs NumPy: pip install 'l0mem[bench]'") from None
 
     # Without hardware both paths still run once (the driver's answers are what is
     # tested), but neither a time nor a sum would be true: the report holds none.

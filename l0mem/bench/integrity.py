@@ -18,6 +18,7 @@ in the run: work queued behind a hung copy never runs.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -121,12 +122,24 @@ def _check_fits(backend: Backend, devices: Sequence[int], sizes: Sequence[int]) 
     )
 
 
-def pattern(np: Any, seed: int, src: int, nbytes: int, chunk: int) -> Any:
+# Each byte's complement: the destination first holds the pattern's, so a copy that writes nothing shows.
+_COMPLEMENT = bytes(b ^ 0xFF for b in range(256))
+
+
+def pattern(seed: int, src: int, nbytes: int, chunk: int) -> bytes:
     """Return chunk ``chunk`` (of :data:`CHUNK` bytes) of the seeded pattern of one copy."""
     start = chunk * CHUNK
     n = min(CHUNK, nbytes - start)
-    rng = np.random.default_rng([seed, src, nbytes, chunk])
-    return rng.integers(0, 256, n, dtype=np.uint8)
+    return random.Random(f"{seed}:{src}:{nbytes}:{chunk}").randbytes(n)
+
+
+def differences(got: bytes | bytearray | memoryview, want: bytes) -> tuple[int, int | None]:
+    """Return how many bytes of ``got`` differ from ``want`` and the offset of the first (None: none)."""
+    if got == want:
+        return 0, None
+    size = len(want)
+    diff = (int.from_bytes(got, "little") ^ int.from_bytes(want, "little")).to_bytes(size, "little")
+    return size - diff.count(0), size - len(diff.lstrip(b"\0"))
 
 
 def _chunks(nbytes: int) -> Iterator[tuple[int, int, int]]:
@@ -143,7 +156,6 @@ def _copy(
 
 
 def check_copy(
-    np: Any,
     backend: Backend,
     route: Route,
     src: DeviceBuffer,
@@ -160,21 +172,21 @@ def check_copy(
     bound = copy_deadline(min(nbytes, CHUNK), watchdog)
     try:
         for i, start, n in _chunks(nbytes):
-            data = pattern(np, seed, src.device, nbytes, i)
+            data = pattern(seed, src.device, nbytes, i)
             backend.upload(src.view(so + start, n), data).wait(bound)
-            backend.upload(dst.view(do + start, n), data ^ 0xFF).wait(bound)
+            backend.upload(dst.view(do + start, n), data.translate(_COMPLEMENT)).wait(bound)
         for ev in _copy(
             backend, route, dst.view(do, nbytes), src.view(so, nbytes), nbytes, watchdog
         ):
             ev.wait(copy_deadline(nbytes, watchdog))
         wrong, first = 0, None
-        out = np.empty(min(nbytes, CHUNK), dtype=np.uint8)
+        out = memoryview(bytearray(min(nbytes, CHUNK)))
         for i, start, n in _chunks(nbytes):
             backend.download(dst.view(do + start, n), out[:n]).wait(bound)
-            bad = np.flatnonzero(out[:n] != pattern(np, seed, src.device, nbytes, i))
-            if bad.size and first is None:
-                first = start + int(bad[0])
-            wrong += int(bad.size)
+            count, at = differences(out[:n], pattern(seed, src.device, nbytes, i))
+            if at is not None and first is None:
+                first = start + at
+            wrong += count
     except CopyTimeout:
         return CopyCheck(src.device, dst.device, route, nbytes, so, do, seed, hung=True)
     return CopyCheck(check.src, check.dst, route, nbytes, so, do, seed, wrong, first)
@@ -200,8 +212,6 @@ def verify_copies(
     (device -> the copy that hung on it) holds devices left out of the run; a
     hang here adds its two devices.
     """
-    import numpy as np
-
     idx = list(range(backend.device_count())) if devices is None else list(devices)
     if not idx or not sizes or any(n < 1 for n in sizes):
         raise ValueError("verify_copies needs devices and positive sizes")
@@ -232,7 +242,6 @@ def verify_copies(
                                 out.append(CopyCheck(**{**asdict(base), "skipped": why}))
                                 continue
                             got = check_copy(
-                                np,
                                 backend,
                                 route,
                                 bufs[(s, "src")],
@@ -279,6 +288,7 @@ __all__ = [
     "ROUTES",
     "CopyCheck",
     "check_copy",
+    "differences",
     "pattern",
     "verification_sizes",
     "verify_copies",
