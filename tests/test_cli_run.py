@@ -412,6 +412,12 @@ def test_traced_verdict_and_slope_match_the_simulators_ground_truth(
     if want:
         # The simulator's mirror pages are never mapped: VmRSS misses them.
         assert summary["vmrss_would_miss"] is True
+    # The answer says what to try when the host pays: here the residency on the peer.
+    said = " ".join(proc.stderr.split())
+    if summary["verdict"] in ("mirror", "partial"):
+        assert "what to do: the workload made 512 MiB resident on a peer: --no-peer-residency" in said
+    else:
+        assert "what to do" not in said
 
 
 def test_run_trace_inside_run_trace_changes_neither_result(workload: Path, tmp_path: Path) -> None:

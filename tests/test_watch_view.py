@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from l0mem.cli.run_view import Progress, live_table, sample_line, summary_view
+from l0mem.cli.run_view import Progress, live_table, remedy_hint, sample_line, summary_view
 from l0mem.watch.engine import FloorStop, WatchResult
 from l0mem.watch.export import csv_text
 from l0mem.watch.series import Series, WatchSample
@@ -90,3 +90,14 @@ def test_the_csv_has_a_row_per_sample_and_empty_cells_for_absent_signals() -> No
     assert rows[0]["host_cost"] == "0"
     assert int(rows[3]["host_cost"]) == 3 * GIB
     assert int(rows[3][f"vram.{PDEV}"]) == 3 * GIB
+
+
+def test_the_hint_against_a_mirror_follows_what_the_tracer_saw() -> None:
+    untraced = remedy_hint(None)
+    assert "--trace" in untraced and "l0mem audit --remedies" in untraced
+    resident = {"devices": [{"index": 0, "resident_on_peak": {"1": GIB, "2": GIB}}], "skipped_calls": 0}
+    assert "made 2.00 GiB resident on a peer: --no-peer-residency" in remedy_hint(resident)
+    skipped = {**resident, "skipped_calls": 8}
+    assert remedy_hint(skipped).startswith("--no-peer-residency did not avoid it")
+    none = {"devices": [{"index": 0, "resident_on_peak": {}}], "skipped_calls": 0}
+    assert remedy_hint(none).startswith("the workload made nothing resident on a peer")

@@ -276,6 +276,11 @@ def _default_request() -> tuple[str, str]:
     return SONAME, "the default SONAME"
 
 
+def loader_request() -> tuple[str, str]:
+    """Return the library :func:`load` opens by default (``$L0MEM_ZE_LOADER``, else the SONAME) and why."""
+    return _default_request()
+
+
 def _ensure() -> _Loaded:
     """Return the loaded state, loading the default library on first use."""
     state = _state

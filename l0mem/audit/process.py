@@ -186,6 +186,13 @@ class ChildProcess:
         self.stderr.close()
 
 
+def discovery_timeout() -> float:
+    """Return how long one discovery child may take: $L0MEM_DRIVER_TIMEOUT where set, else the default."""
+    from l0mem._ze.guard import TIMEOUT_ENV, timeout_from_env
+
+    return timeout_from_env() if os.environ.get(TIMEOUT_ENV, "").strip() else DISCOVERY_TIMEOUT_S
+
+
 def discover_one(
     python: str, args: list[str], env: dict[str, str], cancel: threading.Event
 ) -> dict[str, Any]:
@@ -195,7 +202,7 @@ def discover_one(
     """
     child = ChildProcess(python, args, env, b"")
     try:
-        deadline = time.monotonic() + DISCOVERY_TIMEOUT_S
+        deadline = time.monotonic() + discovery_timeout()
         found: dict[str, Any] | None = None
         while not child.done:
             if cancel.is_set():
@@ -256,6 +263,7 @@ __all__ = [
     "child_env",
     "discover",
     "discover_one",
+    "discovery_timeout",
     "exit_text",
     "request_cancel",
     "signal_name",

@@ -48,6 +48,9 @@ _SAYS_ERROR = frozenset({"audit", "compare"})
 # imports (and never fails on) a module of its own. tests/test_cli_common.py
 # checks that every entry names an exception class.
 LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
+    # A driver that hung or crashed in zeInit, found in a child process first.
+    ("l0mem._ze.guard", "DriverLoadError", ExitCode.DRIVER_ERROR),
+    ("l0mem._ze.guard", "DriverTimeoutSettingError", ExitCode.USAGE),
     ("l0mem.files", "ReportWriteError", ExitCode.BAD_INPUT),
     ("l0mem.audit.model", "ReportFormatError", ExitCode.BAD_INPUT),
     ("l0mem.audit.compare", "ReportMismatchError", ExitCode.MISMATCH),
@@ -287,9 +290,11 @@ def open_backend(
     context: str = "default",
 ) -> Iterator[Any]:
     """Yield an open backend (:func:`l0mem.backends.open_backend`); close it afterwards."""
+    from l0mem._ze.guard import check_drivers_load
     from l0mem.backends import open_backend as open_library_backend
 
     mode = cast("ContextMode", context)  # click.Choice has checked it
+    check_drivers_load()  # a driver that hangs or crashes in zeInit takes a child, not l0mem
     backend = open_library_backend(kind, specs, sub_devices=sub_devices, context=mode)
     try:
         yield backend

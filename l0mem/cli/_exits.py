@@ -152,6 +152,11 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.USAGE,
+        "`$L0MEM_DRIVER_TIMEOUT` that is not a positive number of seconds",
+        _ALL - {"compare", "matrix"} - _WATCHING,
+    ),
+    Row(
+        ExitCode.USAGE,
         "`audit`: a `--device` that is not a list of Level Zero indices, or names one twice",
         _only("audit"),
     ),
@@ -248,6 +253,12 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.DRIVER_ERROR,
         "the driver or runtime failed (a lost device, at any point)",
+        _ALL - {"compare", "matrix"} - _WATCHING,
+    ),
+    Row(
+        ExitCode.DRIVER_ERROR,
+        "a driver that hung in `zeInit` (no return within `$L0MEM_DRIVER_TIMEOUT` seconds, "
+        "60 by default) or crashed there, found by trying it in a child process first",
         _ALL - {"compare", "matrix"} - _WATCHING,
     ),
     Row(

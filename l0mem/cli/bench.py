@@ -155,6 +155,7 @@ def kernels(
     json_path: Path | None,
 ) -> None:
     """Measure each kernel's bandwidth against the same device's copy bandwidth."""
+    from l0mem._ze.guard import check_drivers_load
     from l0mem.backends import SyclBackend, select_devices
     from l0mem.bench.fit import check_fits
     from l0mem.bench.kernels import KernelBenchResult, run_kernel_bench
@@ -165,6 +166,7 @@ def kernels(
     # --backend l0 contradicts the option on any machine; auto is known once resolved.
     _sycl_only(work_group_size, backend, backend)
     with measuring("bench kernels"):
+        check_drivers_load()  # a driver that hangs or crashes in zeInit takes a child, not l0mem
         kind, chosen = select_devices(backend, device_specs)
     _sycl_only(work_group_size, kind, backend)
 

@@ -187,6 +187,9 @@ def info(json_path: Path | None) -> None:
     """Show the Level Zero loader, drivers, devices and peer access."""
     check_outputs("info", [("--json", json_path)])
     with measuring("info"):
+        from l0mem._ze.guard import check_drivers_load
+
+        check_drivers_load()  # a driver that hangs or crashes in zeInit takes a child, not l0mem
         report = collect()
     # The report first: a reader of the tables that goes away (| head) must not lose it.
     if json_path is not None:

@@ -147,6 +147,8 @@ def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[s
     lines.append(f"  {analysis.reason}")
     if analysis.next_steps is not None:
         lines.append(f"  what to do: {analysis.next_steps.text}")
+    elif analysis.verdict in ("mirror", "partial"):
+        lines.append(f"  what to do: {remedy_hint(result.trace)}")
     table = Table(title="peaks", title_justify="left")
     table.add_column("what")
     table.add_column("peak", justify="right")
@@ -188,6 +190,28 @@ def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[s
     return Group(*lines)
 
 
+def remedy_hint(trace: dict[str, Any] | None) -> str:
+    """Return what to try against a mirror the run saw, from what the tracer saw (None: untraced)."""
+    audit = "l0mem audit --remedies measures which driver setting removes it, and what each costs"
+    if trace is None:
+        return (
+            "run again with --trace to see whether the workload makes its memory resident on "
+            f"a peer (then --no-peer-residency may avoid the mirror); {audit}"
+        )
+    resident = sum(
+        sum((d.get("resident_on_peak") or {}).values()) for d in trace.get("devices", ())
+    )
+    if trace.get("skipped_calls"):
+        return f"--no-peer-residency did not avoid it: the mirror comes from elsewhere; {audit}"
+    if resident:
+        return (
+            f"the workload made {format_bytes(resident)} resident on a peer: "
+            "--no-peer-residency skips those calls (check the job's results and speed: a peer "
+            f"that reads that memory pays at first touch); {audit}"
+        )
+    return f"the workload made nothing resident on a peer: the mirror comes with the allocations; {audit}"
+
+
 def trace_lines(trace: dict[str, Any]) -> list[str]:
     """Return what the tracer attributes: per device, bytes allocated and made resident on peers."""
     lines = []
@@ -219,4 +243,4 @@ def _peak_cells(peak: Any) -> tuple[str, str]:
     return format_bytes(peak.bytes), f"{peak.t:.1f} s"
 
 
-__all__ = ["Progress", "live_table", "sample_line", "summary_view"]
+__all__ = ["Progress", "live_table", "remedy_hint", "sample_line", "summary_view"]

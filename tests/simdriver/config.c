@@ -539,6 +539,17 @@ int sim_config_load(void)
         lower_key(key, key, sizeof(key));
         if (!strcmp(key, "config"))
             continue;
+        if (!strcmp(key, "hang_in") || !strcmp(key, "abort_in")) {
+            /* Read by sim_fault_point (faults.c), not here; only the value is checked. */
+            const char *v = eq + 1;
+            if (strcmp(v, "init") && strcmp(v, "alloc") && strcmp(v, "free") &&
+                (strcmp(v, "load") || !strcmp(key, "hang_in"))) {
+                snprintf(err, sizeof(err), "%s=%s: expected %s", where, v,
+                         strcmp(key, "hang_in") ? "load, init, alloc or free" : "init, alloc or free");
+                goto out;
+            }
+            continue;
+        }
         if (raw_put(&raw, key, eq + 1, where, err, sizeof(err)))
             goto out;
     }

@@ -101,6 +101,7 @@ static sim_device_t *dev_of(ze_device_handle_t h)
 
 ze_result_t ZE_APICALL sim_zeInit(ze_init_flags_t flags)
 {
+    sim_fault_point("init");
     pthread_mutex_lock(&sim_lock);
     /* The loader calls zeInit more than once; configuration is read on the first call only. */
     if (!sim_initialized) {

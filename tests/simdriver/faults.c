@@ -12,6 +12,10 @@
 #include "zesim.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static uint64_t peer_copies;    /* peer copies executed since the fault keys were last set */
 static uint64_t corrupted;      /* bytes corrupted since then */
@@ -87,4 +91,38 @@ SIM_EXPORT uint64_t zesim_corrupted_bytes(void)
 SIM_EXPORT uint64_t zesim_peer_copies(void)
 {
     return sim_locked_read(&peer_copies);
+}
+
+/*
+ * A driver that hangs or aborts in a chosen call, read from the environment
+ * (not ZESIM_CONFIG: "load" comes before zeInit reads any configuration):
+ * ZESIM_HANG_IN and ZESIM_ABORT_IN name one point each, "load" (the library's
+ * constructor, when the loader opens it; abort only), "init" (zeInit),
+ * "alloc" (zeMemAllocDevice) or "free" (zeMemFree). A hang sleeps for ever
+ * in the call, without sim_lock held, and only SIGKILL or a signal's default
+ * action ends the process; an abort calls abort(). This is the ground truth
+ * for l0mem's guard against drivers that never return or take the process
+ * with them.
+ */
+static int named(const char *var, const char *point)
+{
+    const char *v = getenv(var);
+    return v && !strcmp(v, point);
+}
+
+void sim_fault_point(const char *point)
+{
+    if (named("ZESIM_ABORT_IN", point)) {
+        fprintf(stderr, "zesim: aborting in %s (ZESIM_ABORT_IN)\n", point);
+        abort();
+    }
+    if (named("ZESIM_HANG_IN", point)) {
+        for (;;)
+            pause();
+    }
+}
+
+__attribute__((constructor)) static void sim_on_load(void)
+{
+    sim_fault_point("load");
 }

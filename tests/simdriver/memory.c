@@ -337,6 +337,7 @@ ze_result_t ZE_APICALL sim_zeMemAllocDevice(ze_context_handle_t h,
                                             const ze_device_mem_alloc_desc_t *desc, size_t size,
                                             size_t alignment, ze_device_handle_t dev, void **pptr)
 {
+    sim_fault_point("alloc");
     ze_result_t r = sim_enter();
     if (r)
         return sim_leave(r);
@@ -413,6 +414,7 @@ static void free_delay(void)
 
 ze_result_t ZE_APICALL sim_zeMemFree(ze_context_handle_t h, void *ptr)
 {
+    sim_fault_point("free");
     free_delay();
     ze_result_t r = sim_enter();
     if (r == ZE_RESULT_ERROR_UNINITIALIZED)

@@ -320,6 +320,7 @@ int sim_shared_open(void);
 /* Copy faults (faults.c): SIM_HUNG from run_copy means the copy never completes. */
 #define SIM_HUNG ((ze_result_t)0x7ff0beef)
 int sim_copy_hangs(int src_device, int dst_device);
+void sim_fault_point(const char *point); /* ZESIM_HANG_IN / ZESIM_ABORT_IN (faults.c) */
 void sim_copy_corrupt(int src_device, int dst_device, uint8_t *dst, const uint8_t *src, size_t size);
 void sim_faults_reset(void);
 uint64_t sim_locked_read(const uint64_t *counter); /* a counter read under sim_lock */

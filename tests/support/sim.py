@@ -57,6 +57,8 @@ CONFIG_KEYS = frozenset(
         "corrupt_rate",
         "corrupt_seed",
         "hang_copy_at",
+        "hang_in",
+        "abort_in",
         "link_gbps",
         "mirror_kind",
         "config",

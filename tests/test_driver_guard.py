@@ -1,0 +1,147 @@
+"""A driver that hangs or crashes in zeInit never takes l0mem with it (l0mem._ze.guard).
+
+The simulator hangs or aborts where ZESIM_HANG_IN / ZESIM_ABORT_IN say
+(tests/simdriver/README.md). Every command that loads Level Zero in its own
+process tries ``zeInit`` in a child first: a hang ends in bounded time with
+l0mem's one line and exit 6, a crash likewise, and a stop signal while it
+waits ends the command with 128 + N and leaves no child behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from l0mem._ze.guard import DriverLoadError, check_drivers_load, timeout_from_env
+from tests.support import sim
+from tests.support.cli import REPO_ROOT, run_l0mem
+
+# Each command that loads Level Zero in its own process, with arguments that reach zeInit.
+COMMANDS = {
+    "info": [],
+    "p2p": ["--verify-only"],
+    "allreduce": ["--sizes", "4096"],
+    "bench": ["kernels"],
+}
+
+
+def _env(**faults: str) -> dict[str, str]:
+    env = sim.sim_env(devices=2)
+    env.update({f"ZESIM_{k.upper()}": v for k, v in faults.items()})
+    return env
+
+
+def _one_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("where", ["load", "init"])
+def test_a_driver_that_aborts_ends_the_command_with_its_line(command: str, where: str) -> None:
+    proc = run_l0mem(command, COMMANDS[command], _env(abort_in=where), timeout=60)
+    assert proc.returncode == 6, proc.stderr
+    line = _one_line(proc.stderr)
+    name = " ".join([command, *COMMANDS[command]]) if command == "bench" else command
+    assert line.startswith(f"l0mem {name}: a Level Zero driver crashed in zeInit"), line
+    assert "SIGABRT" in line and f"aborting in {where}" in line
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_driver_that_hangs_in_zeinit_ends_the_command_in_bounded_time(command: str) -> None:
+    started = time.monotonic()
+    env = {**_env(hang_in="init"), "L0MEM_DRIVER_TIMEOUT": "1.5"}
+    proc = run_l0mem(command, COMMANDS[command], env, timeout=60)
+    took = time.monotonic() - started
+    assert proc.returncode == 6, proc.stderr
+    line = _one_line(proc.stderr)
+    assert "did not return from zeInit within 1.5 s" in line and "L0MEM_DRIVER_TIMEOUT" in line
+    assert took < 15, took
+
+
+def _children_with(token: str) -> list[int]:
+    """Return the processes whose environment holds ``token``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_while_a_driver_hangs_ends_info_and_its_child(signum: int, code: int) -> None:
+    token = f"L0MEM_TEST_TOKEN={uuid.uuid4()}"
+    env = {**_env(hang_in="init"), "COLUMNS": "160", token.split("=")[0]: token.split("=")[1]}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "l0mem", "info"],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        # Wait until the child that tries zeInit exists: the stop comes while it hangs.
+        while len(_children_with(token)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_children_with(token)) >= 2, "the zeInit child never started"
+        time.sleep(0.3)
+        stopped = time.monotonic()
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=10)
+        assert time.monotonic() - stopped < 5
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, stderr
+    assert "l0mem info: interrupted by" in stderr
+    time.sleep(0.2)
+    assert _children_with(token) == [], "the hung child was left behind"
+
+
+def test_the_timeout_setting_is_checked() -> None:
+    assert timeout_from_env({}) == 60.0
+    assert timeout_from_env({"L0MEM_DRIVER_TIMEOUT": " 2.5 "}) == 2.5
+    for bad in ("0", "-1", "abc", "nan", "inf", "1e999"):
+        with pytest.raises(ValueError, match="L0MEM_DRIVER_TIMEOUT"):
+            timeout_from_env({"L0MEM_DRIVER_TIMEOUT": bad})
+    proc = run_l0mem("info", [], {**_env(), "L0MEM_DRIVER_TIMEOUT": "soon"})
+    assert proc.returncode == 2 and "L0MEM_DRIVER_TIMEOUT='soon'" in proc.stderr, proc.stderr
+
+
+def test_a_healthy_driver_passes_and_a_missing_loader_is_left_to_the_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(os.environ, "ZE_ENABLE_ALT_DRIVERS", str(sim.build()))
+    check_drivers_load(timeout=30)
+    monkeypatch.setitem(os.environ, "L0MEM_ZE_LOADER", "/nonexistent/libze_loader.so.1")
+    check_drivers_load(timeout=30)  # the child could not load it: the caller's own load says so
+    monkeypatch.delitem(os.environ, "L0MEM_ZE_LOADER")
+    monkeypatch.setitem(os.environ, "ZESIM_ABORT_IN", "init")
+    with pytest.raises(DriverLoadError, match="SIGABRT"):
+        check_drivers_load(timeout=30)
+
+
+def test_the_audits_discovery_of_a_hung_driver_ends_in_bounded_time() -> None:
+    started = time.monotonic()
+    env = {**_env(hang_in="init"), "L0MEM_DRIVER_TIMEOUT": "1.5"}
+    proc = run_l0mem("audit", ["--setups", "l0"], env, timeout=60)
+    assert proc.returncode == 6, proc.stderr
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert "device discovery (discover-l0) did not finish in time" in said, said
+    assert time.monotonic() - started < 20
