@@ -85,3 +85,53 @@ def test_ctrl_c_in_the_terminal_reaches_the_workload_and_l0mem_reports() -> None
     )
     assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGINT, output
     assert b"verdict" in output, output  # the summary was shown: what was sampled is kept
+
+
+# A shell's job control, small: l0mem runs as a job (its own group, in the
+# foreground); when the job stops the shell takes the terminal back, says so,
+# and after a moment puts the job in the foreground again and continues it.
+_MINISHELL = """
+import os, signal, sys, time
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    os.tcsetpgrp(0, os.getpgrp())
+    signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+os.setpgid(pid, pid)
+os.tcsetpgrp(0, pid)
+_, status = os.waitpid(pid, os.WUNTRACED)
+if os.WIFSTOPPED(status):
+    os.tcsetpgrp(0, os.getpgrp())
+    print("MINISHELL: job stopped", flush=True)
+    time.sleep(0.5)
+    os.tcsetpgrp(0, pid)
+    os.killpg(pid, signal.SIGCONT)
+    _, status = os.waitpid(pid, 0)
+print("MINISHELL: exit", os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+def test_ctrl_z_stops_l0mem_with_its_workload_and_fg_resumes_both() -> None:
+    job = ["-m", "l0mem", "run", "--quiet", "--", "sh", "-c", "echo ready; sleep 2; echo done"]
+    status, output = _in_a_terminal(["-c", _MINISHELL, *job], b"\x1a", b"ready")
+    text = output.decode(errors="replace")
+    # The shell saw its job stop (so it had the terminal back), continued it, and the
+    # workload went on to its end, watched to the end: l0mem's summary and exit 0.
+    assert "MINISHELL: job stopped" in text, text
+    assert text.index("MINISHELL: job stopped") < text.index("done"), text
+    assert "verdict" in text and "MINISHELL: exit 0" in text, text
+    assert os.waitstatus_to_exitcode(status) == 0, text
+
+
+def test_ctrl_z_without_a_shell_to_stop_to_lets_the_workload_go_on() -> None:
+    # l0mem leads its own session here: nothing could continue a stopped l0mem, so
+    # the kernel discards its stop and l0mem continues the workload.
+    status, output = _in_a_terminal(
+        ["-m", "l0mem", "run", "--quiet", "--", "sh", "-c", "echo ready; sleep 1; echo done"],
+        b"\x1a",
+        b"ready",
+    )
+    assert b"done" in output and b"verdict" in output, output
+    assert os.waitstatus_to_exitcode(status) == 0, output

@@ -17,7 +17,15 @@ from typing import Any
 from l0mem.units import format_bytes
 from l0mem.watch.engine import FloorStop, Watch, WatchResult, available, baseline_values
 from l0mem.watch.sources import NoSuchProcess, Source, TreeSource, WatchError
-from l0mem.watch.workload import foreground_terminal, pidfd, reclaim_terminal, signal_tree, start
+from l0mem.watch.workload import (
+    follow_stop,
+    foreground_terminal,
+    pidfd,
+    reclaim_terminal,
+    signal_tree,
+    start,
+    stopped,
+)
 
 SourceFactory = Callable[[int], Source]
 
@@ -114,6 +122,7 @@ def run_workload(
                     pids = reading.pid_list
             if watch.stop_signal is not None and not forwarded:
                 signal_tree(proc.pid, pids, watch.stop_signal)
+                signal_tree(proc.pid, pids, signal.SIGCONT)  # a stopped workload must see it too
                 forwarded = True
                 stopped_at = stopped_at if stopped_at is not None else watch.clock()
             if floor_stop is None and watch.floor_near():
@@ -123,6 +132,8 @@ def run_workload(
                 floor_stop = FloorStop(
                     last.t, available(last.values) or 0, watch.floor or 0, "SIGTERM", False
                 )
+            if terminal is not None and stopped(proc.pid):
+                follow_stop(terminal, proc.pid)  # Ctrl-Z: stop with the workload, as a shell job
             timeout = watch.next_interval()
             if stopped_at is not None:
                 left = stopped_at + watch.grace - watch.clock()

@@ -95,6 +95,40 @@ def start(
         raise CommandError(f"{command[0]}: cannot execute ({exc.strerror or exc})", 126) from None
 
 
+def stopped(pid: int) -> bool:
+    """Return whether child ``pid`` was stopped (Ctrl-Z, SIGSTOP) since the last call.
+
+    Only stops are consumed (``waitid`` with ``WSTOPPED``): the exit status
+    stays for :class:`subprocess.Popen` to collect.
+    """
+    try:
+        info = os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return info is not None and info.si_code == os.CLD_STOPPED
+
+
+def follow_stop(terminal: int, pgid: int) -> None:
+    """Stop with the workload's group as a shell job stops (Ctrl-Z), and resume it when continued.
+
+    l0mem takes the terminal back and stops its own process group, so that
+    the shell that started it sees the job stopped and takes the terminal.
+    When the shell continues it (``fg``: l0mem has the terminal again, and
+    hands it to the workload; ``bg``: it has not), the workload's group is
+    continued too. Without a shell above to stop to (l0mem leads its own
+    session), the stop is discarded by the kernel and the workload goes on.
+    """
+    reclaim_terminal(terminal)
+    with contextlib.suppress(OSError):
+        os.killpg(os.getpgrp(), signal.SIGTSTP)
+    # Here once continued, or at once where the stop was discarded.
+    with contextlib.suppress(OSError):
+        if os.tcgetpgrp(terminal) == os.getpgrp():
+            _set_foreground(terminal, pgid)
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, signal.SIGCONT)
+
+
 def signal_tree(pgid: int, pids: Sequence[int], signum: int) -> None:
     """Send ``signum`` to the workload's process group and to every process of its tree."""
     with contextlib.suppress(OSError):
@@ -105,9 +139,11 @@ def signal_tree(pgid: int, pids: Sequence[int], signum: int) -> None:
 
 
 __all__ = [
+    "follow_stop",
     "foreground_terminal",
     "pidfd",
     "reclaim_terminal",
     "signal_tree",
     "start",
+    "stopped",
 ]
