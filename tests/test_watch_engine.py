@@ -17,7 +17,7 @@ import pytest
 from l0mem.estimate.signals import AFTER_EXIT
 from l0mem.watch.engine import MIN_INTERVAL, Watch
 from l0mem.watch.loop import FloorError, run_workload, watch_pid
-from l0mem.watch.sources import CommandError, NoSuchProcess, TreeReading
+from l0mem.watch.sources import CommandError, NoSuchProcess, TreeReading, TreeSource
 from l0mem.watch.windows import SETTLE_HORIZON
 
 GIB = 1 << 30
@@ -512,3 +512,52 @@ def test_a_watch_reads_after_the_exit_only_when_the_whole_tree_ended(
         Watch(interval=0.05), sleeper.pid, source_factory=_EndsWith(lambda: sleeper.poll() is None)
     )
     assert any(s.values.get(AFTER_EXIT) for s in result.series.samples)
+
+
+def test_processes_that_outlive_the_first_are_followed_and_the_floor_kept_for_them(
+    tmp_path: Path,
+) -> None:
+    # The first process starts a child and ends; the child goes on "allocating": the
+    # host loses memory at every look until the floor is near. run follows the child,
+    # stops it for the floor and says that it outlived the first process.
+    child = tmp_path / "child.pid"
+    code = (
+        "import os, subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True); "
+        f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(0.2)"
+    )
+    watch = Watch(interval=0.02, floor=64 * GIB - 40 * MIB, grace=1.0)
+    real = TreeSource
+    started = time.monotonic()
+
+    class Losing:
+        """The real tree (the child is followed), with a host that loses 4 MiB a look once the first ended."""
+
+        def __init__(self, pid: int) -> None:
+            self.tree, self.n, self.root = real(pid), 0, pid
+
+        def sample(self) -> TreeReading | None:
+            got = self.tree.sample()
+            if got is None:
+                return None
+            self.n += not Path(f"/proc/{self.root}").exists()
+            own = {k: v for k, v in got.values.items() if k.startswith("tree.")}
+            values = {**own, "host.available": 64 * GIB - self.n * 4 * MIB}
+            return TreeReading(values, got.unavailable, got.pids, got.pid_list)
+
+    result = run_workload(watch, _py(code), source_factory=Losing, prober=_Prober(64 * GIB))
+    assert result.returncode == 0
+    assert result.outlived is not None and result.outlived.processes == 1
+    assert result.floor_stop is not None  # the child was stopped for the floor, not left running
+    pid = int(child.read_text())
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert time.monotonic() - started < 30
+
+
+def test_a_workload_whose_children_end_with_it_has_nothing_outlived() -> None:
+    result = run_workload(
+        Watch(interval=0.02),
+        _py("import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'])"),
+        prober=_Prober(64 * GIB),
+    )
+    assert result.returncode == 0 and result.outlived is None

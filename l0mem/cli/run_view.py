@@ -183,6 +183,12 @@ def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[s
         )
     if result.trace is not None:
         lines += trace_lines(result.trace)
+    if result.outlived is not None:
+        o = result.outlived
+        lines.append(
+            f"{o.processes} process(es) the workload started ran on after its first one ended: "
+            f"followed for {o.seconds:.1f} s more, until they ended or were stopped"
+        )
     if result.floor_stop is not None:
         lines.append(f"[bold]{result.floor_stop.message}[/bold]")
     for key, why in sorted(unavailable.items()):

@@ -81,6 +81,21 @@ class WatchResult:
     floor_stop: FloorStop | None
     stop_signal: int | None  # the stop signal that ended the watch early
     trace: dict[str, Any] | None  # the tracer's last totals
+    # run: processes of the workload still running when its first process ended, and
+    # how long the last of them ran on (l0mem followed them, keeping the floor).
+    outlived: Outlived | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Outlived:
+    """Processes of a workload that ran on after its first process ended."""
+
+    processes: int  # still running when the first process ended
+    seconds: float  # from then until the last of them ended (or the watch stopped)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return it as plain JSON data."""
+        return {"processes": self.processes, "seconds": round(self.seconds, 3)}
 
 
 def baseline_values(values: Mapping[str, int]) -> dict[str, int]:

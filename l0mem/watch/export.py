@@ -52,10 +52,13 @@ def _signal_name(signum: int | None) -> str | None:
 def ending(result: WatchResult) -> dict[str, Any]:
     """Return how the workload ended: its exit code, or the signal that killed it."""
     code = result.returncode
-    return {
+    out: dict[str, Any] = {
         "returncode": code if code is None or code >= 0 else None,
         "killed_by": _signal_name(-code) if code is not None and code < 0 else None,
     }
+    if result.outlived is not None:
+        out["outlived"] = result.outlived.to_dict()
+    return out
 
 
 def simulated(trace: Mapping[str, Any] | None) -> bool:

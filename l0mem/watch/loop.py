@@ -15,16 +15,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from l0mem.units import format_bytes
-from l0mem.watch.engine import FloorStop, Watch, WatchResult, available, baseline_values
+from l0mem.watch.engine import FloorStop, Outlived, Watch, WatchResult, available, baseline_values
 from l0mem.watch.sources import NoSuchProcess, Source, TreeSource, WatchError
 from l0mem.watch.workload import (
     follow_stop,
     foreground_terminal,
+    job_stopped,
     pidfd,
     reclaim_terminal,
     signal_tree,
     start,
-    stopped,
 )
 
 SourceFactory = Callable[[int], Source]
@@ -110,16 +110,35 @@ def run_workload(
     stopped_at: float | None = None  # when SIGTERM (or the user's signal) was sent
     killed = forwarded = False
     pids: tuple[int, ...] = (proc.pid,)
+    first_ended: tuple[float, int] | None = None  # when the first process ended, and who ran on
+    tree_gone = False
     try:
         try:
             source: Source | None = source_factory(proc.pid)
         except WatchError:
             source = None  # it ended before the first look
-        while proc.poll() is None:
-            if source is not None:
+        # The workload is its whole tree: processes it started that outlive its first
+        # one are followed (and the floor kept for them) until they end too.
+        while not tree_gone:
+            running = proc.poll() is None
+            if source is None:
+                if not running:
+                    break
+            else:
                 reading = watch.take(source)
-                if reading is not None and reading.pid_list:
+                if reading is None:
+                    tree_gone = True
+                    if not running:
+                        break
+                elif reading.pid_list:
                     pids = reading.pid_list
+                if not running and first_ended is None:
+                    others = [p for p in pids if p != proc.pid]
+                    if not others:
+                        break
+                    first_ended = (watch.clock(), len(others))
+                    _close(fd)  # readable for good now: the loop waits on time alone
+                    fd = None
             if watch.stop_signal is not None and not forwarded:
                 signal_tree(proc.pid, pids, watch.stop_signal)
                 signal_tree(proc.pid, pids, signal.SIGCONT)  # a stopped workload must see it too
@@ -132,7 +151,7 @@ def run_workload(
                 floor_stop = FloorStop(
                     last.t, available(last.values) or 0, watch.floor or 0, "SIGTERM", False
                 )
-            if terminal is not None and stopped(proc.pid):
+            if terminal is not None and job_stopped(proc.pid, pids):
                 follow_stop(terminal, proc.pid)  # Ctrl-Z: stop with the workload, as a shell job
             timeout = watch.next_interval()
             if stopped_at is not None:
@@ -153,6 +172,9 @@ def run_workload(
                 os.close(fd)
     returncode = proc.wait()
     reclaim_terminal(terminal)
+    outlived = None
+    if first_ended is not None:
+        outlived = Outlived(first_ended[1], watch.clock() - first_ended[0])
     # Only a workload that ended by itself, and with nothing of its tree left running.
     if floor_stop is None and watch.stop_signal is None and (source is None or watch.take(source) is None):
         after_exit(watch, prober)
@@ -160,7 +182,17 @@ def run_workload(
         floor_stop = FloorStop(
             floor_stop.t, floor_stop.available, floor_stop.floor, "SIGTERM", True
         )
-    return WatchResult(watch.series, returncode, floor_stop, watch.stop_signal, watch.final_trace())
+    return WatchResult(
+        watch.series, returncode, floor_stop, watch.stop_signal, watch.final_trace(), outlived
+    )
+
+
+def _close(fd: int | None) -> None:
+    """Close a pidfd whose process ended."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    return None
 
 
 def watch_pid(

@@ -108,6 +108,36 @@ def stopped(pid: int) -> bool:
     return info is not None and info.si_code == os.CLD_STOPPED
 
 
+def process_state(pid: int) -> tuple[str, int] | None:
+    """Return (state letter, process group) from /proc/<pid>/stat, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()  # after the command name, which may hold anything
+    try:
+        return fields[0], int(fields[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def job_stopped(pgid: int, pids: Sequence[int]) -> bool:
+    """Return whether the workload's group was stopped from the terminal (Ctrl-Z) since the last call.
+
+    Its first process stopped (:func:`stopped`); or, where that process waits
+    for a child it spawned with ``vfork`` (state D, as a shell starting a
+    command does), a process of its group stopped before ``exec``: the
+    first process then waits for ever and never reports a stop of its own.
+    """
+    if stopped(pgid):
+        return True
+    first = process_state(pgid)
+    if first is None or first[0] != "D":
+        return False
+    return any((st := process_state(p)) is not None and st == ("T", pgid) for p in pids if p != pgid)
+
+
 def follow_stop(terminal: int, pgid: int) -> None:
     """Stop with the workload's group as a shell job stops (Ctrl-Z), and resume it when continued.
 
@@ -141,7 +171,9 @@ def signal_tree(pgid: int, pids: Sequence[int], signum: int) -> None:
 __all__ = [
     "follow_stop",
     "foreground_terminal",
+    "job_stopped",
     "pidfd",
+    "process_state",
     "reclaim_terminal",
     "signal_tree",
     "start",
