@@ -184,16 +184,10 @@ def test_the_host_cost_is_the_mirror_the_simulator_held(workload: Path, tmp_path
     assert "drm" in data["unavailable"] and "sysman" not in data["unavailable"]
     assert summary["device_source"] == "sysman"
     assert summary["peaks"]["device_memory"]["bytes"] == max(t["device"] for t in truth)
-    during = [s for s in data["samples"] if not s["values"].get("watch.after_exit")]
-    used = [s["values"].get("sysman.0.used") for s in during]
+    used = [s["values"].get("sysman.0.used") for s in data["samples"]]
     assert data["baseline"]["values"]["sysman.0.used"] == 0
     assert max(u for u in used if u is not None) == 6 * 32 * MIB
     assert used[-1] == 0  # freed before the end, and seen so
-    # After the workload ended: the host alone for half a second, no process signal.
-    after = data["samples"][len(during) :]
-    assert after and all(s["values"]["watch.after_exit"] == 1 and s["pids"] == 0 for s in after)
-    assert not any(k.startswith(("tree.", "sysman.", "drm.")) for s in after for k in s["values"])
-    assert 0.3 <= after[-1]["t"] - during[-1]["t"] <= 3.0
     assert summary["verdict"] == "mirror"
 
 

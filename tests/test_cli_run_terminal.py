@@ -114,7 +114,7 @@ print("MINISHELL: exit", os.waitstatus_to_exitcode(status), flush=True)
 
 
 def test_ctrl_z_stops_l0mem_with_its_workload_and_fg_resumes_both() -> None:
-    job = ["-m", "l0mem", "run", "--quiet", "--", "sh", "-c", "echo ready; sleep 2; echo done"]
+    job = ["-m", "l0mem", "run", "--quiet", "--", "sh", "-c", "echo ready; sleep 4; echo done"]
     status, output = _in_a_terminal(["-c", _MINISHELL, *job], b"\x1a", b"ready")
     text = output.decode(errors="replace")
     # The shell saw its job stop (so it had the terminal back), continued it, and the

@@ -145,3 +145,16 @@ def test_the_audits_discovery_of_a_hung_driver_ends_in_bounded_time() -> None:
     said = " ".join((proc.stdout + proc.stderr).split())
     assert "device discovery (discover-l0) did not finish in time" in said, said
     assert time.monotonic() - started < 20
+
+
+def test_a_driver_that_ends_the_process_in_zeinit_is_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import l0mem._ze.guard as guard
+
+    monkeypatch.setattr(guard, "_CHILD", "import os; os._exit(5)")
+    with pytest.raises(DriverLoadError, match="exited with code 5"):
+        check_drivers_load(timeout=30)
+
+
+def test_a_bad_timeout_setting_stops_the_audit_before_it_starts() -> None:
+    proc = run_l0mem("audit", ["--setups", "l0"], {**_env(), "L0MEM_DRIVER_TIMEOUT": "-3"})
+    assert proc.returncode == 2 and "L0MEM_DRIVER_TIMEOUT='-3'" in proc.stderr, proc.stderr

@@ -9,12 +9,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
-from l0mem.estimate.signals import AFTER_EXIT
 from l0mem.watch.engine import MIN_INTERVAL, Watch
 from l0mem.watch.loop import FloorError, run_workload, watch_pid
 from l0mem.watch.sources import CommandError, NoSuchProcess, TreeReading, TreeSource
@@ -451,69 +450,6 @@ def test_a_tree_slow_to_read_is_read_less_often() -> None:
     assert quick.next_interval() == pytest.approx(0.05)
 
 
-class _EndsWith:
-    """A source whose tree is gone once its process has ended and been reaped (or ``alive`` says so)."""
-
-    def __init__(self, alive: Callable[[], bool] | None = None) -> None:
-        self.alive = alive
-        self.pid = 0
-
-    def __call__(self, pid: int) -> _EndsWith:
-        self.pid = pid
-        return self
-
-    def sample(self) -> TreeReading | None:
-        gone = not os.path.exists(f"/proc/{self.pid}") if self.alive is None else not self.alive()
-        if gone:
-            return None
-        return TreeReading({"host.available": 64 * GIB, "tree.RssAnon": 5 * MIB}, {}, 1, (1,))
-
-
-def test_the_host_is_read_for_half_a_second_after_the_whole_tree_ended() -> None:
-    result = run_workload(
-        Watch(interval=0.02),
-        _py("import time; time.sleep(0.2)"),
-        source_factory=_EndsWith(),
-        prober=_Prober(64 * GIB),
-    )
-    after = [s for s in result.series.samples if s.values.get(AFTER_EXIT)]
-    assert len(after) >= 2 and after[-1].t - after[0].t >= 0.4
-    assert all(s.pids == 0 and "tree.RssAnon" not in s.values for s in after)
-    assert all(result.series.device_growth(s) == 0 for s in after)
-    # Before them, the workload's own reads, unmarked.
-    assert result.series.samples[0].values.get(AFTER_EXIT) is None
-
-
-def test_nothing_is_read_after_the_exit_while_the_tree_lives_on_or_after_a_stop() -> None:
-    # A child left running (the source still reads a tree): its device memory may live on.
-    result = run_workload(
-        Watch(interval=0.02),
-        _py("import time; time.sleep(0.2)"),
-        source_factory=_Recorded(64 * GIB, 0),
-        prober=_Prober(64 * GIB),
-    )
-    assert not any(s.values.get(AFTER_EXIT) for s in result.series.samples)
-    watch = Watch(interval=0.02)
-    _stop_soon(watch, signal.SIGINT, 0.2)
-    stopped = run_workload(
-        watch,
-        _py("import time; time.sleep(60)"),
-        source_factory=_EndsWith(lambda: watch.stop_signal is None),
-        prober=_Prober(64 * GIB),
-    )
-    assert stopped.stop_signal == signal.SIGINT
-    assert not any(s.values.get(AFTER_EXIT) for s in stopped.series.samples)
-
-
-def test_a_watch_reads_after_the_exit_only_when_the_whole_tree_ended(
-    sleeper: subprocess.Popen[bytes],
-) -> None:
-    result = watch_pid(
-        Watch(interval=0.05), sleeper.pid, source_factory=_EndsWith(lambda: sleeper.poll() is None)
-    )
-    assert any(s.values.get(AFTER_EXIT) for s in result.series.samples)
-
-
 def test_processes_that_outlive_the_first_are_followed_and_the_floor_kept_for_them(
     tmp_path: Path,
 ) -> None:
@@ -561,3 +497,30 @@ def test_a_workload_whose_children_end_with_it_has_nothing_outlived() -> None:
         prober=_Prober(64 * GIB),
     )
     assert result.returncode == 0 and result.outlived is None
+
+
+def test_processes_still_running_after_the_follow_are_named_and_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A daemon the workload leaves behind: run follows it for a while, then ends and
+    # names it, without stopping it (it is no longer the workload's to wait for).
+    import l0mem.watch.loop as loop_module
+
+    monkeypatch.setattr(loop_module, "FOLLOW_AFTER_FIRST_S", 0.5)
+    child = tmp_path / "child.pid"
+    code = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True); "
+        f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(0.3)"
+    )
+    started = time.monotonic()
+    result = run_workload(Watch(interval=0.02), _py(code), prober=_Prober(64 * GIB))
+    pid = int(child.read_text())
+    try:
+        assert result.returncode == 0
+        assert result.outlived is not None and result.outlived.left_running == (pid,)
+        assert 0.4 <= result.outlived.seconds < 10
+        assert time.monotonic() - started < 15
+        assert Path(f"/proc/{pid}").exists()  # left alone
+    finally:
+        os.kill(pid, signal.SIGKILL)

@@ -94,7 +94,7 @@ def test_the_csv_has_a_row_per_sample_and_empty_cells_for_absent_signals() -> No
 
 def test_the_hint_against_a_mirror_follows_what_the_tracer_saw() -> None:
     untraced = remedy_hint(None)
-    assert "--trace" in untraced and "l0mem audit --remedies" in untraced
+    assert "l0mem run --trace -- CMD" in untraced and "l0mem audit --remedies" in untraced
     resident = {"devices": [{"index": 0, "resident_on_peak": {"1": GIB, "2": GIB}}], "skipped_calls": 0}
     assert "made 2.00 GiB resident on a peer: --no-peer-residency" in remedy_hint(resident)
     skipped = {**resident, "skipped_calls": 8}

@@ -6,10 +6,13 @@ handler runs (Ctrl-C and SIGTERM would wait for it for ever), and one that
 aborts takes the process with it before it can say a word. :func:`check_drivers_load`
 makes the same ``zeInit`` call in a short-lived child process (the same
 loader, the same environment) and waits for it with a deadline, in Python,
-where signals still reach the caller; a child that does not return in time
-or is killed by a signal raises :class:`DriverLoadError`, and the caller
-never makes the call itself. What the child's ``zeInit`` returned does not
-matter: the caller's own call reports it.
+where signals still reach the caller; a child that does not return in time,
+is killed by a signal, or is ended by the driver (``exit`` inside
+``zeInit``) raises :class:`DriverLoadError`, and the caller never makes the
+call itself. What the child's ``zeInit`` returned does not matter: the
+caller's own call reports it. (The child calls ``zeInit``; a loader that
+offers ``zeInitDrivers`` is asked through that by the caller, which loads
+the same drivers.)
 """
 
 from __future__ import annotations
@@ -27,11 +30,16 @@ from typing import IO
 from l0mem._ze.errors import LoaderError
 from l0mem._ze.loader import loader_request
 
+# The child's exit code when it cannot load the loader: the caller's own load says why.
+_NO_LOADER = 97
 # The child: load the loader, call zeInit once, leave without running the
 # drivers' exit code (a driver that hangs at exit is not what is checked here).
 _CHILD = (
     "import ctypes, os, sys\n"
-    "lib = ctypes.CDLL(sys.argv[1])\n"
+    "try:\n"
+    "    lib = ctypes.CDLL(sys.argv[1])\n"
+    "except OSError:\n"
+    f"    os._exit({_NO_LOADER})\n"
     "lib.zeInit.argtypes = [ctypes.c_uint32]\n"
     "lib.zeInit.restype = ctypes.c_uint32\n"
     "lib.zeInit(0)\n"
@@ -128,13 +136,14 @@ def check_drivers_load(timeout: float | None = None) -> None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 proc.wait()
-        if code >= 0:
+        if code in (0, _NO_LOADER):
             _passed.add(key)
             return
         said = _last_line(err)
+        how = f"killed by {_signal_name(-code)}" if code < 0 else f"the process exited with code {code}"
         raise DriverLoadError(
-            f"a Level Zero driver crashed in zeInit (tried in a child process: killed by "
-            f"{_signal_name(-code)})" + (f": it said {said!r}" if said else "")
+            f"a Level Zero driver crashed in zeInit (tried in a child process: {how})"
+            + (f": it said {said!r}" if said else "")
             + "; check the driver's installation, or leave it out (ZE_ENABLE_ALT_DRIVERS)"
         )
 

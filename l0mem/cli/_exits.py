@@ -197,6 +197,11 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.NO_DEVICE,
+        "`allreduce`: NumPy is not installed (`pip install 'l0mem[bench]'`)",
+        _only("allreduce"),
+    ),
+    Row(
+        ExitCode.NO_DEVICE,
         "a device too small or out of device memory for the request, or too little host "
         "memory for it",
         _BACKEND,

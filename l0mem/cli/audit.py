@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
+from l0mem._ze.guard import timeout_from_env
 from l0mem.audit.model import AuditReport, ReportFormatError
 from l0mem.audit.remedies import ALL_SETUPS, parse_env_assignments
 from l0mem.audit.report import (
@@ -360,6 +361,7 @@ def audit(
             fail("audit", ExitCode.USAGE, str(exc))
     with reporting("audit"):
         devices = device_indices(device_specs)
+        timeout_from_env()  # a bad $L0MEM_DRIVER_TIMEOUT is a usage error before any child starts
     try:
         options = AuditOptions(
             setups=setups,

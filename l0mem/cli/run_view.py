@@ -185,10 +185,16 @@ def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[s
         lines += trace_lines(result.trace)
     if result.outlived is not None:
         o = result.outlived
-        lines.append(
+        text = (
             f"{o.processes} process(es) the workload started ran on after its first one ended: "
-            f"followed for {o.seconds:.1f} s more, until they ended or were stopped"
+            f"followed for {o.seconds:.1f} s more"
         )
+        if o.left_running:
+            pids = ", ".join(str(p) for p in o.left_running[:8]) + (", ..." if len(o.left_running) > 8 else "")
+            text += f"; left running, unwatched: pid {pids}"
+        else:
+            text += ", until they ended"
+        lines.append(text)
     if result.floor_stop is not None:
         lines.append(f"[bold]{result.floor_stop.message}[/bold]")
     for key, why in sorted(unavailable.items()):
@@ -201,8 +207,8 @@ def remedy_hint(trace: dict[str, Any] | None) -> str:
     audit = "l0mem audit --remedies measures which driver setting removes it, and what each costs"
     if trace is None:
         return (
-            "run again with --trace to see whether the workload makes its memory resident on "
-            f"a peer (then --no-peer-residency may avoid the mirror); {audit}"
+            "measure it with l0mem run --trace -- CMD to see whether the workload makes its "
+            f"memory resident on a peer (then --no-peer-residency may avoid the mirror); {audit}"
         )
     resident = sum(
         sum((d.get("resident_on_peak") or {}).values()) for d in trace.get("devices", ())

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from l0mem.estimate.fits import climb, climbs, fit_signal, line_fit
 from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit, Verdict
-from l0mem.estimate.signals import AFTER_EXIT, GIB, MIB, cost_series, signal_info, value
+from l0mem.estimate.signals import cost_series
 from l0mem.estimate.steps import drift, reads, robust_spread, windows
 from l0mem.estimate.verdicts import why_unusable
 
@@ -156,8 +156,6 @@ def against(
         # their median steps are the run's: the best slope is enough.
         past = line.slope if found.climbs > 1 else line.interval[0]
         if verdict == "clean" and past >= clean:
-            if found.climbs == 1 and left_behind(samples, fit.signal, config):
-                continue
             return found, "not clean"
         if verdict != "clean" and line.interval[1] < clean:
             return found, "clean"
@@ -177,34 +175,6 @@ def outside(
         f"its step windows say {verdict} {_DISPUTE} {other}{count} "
         f"({climbed.line.slope:.0f} MiB/GiB): host memory moved outside the windows"
     )
-
-
-# The workload's own anonymous memory, which its exit gives back too.
-_OWN = "tree.RssAnon"
-
-
-def left_behind(samples: Sequence[Sample], signal: str, config: AnalysisConfig) -> bool:
-    """Return whether what the host lost over a watched run stayed lost after the workload ended.
-
-    A driver's pages (paid late or not) are the workload's: the kernel frees
-    them as its processes exit, whatever the driver did at free. So where the
-    host got back, from the last read holding the most device memory to the
-    last read after the exit (:data:`~l0mem.estimate.signals.AFTER_EXIT`),
-    no more than the workload's own anonymous memory and what a clean run may
-    cost, the memory the climb saw taken was another process's. False without
-    a read after the exit (the run was stopped, or its tree outlived it).
-    """
-    info = signal_info(signal)
-    after = [s for s in samples if s.values.get(AFTER_EXIT)]
-    peak = max((s.device_bytes for s in samples), default=0)
-    top = [s for s in samples if s.device_bytes == peak and not s.values.get(AFTER_EXIT)]
-    if info is None or not after or not top or peak <= 0:
-        return False
-    end, held = value(after[-1].values, signal), value(top[-1].values, signal)
-    if end is None or held is None:
-        return False
-    back = info.sense * (held - end) / MIB - (value(top[-1].values, _OWN) or 0.0) / MIB
-    return back <= config.clean_threshold * 1024.0 * peak / GIB
 
 
 def confirms_clean(samples: Sequence[Sample], fit: SignalFit, config: AnalysisConfig) -> bool:
@@ -228,4 +198,4 @@ def disputed(why: str) -> bool:
     return _DISPUTE in why
 
 
-__all__ = ["ClimbLine", "against", "climb_line", "confirms_clean", "disputed", "left_behind", "outside"]
+__all__ = ["ClimbLine", "against", "climb_line", "confirms_clean", "disputed", "outside"]

@@ -21,10 +21,6 @@ MIB = 1 << 20
 GIB = 1 << 30
 
 DRM_HOST_AGGREGATE = "drm.all.host."
-# Marks a sample taken after every process of a watched workload had ended (value 1):
-# system-wide signals only, and whatever the workload held on the host and its
-# devices given back (the kernel frees a process's GPU buffers as it exits).
-AFTER_EXIT = "watch.after_exit"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -127,7 +123,6 @@ def cost_series(
 
 
 __all__ = [
-    "AFTER_EXIT",
     "DRM_HOST_AGGREGATE",
     "GIB",
     "MIB",

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from l0mem.estimate.signals import AFTER_EXIT
 from l0mem.units import format_bytes
 from l0mem.watch.retention import Retention
 from l0mem.watch.series import IN_FLIGHT, Series, WatchSample, trace_values
@@ -81,8 +80,8 @@ class WatchResult:
     floor_stop: FloorStop | None
     stop_signal: int | None  # the stop signal that ended the watch early
     trace: dict[str, Any] | None  # the tracer's last totals
-    # run: processes of the workload still running when its first process ended, and
-    # how long the last of them ran on (l0mem followed them, keeping the floor).
+    # run: processes of the workload still running when its first process ended, how
+    # long l0mem followed them (keeping the floor), and those it left running.
     outlived: Outlived | None = None
 
 
@@ -91,11 +90,16 @@ class Outlived:
     """Processes of a workload that ran on after its first process ended."""
 
     processes: int  # still running when the first process ended
-    seconds: float  # from then until the last of them ended (or the watch stopped)
+    seconds: float  # from then until the last of them ended, or run stopped following them
+    left_running: tuple[int, ...] = ()  # still running when run stopped following them
 
     def to_dict(self) -> dict[str, Any]:
         """Return it as plain JSON data."""
-        return {"processes": self.processes, "seconds": round(self.seconds, 3)}
+        return {
+            "processes": self.processes,
+            "seconds": round(self.seconds, 3),
+            "left_running": list(self.left_running),
+        }
 
 
 def baseline_values(values: Mapping[str, int]) -> dict[str, int]:
@@ -259,18 +263,6 @@ class Watch:
             self._shown = sample.t
             self.on_sample(self.series, sample)
         return reading
-
-    def take_after_exit(self, prober: Any) -> None:
-        """Record one reading of the host after every process of the workload ended.
-
-        System-wide signals only (``prober.snapshot()``, as the baseline), marked
-        :data:`~l0mem.estimate.signals.AFTER_EXIT`: the workload's device memory is
-        gone by then, and what its driver kept on the host is given back.
-        """
-        snap = prober.snapshot()
-        values = baseline_values(snap.values)
-        values[AFTER_EXIT] = 1
-        self._kept.add(WatchSample(round(self.clock() - self._start, 4), values, 0))
 
     def next_interval(self) -> float:
         """Return how long to wait for the next sample: shorter as the room above the floor shrinks.

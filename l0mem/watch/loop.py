@@ -22,6 +22,7 @@ from l0mem.watch.workload import (
     foreground_terminal,
     job_stopped,
     pidfd,
+    process_state,
     reclaim_terminal,
     signal_tree,
     start,
@@ -50,31 +51,9 @@ def take_baseline(watch: Watch, prober: Any = None) -> None:
     watch.set_baseline(baseline_values(snap.values), _system_unavailable(snap.unavailable))
 
 
-# How long the host is read after the workload's last process ended: the kernel
-# frees a process's GPU buffers as it exits, a driver's deferred frees (TTM's
-# delayed destroy) and a helper process that held pages for it follow within
-# this.
-AFTER_EXIT_SECONDS = 0.5
-
-
-def after_exit(watch: Watch, prober: Any = None, seconds: float = AFTER_EXIT_SECONDS) -> None:
-    """Read the host every look for ``seconds`` after the workload ended (:meth:`Watch.take_after_exit`).
-
-    What the workload's driver held and gave back only at exit shows there,
-    and what another process took during the run does not come back: the
-    estimation tells the two apart with it. A stop request ends it early.
-    """
-    if prober is None:
-        from l0mem.probe import Prober
-
-        prober = Prober()
-    end = watch.clock() + seconds
-    while True:
-        watch.take_after_exit(prober)
-        left = end - watch.clock()
-        if left <= 0 or watch.stop_signal is not None:
-            return
-        watch.wait(min(watch.look, left), None)
+# How long run follows processes of the workload that outlive its first one
+# (keeping the floor for them) before it ends and names them as left running.
+FOLLOW_AFTER_FIRST_S = 10.0
 
 
 def check_floor(watch: Watch) -> None:
@@ -111,6 +90,7 @@ def run_workload(
     killed = forwarded = False
     pids: tuple[int, ...] = (proc.pid,)
     first_ended: tuple[float, int] | None = None  # when the first process ended, and who ran on
+    left_running: tuple[int, ...] = ()  # still running when l0mem stopped following them
     tree_gone = False
     try:
         try:
@@ -139,6 +119,13 @@ def run_workload(
                     first_ended = (watch.clock(), len(others))
                     _close(fd)  # readable for good now: the loop waits on time alone
                     fd = None
+                if (
+                    first_ended is not None
+                    and stopped_at is None
+                    and watch.clock() - first_ended[0] >= FOLLOW_AFTER_FIRST_S
+                ):
+                    left_running = tuple(p for p in pids if p != proc.pid and _alive(p))
+                    break
             if watch.stop_signal is not None and not forwarded:
                 signal_tree(proc.pid, pids, watch.stop_signal)
                 signal_tree(proc.pid, pids, signal.SIGCONT)  # a stopped workload must see it too
@@ -174,10 +161,7 @@ def run_workload(
     reclaim_terminal(terminal)
     outlived = None
     if first_ended is not None:
-        outlived = Outlived(first_ended[1], watch.clock() - first_ended[0])
-    # Only a workload that ended by itself, and with nothing of its tree left running.
-    if floor_stop is None and watch.stop_signal is None and (source is None or watch.take(source) is None):
-        after_exit(watch, prober)
+        outlived = Outlived(first_ended[1], watch.clock() - first_ended[0], left_running)
     if floor_stop is not None and killed:
         floor_stop = FloorStop(
             floor_stop.t, floor_stop.available, floor_stop.floor, "SIGTERM", True
@@ -185,6 +169,12 @@ def run_workload(
     return WatchResult(
         watch.series, returncode, floor_stop, watch.stop_signal, watch.final_trace(), outlived
     )
+
+
+def _alive(pid: int) -> bool:
+    """Return whether ``pid`` still runs (not a zombie)."""
+    state = process_state(pid)
+    return state is not None and state[0] not in ("Z", "X")
 
 
 def _close(fd: int | None) -> None:
@@ -210,7 +200,6 @@ def watch_pid(
     watch.set_baseline(first.values, first.unavailable)
     end = None if duration is None else watch.clock() + duration
     fd = pidfd(pid)
-    gone = False  # the whole tree ended (not only the process watched)
     try:
         while watch.stop_signal is None:
             if end is not None and watch.clock() >= end:
@@ -219,18 +208,14 @@ def watch_pid(
             watch.wait(left, fd)
             if watch.stop_signal is not None:
                 break
-            if watch.take(source) is None:
-                gone = True
+            if watch.take(source) is None or not os.path.exists(f"/proc/{pid}"):
                 break
-            if not os.path.exists(f"/proc/{pid}") or (fd is not None and _ended(fd)):
-                gone = watch.take(source) is None
+            if fd is not None and _ended(fd):
                 break
     finally:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
-    if gone and watch.stop_signal is None:
-        after_exit(watch)
     return WatchResult(watch.series, None, None, watch.stop_signal, watch.final_trace())
 
 

@@ -18,7 +18,6 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from l0mem.estimate.signals import AFTER_EXIT
 from l0mem.probe.signals import HOST_DRM_REGIONS, HOST_SIGNALS
 
 # The host signals the host cost is read from, best first: MemAvailable
@@ -86,8 +85,6 @@ class Series:
 
     def device_growth(self, sample: WatchSample) -> int | None:
         """Return the workload's device memory beyond the baseline at ``sample`` (None: unknown)."""
-        if sample.values.get(AFTER_EXIT):
-            return 0  # every process of the workload has ended: its device memory with it
         now = self.device_memory(sample.values)
         if now is None:
             return None

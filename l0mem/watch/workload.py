@@ -148,7 +148,10 @@ def follow_stop(terminal: int, pgid: int) -> None:
     continued too. Without a shell above to stop to (l0mem leads its own
     session), the stop is discarded by the kernel and the workload goes on.
     """
-    reclaim_terminal(terminal)
+    with contextlib.suppress(OSError):
+        # Only from the workload: in the background (after bg) the terminal is the shell's.
+        if os.tcgetpgrp(terminal) == pgid:
+            reclaim_terminal(terminal)
     with contextlib.suppress(OSError):
         os.killpg(os.getpgrp(), signal.SIGTSTP)
     # Here once continued, or at once where the stop was discarded.
