@@ -343,3 +343,30 @@ def test_allreduce_hang_is_one_line_and_exit_1():
     assert proc.returncode == 1, proc.stderr
     assert "within 3.0 s (a hang)" in one_line(proc, "allreduce")
     assert took < 9, f"{took:.1f} s: the bound (3 s) was waited for again"
+
+
+@pytest.mark.parametrize("lost_at", [150, 300, 600, 2000, 5000])
+def test_a_device_lost_after_copies_finished_keeps_them(tmp_path, lost_at):
+    # Whatever call the loss meets, the copies and checks that finished before it are
+    # written and shown (complete false), then the failure's line and exit 6.
+    out = tmp_path / "p2p.json"
+    proc = _cli(["--json", str(out)], sim.sim_env(devices=2, device_lost_at=lost_at))
+    assert proc.returncode == 6, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("l0mem p2p:")]
+    assert "DEVICE_LOST" in lines[-1], proc.stderr
+    if not out.exists():
+        # Nothing finished before the loss: only the failure's line.
+        assert len(lines) == 1, proc.stderr
+        return
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and (data["copies"] or data["checks"])
+    assert any(n.startswith("stopped by a failure:") for n in data["notes"]), data["notes"]
+    assert lines[0] == "l0mem p2p: stopped by the failure below; what finished before it was kept"
+    assert "copies" in proc.stdout or "copy" in proc.stdout
+
+
+def test_a_late_device_loss_is_always_kept(tmp_path):
+    out = tmp_path / "p2p.json"
+    proc = _cli(["--json", str(out)], sim.sim_env(devices=2, device_lost_at=2000))
+    assert proc.returncode == 6 and out.exists(), proc.stderr
+    assert len(json.loads(out.read_text())["copies"]) >= 1

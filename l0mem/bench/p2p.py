@@ -28,7 +28,7 @@ from l0mem.bench.copies import (
     peer_matrix,
 )
 from l0mem.bench.integrity import CopyCheck, verification_sizes, verify_copies
-from l0mem.bench.timing import MeasurementInterrupted, TimingRequest
+from l0mem.bench.timing import MeasurementInterrupted, TimingRequest, with_partial
 from l0mem.driverenv import recorded_environment
 
 
@@ -184,25 +184,26 @@ def run_p2p(
     what finished (``complete`` False), once the buffers are freed.
     """
     peers = peer_matrix(backend)
+    facts = _Facts.of(backend, simulated)  # read now: a device lost later answers nothing
     done: list[CopyTiming] = []
     checked: list[CopyCheck] = []
     hung: dict[int, str] = {}
     notes: list[str] = []
 
-    def result(complete: bool) -> P2PResult:
+    def result(complete: bool, stopped: str = "interrupted") -> P2PResult:
         return _p2p_result(
-            backend,
+            facts,
             sizes,
             reps,
             warmup,
             peers,
             done,
-            simulated,
             complete=complete,
             checks=checked,
             seed=seed,
             verify_only=verify_only,
             extra_notes=notes,
+            stopped=stopped,
         )
 
     try:
@@ -233,39 +234,69 @@ def run_p2p(
             )
     except KeyboardInterrupt as exc:
         raise MeasurementInterrupted(result(False), exc) from None
+    except Exception as exc:
+        # A failure after copies finished (a lost device, say): what finished is kept.
+        if done or checked:
+            raise with_partial(exc, result(False, "stopped by a failure")) from None
+        raise
     return result(True)
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What a report says of the backend and its devices, read before anything is measured."""
+
+    backend: str
+    devices: tuple[str, ...]
+    simulated: bool
+    no_hardware: str | None
+    host_backed: bool
+
+    @classmethod
+    def of(cls, backend: Backend, simulated: bool | None) -> _Facts:
+        """Return the facts of ``backend`` now (``simulated`` overrides its own claim)."""
+        n = backend.device_count()
+        return cls(
+            backend=backend.name,
+            devices=tuple(backend.device_name(i) for i in range(n)),
+            simulated=backend.simulated if simulated is None else simulated,
+            no_hardware=backend.no_hardware,
+            host_backed=any(backend.memory(i).host_backed for i in range(n)),
+        )
+
+
 def _p2p_result(
-    backend: Backend,
+    facts: _Facts,
     sizes: Sequence[int],
     reps: int,
     warmup: int,
     peers: list[PeerInfo],
     copies: list[CopyTiming],
-    simulated: bool | None,
     *,
     complete: bool,
     checks: Sequence[CopyCheck] = (),
     seed: int = 0,
     verify_only: bool = False,
     extra_notes: Sequence[str] = (),
+    stopped: str = "interrupted",
 ) -> P2PResult:
-    """Return the run of the ``copies`` measured, with the notes that apply to them."""
-    n = backend.device_count()
-    sim = backend.simulated if simulated is None else simulated
+    """Return the run of the ``copies`` measured, with the notes that apply to them.
+
+    ``stopped`` says what ended an incomplete run (``complete`` False).
+    """
+    sim = facts.simulated
     notes: list[str] = list(extra_notes)
     if not complete:
         notes.append(
-            f"interrupted: {len(copies)} copy timing(s) and {len(checks)} check(s) finished; "
+            f"{stopped}: {len(copies)} copy timing(s) and {len(checks)} check(s) finished; "
             "the others were not made"
         )
     if sim:
         notes.append("simulated driver: these are a simulator's numbers, not hardware results")
-    no_hw = backend.no_hardware
+    no_hw = facts.no_hardware
     if no_hw:
         notes.append(f"no copy was timed: {no_hw}")
-    if any(backend.memory(i).host_backed for i in range(n)) and not sim:
+    if facts.host_backed and not sim:
         notes.append("SYCL CPU devices: every copy moves host memory; no GPU link is measured")
     if any(c.kind == "staged" and not c.skipped for c in copies):
         notes.append(
@@ -282,8 +313,8 @@ def _p2p_result(
     for why in dict.fromkeys(c.measured.note for c in copies if c.measured and c.measured.note):
         notes.append(why)
     return P2PResult(
-        backend=backend.name,
-        devices=tuple(backend.device_name(i) for i in range(n)),
+        backend=facts.backend,
+        devices=facts.devices,
         simulated=sim,
         sizes=tuple(sizes),
         reps=reps,
