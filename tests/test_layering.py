@@ -2,7 +2,7 @@
 
 Layers, each importing only downward::
 
-    _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, trace, bench  ->  estimate  ->  audit  ->  watch  ->  cli  ->  __main__
+    _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, trace, bench  ->  estimate  ->  audit  ->  watch  ->  cli  ->  _entry  ->  __main__
 
 ``units``, ``files``, ``keepalive``, ``bf16``, ``driverenv`` and ``jsonfields`` are leaves (and the
 root ``l0mem`` holds only ``__version__``): they import nothing of l0mem, and every layer from
@@ -54,7 +54,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "audit": _BELOW_BACKENDS | _MEASUREMENT | {"estimate"} | LEAVES | {ROOT},
     "watch": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "estimate", "audit"} | LEAVES | {ROOT},
     "cli": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "estimate", "audit", "watch"} | LEAVES | {ROOT},
-    "__main__": frozenset({"cli"}),
+    "_entry": frozenset({"cli"}),
+    "__main__": frozenset({"_entry"}),
     **{leaf: frozenset() for leaf in LEAVES},
     ROOT: frozenset(),
 }

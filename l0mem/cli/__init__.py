@@ -79,9 +79,11 @@ class _LazyGroup(click.Group):
 
     def _name(self, ctx: click.Context) -> str:
         """Return the command the user ran as its one-line errors name it (``bench kernels``)."""
-        name = ctx.invoked_subcommand or "l0mem"
-        command = self.get_command(ctx, name) if ctx.invoked_subcommand else None
-        rest = ctx.meta.get(_ARGV, [])[1:]
+        argv = ctx.meta.get(_ARGV, [])
+        # Stopped before the subcommand was resolved: the word the user typed, if it is one.
+        name = ctx.invoked_subcommand or (argv[0] if argv and argv[0] in _COMMANDS else "")
+        command = self.get_command(ctx, name) if name else None
+        rest = argv[1:]
         if isinstance(command, click.Group) and rest and rest[0] in command.commands:
             return f"{name} {rest[0]}"
         return name
@@ -165,7 +167,28 @@ def _fill_closed_std_fds() -> None:
 def main() -> None:
     """Run the l0mem command line."""
     _fill_closed_std_fds()
-    cli(prog_name="l0mem")
+    try:
+        cli.main(prog_name="l0mem", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        raise SystemExit(exc.exit_code) from None
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        # A stop before a command ran (while the line was parsed): as a command's stop,
+        # 128 + N with the signal named, never click's "Aborted!" and exit 1.
+        from l0mem.cli._common import error, interrupt_signal, signal_exit
+
+        signum = interrupt_signal(exc) if isinstance(exc, KeyboardInterrupt) else 2
+        code, name = signal_exit(signum)
+        error(_command_word(), f"interrupted by {name}")
+        raise SystemExit(code) from None
+
+
+def _command_word() -> str:
+    """Return the command named on the command line ("l0mem" itself where none is)."""
+    words = [w for w in sys.argv[1:] if not w.startswith("-")]
+    return words[0] if words and words[0] in _COMMANDS else ""
 
 
 __all__ = ["cli", "main"]

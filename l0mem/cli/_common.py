@@ -71,8 +71,8 @@ LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
 
 
 def notice(command: str, message: str) -> None:
-    """Print the one line ``l0mem COMMAND: MESSAGE`` on stderr."""
-    click.echo(f"l0mem {command}: {message}", err=True)
+    """Print the one line ``l0mem COMMAND: MESSAGE`` on stderr (``l0mem: MESSAGE`` without a command)."""
+    click.echo(f"l0mem {command}: {message}" if command else f"l0mem: {message}", err=True)
 
 
 def error(command: str, message: str) -> None:
@@ -258,9 +258,17 @@ class _Output(Console):
         discard(self.file)
 
 
+# Narrower than this a table has no room for a single word per cell: COLUMNS below
+# it (COLUMNS=5) renders at this width rather than as empty boxes.
+MIN_COLUMNS = 40
+
+
 def output(*, stderr: bool = False, **options: Any) -> Console:
     """Return the Console a command prints its result with (stderr when a report is on stdout)."""
-    return _Output(stderr=stderr, **options)
+    console = _Output(stderr=stderr, **options)
+    if console.width < MIN_COLUMNS:
+        console.width = MIN_COLUMNS
+    return console
 
 
 @contextlib.contextmanager

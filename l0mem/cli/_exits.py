@@ -228,7 +228,8 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.NO_DEVICE,
-        "`watch`: no process has the pid, or its memory cannot be read (another user's process)",
+        "`watch`: no process has the pid, or its memory cannot be read (another user's process), "
+        "or it is a kernel thread (no memory of its own)",
         _only("watch"),
     ),
     Row(

@@ -255,6 +255,8 @@ def run(
     """
     if not command:
         fail("run", ExitCode.USAGE, "no command given: l0mem run [OPTIONS] -- CMD [ARGS]...")
+    if not command[0]:
+        fail("run", ExitCode.NOT_FOUND, "'' (an empty command name): command not found")
     host_floor = checked_floor("run", "--host-floor", host_floor, no_host_floor, "--no-host-floor")
     run_outputs.check("run", json_path, csv_path, plot_path, prometheus_path)
     if host_floor is None:

@@ -33,7 +33,12 @@ def access_message(path: str, pid: int, proc_root: str = "/proc") -> str:
         owner: int | None = os.stat(os.path.join(proc_root, str(pid))).st_uid
     except OSError:
         owner = None
-    if owner is not None and owner != os.geteuid():
+    if os.geteuid() == 0:
+        hint = (
+            "not even root may read it here: the process belongs to another user namespace, or "
+            "the kernel's ptrace rules (Yama ptrace_scope) forbid it"
+        )
+    elif owner is not None and owner != os.geteuid():
         hint = "process of another user; run as that user or root"
     else:
         hint = "the process does not let this user read it (e.g. a setuid program); run as root"

@@ -84,14 +84,23 @@ class TreeSample:
         object.__setattr__(self, "by_process", types.MappingProxyType(frozen))
 
 
+# PF_KTHREAD in the flags of /proc/<pid>/stat: a kernel thread, which has no memory of its own.
+_PF_KTHREAD = 0x00200000
+
+
 def _check_root(root: int, proc_root: str) -> None:
-    """Raise ProcessGone or ProbeAccessError unless the root's status, fd and fdinfo are readable."""
+    """Raise ProcessGone or ProbeAccessError unless the root's status, fd and fdinfo are readable.
+
+    A kernel thread is refused too: it has no user memory, so a watch of it
+    would measure nothing and say so only in a list of gaps.
+    """
     base = os.path.join(proc_root, str(root))
+    status = ""
     for leaf in ("status", "fd", "fdinfo"):
         path = os.path.join(base, leaf)
         try:
             if leaf == "status":
-                read_text(path)
+                status = read_text(path)
             else:
                 os.listdir(path)
         except OSError as e:
@@ -100,6 +109,25 @@ def _check_root(root: int, proc_root: str) -> None:
             if e.errno in GONE_ERRNOS:
                 raise ProcessGone(f"process {root} does not exist") from None
             raise ProbeAccessError(f"cannot read {path}: {e.strerror}") from None
+    if "VmSize:" not in status and _kernel_thread(base):
+        name = next(
+            (ln.split(":", 1)[1].strip() for ln in status.splitlines() if ln.startswith("Name:")),
+            "?",
+        )
+        raise ProbeAccessError(
+            f"process {root} ({name}) is a kernel thread: it has no memory of its own to watch; "
+            "give the pid of a user process"
+        )
+
+
+def _kernel_thread(base: str) -> bool:
+    """Return whether the process at ``base`` (/proc/<pid>) is a kernel thread."""
+    try:
+        text = read_text(os.path.join(base, "stat"))
+        flags = int(text[text.rfind(")") + 2 :].split()[6])
+    except (OSError, IndexError, ValueError):
+        return False
+    return bool(flags & _PF_KTHREAD)
 
 
 class TreeProber:
