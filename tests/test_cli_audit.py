@@ -460,3 +460,29 @@ def test_the_answer_comes_first_quiet_is_the_answer_alone_and_verbose_shows_ever
     assert runs[()].stdout.splitlines()[:4] == [*answer, ""]
     rows = {f: sum(ln.startswith("│ ") for ln in p.stdout.splitlines()) for f, p in runs.items()}
     assert rows[("-v",)] > rows[()] > rows[("-q",)] == 0
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_at_80_and_120_columns_every_verdict_number_and_setting_is_whole(columns: int) -> None:
+    # Where the summary table does not fit, each set-up is a block of "column: value"
+    # lines; where it fits, a table. Either way no verdict, number or setting to copy
+    # is cut or folded inside a word.
+    env = {**host_env(sim.sim_env(mirror="peer-resident")), "COLUMNS": str(columns)}
+    args = ["--setups", "l0,l0-peer-resident", "--size", "192MiB", "--steps", "3", "--settle", "0"]
+    result = _cli([*args, "--remedies"], env)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "…" not in out
+    lines = out.splitlines()
+    stacked = "  verdict: mirror" in lines
+    tabled = any(ln.startswith("┃ set-up") for ln in lines)
+    assert stacked != tabled, out  # one form or the other, never a squeezed mix
+    if columns == 80:
+        assert stacked and "l0-peer-resident" in lines, out
+    if tabled:
+        assert any("l0-peer-resident" in ln and "mirror" in ln for ln in lines), out
+    # The remedy to copy, on one line, whole.
+    assert any("NEOReadDebugKeys=1 EnableDeferBacking=0" in ln for ln in lines), out
+    # A table never wider than the terminal.
+    table = [ln for ln in lines if ln[:1] in set("┏┃┡│└")]
+    assert all(len(ln) <= columns for ln in table), max(len(ln) for ln in table)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -15,6 +15,7 @@ from l0mem.audit.model import AuditReport, Platform, Sample, SetupRun
 from l0mem.audit.runner import RunEvent
 from l0mem.audit.setups import SetupPlan
 from l0mem.cli._common import escape
+from l0mem.cli.layout import fitted
 from l0mem.units import format_bytes
 
 # Signals shown per set-up besides the prioritised ones: where a mirror also shows.
@@ -136,44 +137,44 @@ def _verdict_cell(run: SetupRun) -> str:
     return {"mirror": "[bold red]mirror[/]", "partial": "[yellow]partial[/]"}.get(verdict, verdict)
 
 
-def _summary_table(report: AuditReport) -> Table:
+def _summary_table(report: AuditReport, console: Console) -> RenderableType:
     title = "l0mem audit" + _platform_note(report)
     if not report.complete:
         title += " (partial)"
-    table = Table(
-        title=escape(title),
-        title_justify="left",
-        caption="MiB/GiB: MiB of host memory per GiB of device memory (1024 is a 1:1 mirror)",
-        caption_justify="left",
-    )
-    columns = ("set-up", "measured on", "status", "verdict", "MiB/GiB", "deciding signal")
-    for name in (*columns, "released", "VmRSS"):
-        justify = "right" if name == "MiB/GiB" else "left"
-        # Narrow, a cell folds rather than being cut short.
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    headers = (
+        "set-up", "measured on", "status", "verdict", "MiB/GiB", "deciding signal", "released", "VmRSS",
+    )  # fmt: skip
+    rows: list[tuple[str, ...]] = []
     for run in report.runs:
         res = run.result
         if res is None:
-            table.add_row(
-                escape(run.label), _source(report, run), run.status, "-", "-", "-", "-", "-"
-            )
+            rows.append((escape(run.label), _source(report, run), run.status, "-", "-", "-", "-", "-"))
             continue
         rss = res.fit("proc.VmRSS")
         if res.vmrss_would_miss:
             rss_cell = "[bold]misses it[/]"
         else:
             rss_cell = _fmt(None if rss is None else rss.slope)
-        table.add_row(
-            escape(run.label),
-            _source(report, run),
-            run.status,
-            _verdict_cell(run),
-            _fmt(res.slope),
-            escape(res.deciding_signal or "-"),
-            _yes_no(res.released),
-            rss_cell,
+        rows.append(
+            (
+                escape(run.label),
+                _source(report, run),
+                run.status,
+                _verdict_cell(run),
+                _fmt(res.slope),
+                escape(res.deciding_signal or "-"),
+                _yes_no(res.released),
+                rss_cell,
+            )
         )
-    return table
+    return fitted(
+        console,
+        escape(title),
+        headers,
+        rows,
+        caption="MiB/GiB: MiB of host memory per GiB of device memory (1024 is a 1:1 mirror)",
+        right=("MiB/GiB",),
+    )
 
 
 def _signal_table(report: AuditReport, run: SetupRun, verbose: bool = False) -> Table | None:
@@ -222,81 +223,73 @@ def _removes(e: Any, cost: RemedyCost | None) -> str:
     return "-" if e.removed is None else ("[bold green]yes[/]" if e.removed else "no")
 
 
-def _cost_table(report: AuditReport) -> tuple[Table | None, str | None]:
+def _cost_table(report: AuditReport, console: Console) -> tuple[RenderableType | None, str | None]:
     """Return the table of what each remedy that removed a mirror costs, and the advice."""
     costs = _costs(report)
     measured = [c for c in costs.values() if c.error is None]
     if not measured:
         return None, None
-    table = Table(
-        title="What each remedy costs peer copies (measured in its environment)",
-        title_justify="left",
-    )
-    for name in (
-        "set-up",
-        "remedy",
-        "setting",
-        "MiB/GiB",
-        "peer access",
-        "peer copies",
-        "direct GB/s",
+    headers = (
+        "set-up", "remedy", "setting", "MiB/GiB", "peer access", "peer copies", "direct GB/s",
         "copies checked",
-    ):
-        table.add_column(name, overflow="fold")
+    )  # fmt: skip
     effects = {(e.setup, e.remedy): e for e in remedy_effects(report)}
+    rows: list[tuple[str, ...]] = []
     for c in measured:
         e = effects.get((c.setup, c.remedy)) if c.remedy else None
         base = next((x for x in effects.values() if x.setup == c.setup), None)
         ratio = e.ratio if e is not None else (base.baseline_ratio if base else None)
         access = set(c.peer_access.values())
-        table.add_row(
-            escape(c.setup),
-            escape(c.remedy or "(default)"),
-            escape(" ".join(f"{k}={v}" for k, v in c.env.items()) or "-"),
-            _fmt(None if ratio is None else ratio * 1024),
-            "-"
-            if not access
-            else ("yes" if access == {True} else "no" if access == {False} else "some"),
-            c.route or "-",
-            _fmt(c.direct_gbps),
-            "-" if c.copies_ok is None else ("ok" if c.copies_ok else "[bold red]CORRUPT[/]"),
+        rows.append(
+            (
+                escape(c.setup),
+                escape(c.remedy or "(default)"),
+                escape(" ".join(f"{k}={v}" for k, v in c.env.items()) or "-"),
+                _fmt(None if ratio is None else ratio * 1024),
+                "-"
+                if not access
+                else ("yes" if access == {True} else "no" if access == {False} else "some"),
+                c.route or "-",
+                _fmt(c.direct_gbps),
+                "-" if c.copies_ok is None else ("ok" if c.copies_ok else "[bold red]CORRUPT[/]"),
+            )
         )
-    return table, remedy_advice(report)
+    title = "What each remedy costs peer copies (measured in its environment)"
+    return fitted(console, title, headers, rows), remedy_advice(report)
 
 
-def _remedy_table(report: AuditReport) -> Table | None:
+def _remedy_table(report: AuditReport, console: Console) -> RenderableType | None:
     effects = remedy_effects(report)
     if not effects:
         return None
     costs = _costs(report)
-    table = Table(title="Remedies tried on the set-ups that mirrored", title_justify="left")
-    for name in ("set-up", "remedy", "environment", "status", "verdict", "MiB/GiB", "removes it"):
-        table.add_column(name, overflow="fold")
-    for e in effects:
-        env = " ".join(f"{k}={v}" for k, v in e.env.items())
-        table.add_row(
+    headers = ("set-up", "remedy", "environment", "status", "verdict", "MiB/GiB", "removes it")
+    rows = [
+        (
             escape(e.setup),
             escape(e.remedy),
-            escape(env),
+            escape(" ".join(f"{k}={v}" for k, v in e.env.items())),
             e.status,
             e.verdict or "-",
             _fmt(None if e.ratio is None else e.ratio * 1024),
             _removes(e, costs.get((e.setup, e.remedy))),
         )
-    return table
+        for e in effects
+    ]
+    return fitted(console, "Remedies tried on the set-ups that mirrored", headers, rows)
 
 
 def render(report: AuditReport, console: Console, *, verbose: bool = False) -> None:
     """Print the audit's tables: summary, per-set-up signals (``verbose``: all), remedies, notes."""
-    console.print(_summary_table(report))
+    console.print(_summary_table(report, console))
     for run in report.runs:
         table = _signal_table(report, run, verbose)
         if table is not None:
             console.print(table)
-    remedies = _remedy_table(report)
+    remedies = _remedy_table(report, console)
     if remedies is not None:
         console.print(remedies)
-    costs, sentence = _cost_table(report)
+    costs, sentence = _cost_table(report, console)
     if costs is not None:
         console.print(costs)
     if sentence:
