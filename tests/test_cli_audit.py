@@ -474,15 +474,31 @@ def test_at_80_and_120_columns_every_verdict_number_and_setting_is_whole(columns
     out = result.stdout
     assert "…" not in out
     lines = out.splitlines()
-    stacked = "  verdict: mirror" in lines
-    tabled = any(ln.startswith("┃ set-up") for ln in lines)
+    # The set-ups' summary: from its title to its caption.
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("l0mem audit ("))
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("MiB/GiB: MiB of host memory"))
+    summary = lines[start:end]
+    stacked = "  verdict: mirror" in summary
+    tabled = any(ln.startswith("┃ set-up") for ln in summary)
     assert stacked != tabled, out  # one form or the other, never a squeezed mix
     if columns == 80:
-        assert stacked and "l0-peer-resident" in lines, out
+        assert stacked and "l0-peer-resident" in summary, out
     if tabled:
-        assert any("l0-peer-resident" in ln and "mirror" in ln for ln in lines), out
+        assert any("l0-peer-resident" in ln and "mirror" in ln for ln in summary), out
     # The remedy to copy, on one line, whole.
     assert any("NEOReadDebugKeys=1 EnableDeferBacking=0" in ln for ln in lines), out
     # A table never wider than the terminal.
     table = [ln for ln in lines if ln[:1] in set("┏┃┡│└")]
     assert all(len(ln) <= columns for ln in table), max(len(ln) for ln in table)
+
+
+def test_a_long_setting_is_printed_whole_on_a_narrow_terminal() -> None:
+    # A remedy environment longer than the terminal: one line the terminal wraps, not cut.
+    env = {**host_env(sim.sim_env(mirror="peer-resident")), "COLUMNS": "60"}
+    setting = "EnableDeferBacking=0 " + " ".join(f"L0memUnusedKey{i}=1" for i in range(6))
+    args = ["--setups", "l0-peer-resident", "--size", "192MiB", "--steps", "3", "--settle", "0"]
+    extra = [x for kv in setting.split() for x in ("--env", kv)]
+    result = _cli([*args, "--remedies", "--env", "NEOReadDebugKeys=1", *extra], env)
+    assert result.returncode in (0, 6), result.stderr
+    whole = "NEOReadDebugKeys=1 " + setting
+    assert any(whole in ln for ln in result.stdout.splitlines()), result.stdout

@@ -17,11 +17,18 @@ TICK_NS = 10  # the simulator's timer: 100 MHz
 # host between two submissions, so that no assertion depends on the host's speed.
 
 
+# The simulator's kernel timestamps are as wide as a real device's (zesim.h): they wrap
+# every 43 s at 100 MHz, and a copy may straddle the wrap.
+KERNEL_TS_BITS = 32
+
+
 def _span(ev: object) -> tuple[int, int]:
-    """Return the modelled (start, end) of an event's command, in ns."""
+    """Return the modelled (start, end) of an event's command, in ns (end past a wrap unwrapped)."""
     assert isinstance(ev, L0Event)
     ev.wait()
     start, end = ev.core.kernel_timestamp()
+    if end < start:
+        end += 1 << KERNEL_TS_BITS
     return start * TICK_NS, end * TICK_NS
 
 

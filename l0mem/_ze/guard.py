@@ -30,19 +30,25 @@ from typing import IO
 from l0mem._ze.errors import LoaderError
 from l0mem._ze.loader import loader_request
 
-# The child's exit code when it cannot load the loader: the caller's own load says why.
+# The child's exit code when it cannot load the loader (or it has no zeInit): the
+# caller's own load says why.
 _NO_LOADER = 97
+# What the child writes once zeInit returned: a driver that ends the process inside
+# zeInit (exit(0) included) never lets it be written.
+_RETURNED = b"zeInit returned\n"
 # The child: load the loader, call zeInit once, leave without running the
 # drivers' exit code (a driver that hangs at exit is not what is checked here).
 _CHILD = (
     "import ctypes, os, sys\n"
     "try:\n"
     "    lib = ctypes.CDLL(sys.argv[1])\n"
-    "except OSError:\n"
+    "    lib.zeInit\n"
+    "except (OSError, AttributeError):\n"
     f"    os._exit({_NO_LOADER})\n"
     "lib.zeInit.argtypes = [ctypes.c_uint32]\n"
     "lib.zeInit.restype = ctypes.c_uint32\n"
     "lib.zeInit(0)\n"
+    f"os.write(1, {_RETURNED!r})\n"
     "os._exit(0)\n"
 )
 # How long zeInit may take in the child, seconds (a cold GPU can take several).
@@ -109,11 +115,11 @@ def check_drivers_load(timeout: float | None = None) -> None:
     key = (library, tuple(sorted(env.items())))
     if key in _passed:
         return  # tried already in this process, with this loader and environment
-    with tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(
             [sys.executable, "-S", "-c", _CHILD, library],
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=out,
             stderr=err,
             env=env,
         )
@@ -136,11 +142,16 @@ def check_drivers_load(timeout: float | None = None) -> None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 proc.wait()
-        if code in (0, _NO_LOADER):
+        out.seek(0)
+        if code == _NO_LOADER or (code == 0 and out.read() == _RETURNED):
             _passed.add(key)
             return
         said = _last_line(err)
-        how = f"killed by {_signal_name(-code)}" if code < 0 else f"the process exited with code {code}"
+        how = (
+            f"killed by {_signal_name(-code)}"
+            if code < 0
+            else f"the process ended with code {code} inside zeInit"
+        )
         raise DriverLoadError(
             f"a Level Zero driver crashed in zeInit (tried in a child process: {how})"
             + (f": it said {said!r}" if said else "")

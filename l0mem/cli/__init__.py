@@ -14,7 +14,7 @@ What it may import: every l0mem package below it (:mod:`l0mem.watch`,
 :mod:`l0mem.audit`, :mod:`l0mem.estimate`, :mod:`l0mem.trace`, :mod:`l0mem.bench`, :mod:`l0mem.allreduce`, :mod:`l0mem.probe`,
 :mod:`l0mem.backends`, :mod:`l0mem.core`, :mod:`l0mem.sycl`, :mod:`l0mem._ze`
 and the leaves), through their public names; nothing imports the CLI but
-``python -m l0mem``.
+the ``l0mem`` script's entry and ``python -m l0mem``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import importlib.util
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -82,11 +82,31 @@ class _LazyGroup(click.Group):
         argv = ctx.meta.get(_ARGV, [])
         # Stopped before the subcommand was resolved: the word the user typed, if it is one.
         name = ctx.invoked_subcommand or (argv[0] if argv and argv[0] in _COMMANDS else "")
-        command = self.get_command(ctx, name) if name else None
+        try:
+            # An error's name: its own failure (a second stop while the module loads) is no reason to lose the line.
+            command = self.get_command(ctx, name) if name else None
+        except (KeyboardInterrupt, Exception):
+            command = None
         rest = argv[1:]
         if isinstance(command, click.Group) and rest and rest[0] in command.commands:
             return f"{name} {rest[0]}"
         return name
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        """Parse the command line; a stop while it is parsed ends l0mem as a command's stop does.
+
+        click would print "Aborted!" and exit 1, which a CI gate reads as a finding.
+        """
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt as exc:
+            _interrupted_early(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; a stop signal, a closed stdout and a bug get their own exit codes.
@@ -95,9 +115,12 @@ class _LazyGroup(click.Group):
         device memory on the way out); each exits 128 + N and names the signal.
         click would turn an interrupt into exit 1, which a CI gate reads as a regression.
         """
-        from l0mem.cli._common import ExitCode, error, interrupt_signal, signal_exit
-        from l0mem.cli._signals import stop_signals_interrupt
-        from l0mem.files import discard
+        try:
+            from l0mem.cli._common import ExitCode, error, interrupt_signal, signal_exit
+            from l0mem.cli._signals import stop_signals_interrupt
+            from l0mem.files import discard
+        except KeyboardInterrupt as exc:  # while the command line's own modules load
+            _interrupted_early(exc)
 
         try:
             with stop_signals_interrupt():
@@ -167,26 +190,20 @@ def _fill_closed_std_fds() -> None:
 def main() -> None:
     """Run the l0mem command line."""
     _fill_closed_std_fds()
-    try:
-        cli.main(prog_name="l0mem", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        raise SystemExit(exc.exit_code) from None
-    except click.exceptions.ClickException as exc:
-        exc.show()
-        raise SystemExit(exc.exit_code) from None
-    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
-        # A stop before a command ran (while the line was parsed): as a command's stop,
-        # 128 + N with the signal named, never click's "Aborted!" and exit 1.
-        from l0mem.cli._common import error, interrupt_signal, signal_exit
+    cli(prog_name="l0mem")
 
-        signum = interrupt_signal(exc) if isinstance(exc, KeyboardInterrupt) else 2
-        code, name = signal_exit(signum)
-        error(_command_word(), f"interrupted by {name}")
-        raise SystemExit(code) from None
+
+def _interrupted_early(exc: KeyboardInterrupt) -> NoReturn:
+    """End l0mem for a stop that came before a command ran: 128 + N, the signal named."""
+    from l0mem.cli._common import error, interrupt_signal, signal_exit
+
+    code, name = signal_exit(interrupt_signal(exc))
+    error(_command_word(), f"interrupted by {name}")
+    raise SystemExit(code) from None
 
 
 def _command_word() -> str:
-    """Return the command named on the command line ("l0mem" itself where none is)."""
+    """Return the command named on the command line, or "" where none is."""
     words = [w for w in sys.argv[1:] if not w.startswith("-")]
     return words[0] if words and words[0] in _COMMANDS else ""
 

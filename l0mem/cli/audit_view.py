@@ -281,17 +281,18 @@ def _remedy_table(report: AuditReport, console: Console) -> RenderableType | Non
 
 def render(report: AuditReport, console: Console, *, verbose: bool = False) -> None:
     """Print the audit's tables: summary, per-set-up signals (``verbose``: all), remedies, notes."""
-    console.print(_summary_table(report, console))
+    # crop=False: a stacked row's long line (a setting to copy) is the terminal's to wrap.
+    console.print(_summary_table(report, console), crop=False)
     for run in report.runs:
         table = _signal_table(report, run, verbose)
         if table is not None:
             console.print(table)
     remedies = _remedy_table(report, console)
     if remedies is not None:
-        console.print(remedies)
+        console.print(remedies, crop=False)
     costs, sentence = _cost_table(report, console)
     if costs is not None:
-        console.print(costs)
+        console.print(costs, crop=False)
     if sentence:
         console.print(escape(sentence), soft_wrap=True)
     missed = [r.label for r in report.runs if r.result is not None and r.result.vmrss_would_miss]

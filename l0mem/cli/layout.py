@@ -4,8 +4,9 @@ A table squeezed below its natural width folds its cells mid-word
 (``SIMULAT`` / ``OR``, a setting to copy split over three lines). Where the
 table's natural width is more than the terminal has, :func:`fitted` prints
 each row as a block instead: its first cell as a heading, then one
-``column: value`` line per other cell, each value whole (a terminal wraps a
-long line; nothing is cut or folded inside a word).
+``column: value`` line per other cell, each value whole (print it with
+``crop=False``: a terminal wraps a long line; nothing is cut or folded
+inside a word).
 """
 
 from __future__ import annotations

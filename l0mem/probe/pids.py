@@ -35,8 +35,9 @@ def access_message(path: str, pid: int, proc_root: str = "/proc") -> str:
         owner = None
     if os.geteuid() == 0:
         hint = (
-            "not even root may read it here: the process belongs to another user namespace, or "
-            "the kernel's ptrace rules (Yama ptrace_scope) forbid it"
+            "not even root may read it here: root without CAP_SYS_PTRACE (a container's "
+            "default), a process of another user namespace, or the kernel's ptrace rules "
+            "(Yama ptrace_scope)"
         )
     elif owner is not None and owner != os.geteuid():
         hint = "process of another user; run as that user or root"

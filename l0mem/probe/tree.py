@@ -96,7 +96,12 @@ def _check_root(root: int, proc_root: str) -> None:
     """
     base = os.path.join(proc_root, str(root))
     status = ""
-    for leaf in ("status", "fd", "fdinfo"):
+    for leaf in ("status", "kthread", "fd", "fdinfo"):
+        if leaf == "kthread":
+            # status and stat are world-readable: a kernel thread is named before its fds
+            # (which only root may list) are tried.
+            _refuse_kernel_thread(root, base, status)
+            continue
         path = os.path.join(base, leaf)
         try:
             if leaf == "status":
@@ -109,15 +114,20 @@ def _check_root(root: int, proc_root: str) -> None:
             if e.errno in GONE_ERRNOS:
                 raise ProcessGone(f"process {root} does not exist") from None
             raise ProbeAccessError(f"cannot read {path}: {e.strerror}") from None
-    if "VmSize:" not in status and _kernel_thread(base):
-        name = next(
-            (ln.split(":", 1)[1].strip() for ln in status.splitlines() if ln.startswith("Name:")),
-            "?",
-        )
-        raise ProbeAccessError(
-            f"process {root} ({name}) is a kernel thread: it has no memory of its own to watch; "
-            "give the pid of a user process"
-        )
+
+
+def _refuse_kernel_thread(root: int, base: str, status: str) -> None:
+    """Raise ProbeAccessError naming ``root`` when it is a kernel thread (no memory of its own)."""
+    if "VmSize:" in status or not _kernel_thread(base):
+        return
+    name = next(
+        (ln.split(":", 1)[1].strip() for ln in status.splitlines() if ln.startswith("Name:")),
+        "?",
+    )
+    raise ProbeAccessError(
+        f"process {root} ({name}) is a kernel thread: it has no memory of its own to watch; "
+        "give the pid of a user process"
+    )
 
 
 def _kernel_thread(base: str) -> bool:

@@ -119,13 +119,6 @@ def run_workload(
                     first_ended = (watch.clock(), len(others))
                     _close(fd)  # readable for good now: the loop waits on time alone
                     fd = None
-                if (
-                    first_ended is not None
-                    and stopped_at is None
-                    and watch.clock() - first_ended[0] >= FOLLOW_AFTER_FIRST_S
-                ):
-                    left_running = tuple(p for p in pids if p != proc.pid and _alive(p))
-                    break
             if watch.stop_signal is not None and not forwarded:
                 signal_tree(proc.pid, pids, watch.stop_signal)
                 signal_tree(proc.pid, pids, signal.SIGCONT)  # a stopped workload must see it too
@@ -140,6 +133,10 @@ def run_workload(
                 )
             if terminal is not None and job_stopped(proc.pid, pids):
                 follow_stop(terminal, proc.pid)  # Ctrl-Z: stop with the workload, as a shell job
+            if first_ended is not None and _done_following(watch, first_ended[0], stopped_at):
+                # Past the follow (or a stop's grace and more): the rest is named, not awaited.
+                left_running = tuple(p for p in pids if p != proc.pid and _alive(p))
+                break
             timeout = watch.next_interval()
             if stopped_at is not None:
                 left = stopped_at + watch.grace - watch.clock()
@@ -169,6 +166,19 @@ def run_workload(
     return WatchResult(
         watch.series, returncode, floor_stop, watch.stop_signal, watch.final_trace(), outlived
     )
+
+
+# After a stop, how long past the grace run still waits for what survived SIGKILL (a
+# process stuck in the kernel, one of another user's) before naming it instead.
+KILL_WAIT_S = 5.0
+
+
+def _done_following(watch: Watch, first_ended: float, stopped_at: float | None) -> bool:
+    """Return whether run stops following the processes that outlived the first one."""
+    now = watch.clock()
+    if stopped_at is None:
+        return now - first_ended >= FOLLOW_AFTER_FIRST_S
+    return now - stopped_at >= watch.grace + KILL_WAIT_S
 
 
 def _alive(pid: int) -> bool:
