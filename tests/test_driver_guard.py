@@ -9,6 +9,7 @@ waits ends the command with 128 + N and leaves no child behind.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -166,3 +167,16 @@ def test_a_driver_that_ends_the_process_in_zeinit_is_a_crash(
 def test_a_bad_timeout_setting_stops_the_audit_before_it_starts() -> None:
     proc = run_l0mem("audit", ["--setups", "l0"], {**_env(), "L0MEM_DRIVER_TIMEOUT": "-3"})
     assert proc.returncode == 2 and "L0MEM_DRIVER_TIMEOUT='-3'" in proc.stderr, proc.stderr
+
+
+def test_when_every_discovery_fails_the_audit_still_writes_its_report(tmp_path: Path) -> None:
+    # The exit table promises the report for a discovery that failed: no set-up ran,
+    # the machine's fingerprint is there, and the line says why.
+    out = tmp_path / "audit.json"
+    env = {**_env(hang_in="init"), "L0MEM_DRIVER_TIMEOUT": "1.5"}
+    proc = run_l0mem("audit", ["--json", str(out)], env, timeout=60)
+    assert proc.returncode == 6, proc.stderr
+    assert "no device to audit" in proc.stderr and "did not finish in time" in proc.stderr
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and data["runs"] == []
+    assert "host" in data["fingerprint"]

@@ -55,7 +55,13 @@ class DiscoveryError(RuntimeError):
     """No device to audit because a discovery child failed (a device lost while listing).
 
     A driver failure like any other (the CLI's exit 6), not a machine without devices.
+    ``report`` is the audit's report all the same (no set-up run, ``complete``
+    false, the machine's fingerprint), for the files the user asked for.
     """
+
+    def __init__(self, message: str, report: AuditReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class AuditInterrupted(KeyboardInterrupt):
@@ -208,7 +214,10 @@ def run_audit(
     if not inventory.l0_devices and not inventory.sycl_devices:
         errors = (inventory.l0_error, inventory.sycl_error)
         if any((e or "").startswith(REASON_DISCOVERY + " (") for e in errors):
-            raise DiscoveryError(f"no device to audit: Level Zero: {errors[0]}; SYCL: {errors[1]}")
+            raise DiscoveryError(
+                f"no device to audit: Level Zero: {errors[0]}; SYCL: {errors[1]}",
+                report([], False, fingerprint),
+            )
         raise NoDeviceError(
             f"no device to audit: Level Zero: {inventory.l0_error}; SYCL: {inventory.sycl_error}"
         )

@@ -26,7 +26,7 @@ from l0mem.audit.report import (
     write_junit,
     write_plot,
 )
-from l0mem.audit.runner import AuditInterrupted, CancelEvent, run_audit
+from l0mem.audit.runner import AuditInterrupted, CancelEvent, DiscoveryError, run_audit
 from l0mem.audit.setups import AuditOptions
 from l0mem.backends import DeviceSelectionError
 from l0mem.cli._common import (
@@ -396,6 +396,14 @@ def audit(
                 report = run_audit(options, progress=Bars(bars), cancel=cancel)
         except AuditInterrupted as exc:
             report, interrupted = exc.report, exc.signum
+        except DiscoveryError as exc:
+            # The report the exit table promises (no set-up run), then the failure's line.
+            if exc.report is not None:
+                for message in _write_outputs(
+                    exc.report, json_path, junit_path, plot_path, prometheus_path, labels
+                ):
+                    error("audit", message)
+            raise
         errors = _write_outputs(report, json_path, junit_path, plot_path, prometheus_path, labels)
     with rendering():
         for line in answer_lines(report):
