@@ -173,7 +173,8 @@ def test_when_every_discovery_fails_the_audit_still_writes_its_report(tmp_path: 
     # The exit table promises the report for a discovery that failed: no set-up ran,
     # the machine's fingerprint is there, and the line says why.
     out = tmp_path / "audit.json"
-    env = {**_env(hang_in="init"), "L0MEM_DRIVER_TIMEOUT": "1.5"}
+    # No SYCL device either (the CPU device the tests' SYCL runtime offers is left out).
+    env = {**_env(hang_in="init"), "L0MEM_DRIVER_TIMEOUT": "1.5", "ONEAPI_DEVICE_SELECTOR": "opencl:fpga"}
     proc = run_l0mem("audit", ["--json", str(out)], env, timeout=60)
     assert proc.returncode == 6, proc.stderr
     assert "no device to audit" in proc.stderr and "did not finish in time" in proc.stderr
