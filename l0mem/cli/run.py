@@ -282,7 +282,9 @@ def run(
             on_sample=run_outputs.with_prometheus(
                 progress,
                 prometheus_path,
-                run_outputs.metric_labels({"mode": "run", "command": command}, labels),
+                run_outputs.metric_labels(
+                    {"mode": "run", "command": command, "options": {"labels": labels}}
+                ),
             ),
             tracer=session,
             sysman=None if no_sysman else _sysman(stack, os.environ, None),
@@ -377,7 +379,9 @@ def watch(
     with contextlib.ExitStack() as stack:
         sysman = None if no_sysman else _sysman(stack, os.environ, environment or {})
         on_sample = run_outputs.with_prometheus(
-            progress, prometheus_path, run_outputs.metric_labels({"mode": "watch", "pid": pid}, labels)
+            progress,
+            prometheus_path,
+            run_outputs.metric_labels({"mode": "watch", "pid": pid, "options": {"labels": labels}}),
         )
         watcher = Watch(
             interval=interval, on_sample=on_sample, sysman=sysman, look=min(LOOK, interval)

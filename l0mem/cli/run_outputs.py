@@ -84,15 +84,14 @@ def with_prometheus(
     return sampled
 
 
-def metric_labels(meta: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, str]:
+def metric_labels(meta: dict[str, Any]) -> dict[str, str]:
     """Return the labels of a watch's metrics: the mode, the command's name or the pid, the user's."""
     labels = {"mode": str(meta["mode"])}
     if meta.get("pid") is not None:
         labels["pid"] = str(meta["pid"])
     if meta.get("command"):
         labels["command"] = os.path.basename(str(meta["command"][0]))
-    options = meta.get("options") or {}
-    labels.update(extra if extra is not None else options.get("labels") or {})
+    labels.update((meta.get("options") or {}).get("labels") or {})
     return labels
 
 

@@ -102,12 +102,17 @@ def parse_status_threads(text: str) -> int | None:
     return int(value) if value and value.strip().isdigit() else None
 
 
-def parse_stat(text: str) -> tuple[str, int, int] | None:
-    """Return (state, ppid, start time in clock ticks) from a /proc/<pid>/stat text, or None."""
+def stat_fields(text: str) -> list[str] | None:
+    """Return the fields of a /proc/<pid>/stat text after the command name (state first), or None."""
     # the command name (field 2) is in parentheses and may itself hold spaces and ")"
     _, sep, rest = text.rpartition(")")
-    fields = rest.split()
-    if not sep or len(fields) < 20 or not (fields[1].isdigit() and fields[19].isdigit()):
+    return rest.split() if sep else None
+
+
+def parse_stat(text: str) -> tuple[str, int, int] | None:
+    """Return (state, ppid, start time in clock ticks) from a /proc/<pid>/stat text, or None."""
+    fields = stat_fields(text)
+    if fields is None or len(fields) < 20 or not (fields[1].isdigit() and fields[19].isdigit()):
         return None
     return fields[0], int(fields[1]), int(fields[19])
 

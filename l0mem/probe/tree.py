@@ -133,11 +133,12 @@ def _refuse_kernel_thread(root: int, base: str, status: str) -> None:
 def _kernel_thread(base: str) -> bool:
     """Return whether the process at ``base`` (/proc/<pid>) is a kernel thread."""
     try:
-        text = read_text(os.path.join(base, "stat"))
-        flags = int(text[text.rfind(")") + 2 :].split()[6])
-    except (OSError, IndexError, ValueError):
+        fields = parse.stat_fields(read_text(os.path.join(base, "stat")))
+    except OSError:
         return False
-    return bool(flags & _PF_KTHREAD)
+    if fields is None or len(fields) < 7 or not fields[6].isdigit():
+        return False
+    return bool(int(fields[6]) & _PF_KTHREAD)
 
 
 class TreeProber:

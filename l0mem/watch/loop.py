@@ -151,9 +151,7 @@ def run_workload(
         reclaim_terminal(terminal)
         raise
     finally:
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close(fd)
     returncode = proc.wait()
     reclaim_terminal(terminal)
     outlived = None
@@ -188,11 +186,10 @@ def _alive(pid: int) -> bool:
 
 
 def _close(fd: int | None) -> None:
-    """Close a pidfd whose process ended."""
+    """Close a pidfd (None: there is none)."""
     if fd is not None:
         with contextlib.suppress(OSError):
             os.close(fd)
-    return None
 
 
 def watch_pid(
@@ -223,9 +220,7 @@ def watch_pid(
             if fd is not None and _ended(fd):
                 break
     finally:
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close(fd)
     return WatchResult(watch.series, None, None, watch.stop_signal, watch.final_trace())
 
 

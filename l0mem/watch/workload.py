@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from l0mem.probe.parse import stat_fields
 from l0mem.watch.sources import CommandError
 
 
@@ -112,14 +113,12 @@ def process_state(pid: int) -> tuple[str, int] | None:
     """Return (state letter, process group) from /proc/<pid>/stat, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read().decode("ascii", "replace")
+            fields = stat_fields(f.read().decode("ascii", "replace"))
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2 :].split()  # after the command name, which may hold anything
-    try:
-        return fields[0], int(fields[2])
-    except (IndexError, ValueError):
+    if fields is None or len(fields) < 3 or not fields[2].isdigit():
         return None
+    return fields[0], int(fields[2])
 
 
 def job_stopped(pgid: int, pids: Sequence[int]) -> bool:
