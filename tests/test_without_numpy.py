@@ -72,7 +72,8 @@ def test_audit_with_remedies_and_p2p_verify_run_without_numpy(
 def test_run_and_info_without_numpy(no_numpy: Blocked, tmp_path: Path) -> None:
     job, env = peer_resident_job()
     out = tmp_path / "run.json"
-    proc = run_l0mem("run", ["--quiet", "--trace", "--json", str(out), "--", *job], no_numpy(env))
+    opts = ["--quiet", "--trace", "--interval", "0.05", "--json", str(out)]  # as test_prometheus runs it
+    proc = run_l0mem("run", [*opts, "--", *job], no_numpy(env))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text())["summary"]["verdict"] == "mirror"
     proc = run_l0mem("info", [], no_numpy(sim.sim_env(devices=2)))
