@@ -23,13 +23,14 @@ from l0mem.files import PathLike, json_bytes, write_bytes
 from l0mem.probe.fingerprint import host_fingerprint
 from l0mem.text import printable
 from l0mem.watch.engine import WatchResult
+from l0mem.watch.estimation import as_setup_run, device_series, watch_config
 from l0mem.watch.series import (
     Series,
     drm_devices,
     drm_memory,
     host_cost,
 )
-from l0mem.watch.summary import WatchSummary, as_setup_run, device_series, watch_config
+from l0mem.watch.summary import WatchSummary
 
 SCHEMA_NAME = "l0mem.watch"
 SCHEMA_MAJOR = 1

@@ -1,27 +1,27 @@
 """What a watched workload cost: peaks, the fitted host cost per device GiB, and a verdict.
 
 Pure functions over a :class:`~l0mem.watch.series.Series`. The fit and the
-verdict are the estimation's (:func:`l0mem.estimate.analyze_samples`, the audit's
-thresholds and signal priority): the series is handed to it as one set-up
-run whose "alloc" samples are those taken while the workload held device
-memory, the sample just before as its "idle" reference and those after it
-gave every byte back as "freed". The tree's VmRSS plays the part the audit's
-own ``proc.VmRSS`` plays: last in priority, and blind to driver-owned pages.
-Samples taken while device memory was changing are left out of the fit when
-enough settled ones remain (:func:`~l0mem.watch.windows.settled`).
+verdict are the estimation's, over the series as one set-up run
+(:mod:`l0mem.watch.estimation`); the summary adds the peaks, the cost per
+GiB made resident, and which device the host's side was charged to.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from typing import Any
 
-from l0mem.audit.model import SetupRun, plain_run
 from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, disputed, fit_signal, separated
-from l0mem.estimate.model import AnalysisConfig, Edge, Phase, Sample, SetupAnalysis, SignalFit
+from l0mem.estimate.model import AnalysisConfig, SetupAnalysis, SignalFit
+from l0mem.watch.estimation import (
+    MORE_EVIDENCE,
+    TREE_RSS,
+    as_setup_run,
+    at_the_change,
+    device_series,
+    watch_config,
+)
 from l0mem.watch.series import (
-    IN_FLIGHT,
     Series,
     WatchSample,
     drm_devices,
@@ -31,29 +31,6 @@ from l0mem.watch.series import (
     host_signal,
     resident_bytes,
 )
-from l0mem.watch.windows import settled, step_windows
-
-# Fewer windows than this cannot give a 95% interval of their own (l0mem.estimate.steps.rank).
-WINDOWS_FOR_STEPS = 6
-
-# What a watch's user can do for more evidence (an inconclusive verdict's advice).
-MORE_EVIDENCE = (
-    "run with --trace (device memory from the allocation calls themselves), let the "
-    "workload allocate in more or larger steps, or run it when the machine is quieter"
-)
-
-# The audit reads this process's RSS; a watch reads the whole tree's.
-_RSS = "proc.VmRSS"
-TREE_RSS = "tree.VmRSS"
-
-
-def watch_config(config: AnalysisConfig = DEFAULT_CONFIG) -> AnalysisConfig:
-    """Return the audit's analysis settings with the process tree's VmRSS in place of the audit's own."""
-
-    def swap(names: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(TREE_RSS if n == _RSS else n for n in names)
-
-    return dataclasses.replace(config, priority=swap(config.priority), blind=swap(config.blind))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,71 +138,6 @@ def _why(series: Series, *names: str) -> str:
     return f"{' / '.join(names)}: not read on this machine"
 
 
-def device_series(series: Series) -> list[int | None]:
-    """Return the workload's device memory beyond the baseline at each sample (None: unknown)."""
-    return [series.device_growth(s) for s in series.samples]
-
-
-def as_setup_run(
-    series: Series, xs: list[int | None], config: AnalysisConfig = DEFAULT_CONFIG
-) -> SetupRun:
-    """Return the series as an audit set-up run whose device bytes are ``xs``.
-
-    The reference ("idle") is the last sample before device memory first grew
-    (the baseline if it grew at once); "freed" are the samples after the last
-    one holding device memory; "alloc" those in between. Where device memory
-    changed between two samples, they are a step window
-    (:func:`~l0mem.watch.windows.step_windows`, its edges moved out to where
-    the host's cost was still), and the estimation measures from those;
-    without enough of them, a line is fitted over the alloc samples, only the
-    settled ones when there are enough of them. Samples
-    whose device memory is unknown are left out.
-    """
-    still = settled(xs)
-    known = [
-        (s, x, ok)
-        for s, x, ok in zip(series.samples, xs, still, strict=True)
-        # A reading taken while a traced call moved memory pairs the wrong values.
-        if x is not None and not s.values.get(IN_FLIGHT)
-    ]
-    held = [i for i, (_, x, _) in enumerate(known) if x > 0]
-    samples: list[Sample] = []
-    if held:
-        first, last = held[0], held[-1]
-        levels = [x for _, x, _ in known]
-        times = [s.t for s, _, _ in known]
-        marks = step_windows(levels, times, [host_cost(series, s) for s, _, _ in known])
-        if sum(1 for a, b in itertools.pairwise(levels) if b > a) < WINDOWS_FOR_STEPS:
-            # Too few windows for the windows' own interval: the line, over settled samples.
-            marks = {}
-        # From the read before the first growth, or the first window's edge where it moved earlier.
-        start = min(first - 1 if first > 0 else first, min(marks, default=first))
-        if first == 0:
-            samples.append(Sample(series.baseline.t, "idle", 0, dict(series.baseline.values)))
-        during = known[first : last + 1]
-        calm: list[tuple[WatchSample, int, bool]] = [
-            (s, x, ok) for s, x, ok in during if ok and x > 0
-        ]
-        keep_all = bool(marks) or not (
-            len({x for _, x, _ in calm}) >= 2 and len(calm) >= config.min_points
-        )
-        for i in range(start, len(known)):
-            s, x, ok = known[i]
-            phase: Phase = "idle" if i < first else ("alloc" if i <= last else "freed")
-            if phase == "alloc" and not keep_all and not (ok and x > 0):
-                continue
-            if start < i < first and i not in marks:
-                continue  # the first step's host side under way: no idle level
-
-            edges: list[tuple[int | None, Edge | None]] = [*marks.get(i, [])] or [(None, None)]
-            for step, edge in edges:
-                samples.append(Sample(s.t, phase, x, dict(s.values), step, edge))
-    else:
-        samples.append(Sample(series.baseline.t, "idle", 0, dict(series.baseline.values)))
-        samples += [Sample(s.t, "idle", 0, dict(s.values)) for s, _, _ in known]
-    return plain_run("watch", samples=samples, unavailable=dict(series.unavailable))
-
-
 def _no_device_reason(series: Series) -> str:
     if series.tracing:
         return "no device memory signal: the tracer saw no device allocation"
@@ -249,6 +161,7 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     xs = device_series(series)
     run = as_setup_run(series, xs, config)
     analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
+    analysis = at_the_change(series, xs, analysis, config)
     resident = _resident_fit(series, _judged_signal(analysis), config)
     analysis = _by_residency(analysis, resident, config)
     if all(x is None for x in xs) or not series.samples:
@@ -326,7 +239,11 @@ def _by_residency(
     calls; where the bytes made resident show a mirror, that is the answer,
     never "clean".
     """
-    if analysis.verdict not in ("clean", "inconclusive") or resident is None or resident.slope is None:
+    if (
+        analysis.verdict not in ("clean", "inconclusive")
+        or resident is None
+        or resident.slope is None
+    ):
         return analysis
     verdict = separated(resident, config)
     if verdict not in ("mirror", "partial"):
@@ -381,6 +298,7 @@ __all__ = [
     "Peak",
     "WatchSummary",
     "as_setup_run",
+    "at_the_change",
     "device_series",
     "live_ratio",
     "summarize",
