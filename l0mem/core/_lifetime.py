@@ -3,11 +3,13 @@
 Every object of the layer registers the raw call that frees it with the
 :class:`Tracker` of its context, through its owner's ``register_release``
 (the context for top-level objects, the parent object for events, fences,
-kernels and dma-buf descriptors). A ``weakref.finalize`` on the Python object
-holds only the tracker and a key, never the object or its parents, so garbage
-collection order (cycles, interpreter exit) cannot free a context before the
-memory and lists created in it, and ``close()`` followed by collection frees
-once.
+kernels and dma-buf descriptors). An object's ``__del__`` uses only the
+tracker and its key, never the object's parents, and a context's
+``weakref.finalize`` holds only its tracker, so garbage collection order
+(cycles, interpreter exit) cannot free a context before the memory and lists
+created in it, and ``close()`` followed by collection frees once. (A
+``__del__`` costs nothing until it runs; a finalizer per object cost more than
+the driver's allocation.)
 
 Host memory the process can address directly (``HostAllocation.memoryview``)
 is *pinned* by the objects exporting it: while one is alive, releasing that
@@ -22,7 +24,6 @@ import gc
 import threading
 import warnings
 import weakref
-from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from typing_extensions import Self
@@ -76,26 +77,49 @@ def discard(destroy: CFunction, *args: Any) -> None:
 
 
 class Tracker:
-    """Raw release calls a context still owes, freed newest first and children first."""
+    """Raw release calls a context still owes, freed newest first and children first.
+
+    It also counts the driver calls under way in the context (:meth:`enter`,
+    :meth:`leave`): :meth:`release_all` waits for them, so closing a context
+    from one thread never destroys a handle another thread's call is using.
+    """
 
     def __init__(self) -> None:
         """Start with nothing registered."""
         self._lock = threading.RLock()
-        # key -> (release call, parent key or None)
-        self._items: dict[int, tuple[ReleaseCall, int | None]] = {}
+        self._idle = threading.Condition(self._lock)
+        # key -> (release routine, its arguments, its name or None, parent key or None)
+        self._items: dict[int, tuple[CFunction, tuple[Any, ...], str | None, int | None]] = {}
+        # Kept per parent so that a release never scans the other registered handles.
+        self._children: dict[int, set[int]] = {}
         self._pins: dict[int, list[weakref.ref[Any]]] = {}
         self._next = 0
+        self._busy = 0
+        self._closing = False
         self._closed = False
 
     def __len__(self) -> int:
         """Return how many handles are registered and not yet released."""
-        with self._lock:
-            return len(self._items)
+        return len(self._items)
 
     @property
     def closed(self) -> bool:
         """Return True once the owning context has been released."""
         return self._closed
+
+    def enter(self) -> None:
+        """Count a driver call on the context's handles; raise ValueError once it is closed."""
+        with self._lock:
+            if self._closing:
+                raise ValueError("the context is closed")
+            self._busy += 1
+
+    def leave(self) -> None:
+        """End a call counted by :meth:`enter`."""
+        with self._lock:
+            self._busy -= 1
+            if self._closing and not self._busy:
+                self._idle.notify_all()
 
     def add(
         self,
@@ -108,21 +132,21 @@ class Tracker:
 
         ``what`` names the call in errors (default: the routine's ``__name__``).
         """
-        call = ReleaseCall(release, args, release.__name__ if what is None else what)
         with self._lock:
             if self._closed:
                 raise ValueError("the context is closed")
-            if parent is not None and parent not in self._items:
-                raise ValueError("the parent object is closed")
+            if parent is not None:
+                if parent not in self._items:
+                    raise ValueError("the parent object is closed")
+                self._children.setdefault(parent, set()).add(self._next)
             key = self._next
             self._next += 1
-            self._items[key] = (call, parent)
+            self._items[key] = (release, args, what, parent)
             return key
 
     def owns(self, key: int) -> bool:
         """Return True while the handle registered under ``key`` is unreleased."""
-        with self._lock:
-            return key in self._items
+        return key in self._items
 
     def pin(self, key: int, exporter: object) -> None:
         """Keep the memory under ``key`` allocated while ``exporter`` (a buffer exporter) lives."""
@@ -136,9 +160,8 @@ class Tracker:
     def _subtree(self, key: int) -> list[int]:
         """Return ``key`` and the keys of its registered descendants."""
         keys = [key]
-        for k, v in self._items.items():
-            if v[1] == key:
-                keys.extend(self._subtree(k))
+        for child in tuple(self._children.get(key, ())):
+            keys.extend(self._subtree(child))
         return keys
 
     def _pinned(self, keys: list[int] | None) -> int:
@@ -149,6 +172,8 @@ class Tracker:
 
     def check_unpinned(self, key: int | None = None) -> None:
         """Raise BufferError while a memoryview still exports memory under ``key`` (None: any)."""
+        if not self._pins:
+            return
         with self._lock:
             keys = None if key is None else self._subtree(key)
         if self._pinned(keys):
@@ -165,11 +190,17 @@ class Tracker:
         item = self._items.pop(key, None)
         if item is None:
             return []
-        self._pins.pop(key, None)
+        release, args, what, parent = item
+        if self._pins:
+            self._pins.pop(key, None)
+        if parent is not None:
+            siblings = self._children.get(parent)
+            if siblings is not None:
+                siblings.discard(key)
         taken: list[ReleaseCall] = []
-        for child in sorted((k for k, v in self._items.items() if v[1] == key), reverse=True):
+        for child in sorted(self._children.pop(key, ()), reverse=True):
             taken.extend(self._take(child))
-        taken.append(item[0])
+        taken.append(ReleaseCall(release, args, what or release.__name__))
         return taken
 
     def release(self, key: int, raising: bool = True) -> bool:
@@ -178,10 +209,12 @@ class Tracker:
         While a memoryview exports the memory, ``raising`` release raises
         BufferError and a non-raising one (garbage collection) frees nothing.
         """
+        if key not in self._items:
+            return False
         if raising:
             self.check_unpinned(key)
         with self._lock:
-            if not raising and self._pinned(self._subtree(key)):
+            if not raising and self._pins and self._pinned(self._subtree(key)):
                 return False
             calls = self._take(key)
         _run_all(calls, raising)
@@ -190,20 +223,30 @@ class Tracker:
     def release_all(self, final: ReleaseCall | None, raising: bool) -> None:
         """Free every registered handle newest first, then ``final``; raise the first failure.
 
-        Pinned memory (see :meth:`check_unpinned`) makes a raising call fail with
-        BufferError before anything is freed; a non-raising call (garbage
-        collection, interpreter exit) then keeps that memory and ``final``.
+        Waits for the calls counted by :meth:`enter` (other threads') to end,
+        refusing new ones meanwhile. Pinned memory (see :meth:`check_unpinned`)
+        makes a raising call fail with BufferError before anything is freed; a
+        non-raising call (garbage collection, interpreter exit) then keeps that
+        memory and ``final``.
         """
         if raising:
             self.check_unpinned()
         with self._lock:
             if self._closed:
                 return
+            self._closing = True
+            while self._busy:
+                self._idle.wait()
             self._closed = True
             keep = {k for k, refs in self._pins.items() if any(r() is not None for r in refs)}
-            calls = [
-                self._items.pop(k)[0] for k in sorted(self._items, reverse=True) if k not in keep
-            ]
+            calls = []
+            for k in sorted(self._items, reverse=True):
+                # pop with a default: a collection on this thread may have freed one meanwhile
+                item = None if k in keep else self._items.pop(k, None)
+                if item is not None:
+                    release, args, what, _parent = item
+                    calls.append(ReleaseCall(release, args, what or release.__name__))
+            self._children.clear()
             self._pins = {k: v for k, v in self._pins.items() if k in keep}
         if final is not None and not keep:
             calls.append(final)
@@ -220,20 +263,6 @@ def _run_all(calls: list[ReleaseCall], raising: bool) -> None:
             first = first or err
     if first is not None:
         raise first
-
-
-def finalize_child(owner: object, tracker: Tracker, key: int) -> Callable[[], None]:
-    """Attach a finalizer to ``owner`` freeing ``key`` at collection; return a closer for close()."""
-    fin = weakref.finalize(owner, tracker.release, key, False)
-
-    def close() -> None:
-        """Detach the finalizer and free ``key`` now, raising on failure."""
-        # A refusal (BufferError) must leave the finalizer in place.
-        tracker.check_unpinned(key)
-        fin.detach()
-        tracker.release(key, True)
-
-    return close
 
 
 class Registration(NamedTuple):
@@ -262,8 +291,8 @@ class Owned:
     """
 
     _tracker: Tracker
-    _key: int
-    _close: Callable[[], None]
+    # -1 until registered: a half-built object has nothing for __del__ to free.
+    _key: int = -1
 
     def _own(self, owner: Owner, destroy: CFunction, args: tuple[Any, ...]) -> None:
         """Register ``destroy(*args)`` with ``owner``; if that fails, call it now and re-raise."""
@@ -273,7 +302,21 @@ class Owned:
             # Nothing else would ever free the handle.
             discard(destroy, *args)
             raise
-        self._close = finalize_child(self, self._tracker, self._key)
+
+    def _close(self) -> None:
+        """Free the handle and its children now, raising on failure."""
+        self._tracker.release(self._key, True)
+
+    def __del__(self) -> None:
+        """Free the handle if the user forgot to (failures become ReleaseWarning).
+
+        Only the tracker and the key are used, never the owner: the tracker
+        frees children before parents whatever order collection runs in, and
+        a context's own finalizer frees whatever is left before the context.
+        """
+        key = self._key
+        if key >= 0:
+            self._tracker.release(key, False)
 
     def register_release(
         self, release: CFunction, args: tuple[Any, ...], what: str | None = None

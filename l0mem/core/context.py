@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import ctypes
-import threading
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from typing_extensions import Self
 
@@ -37,6 +36,11 @@ if TYPE_CHECKING:
     from l0mem.core.device import Device
     from l0mem.core.driver import Driver
 
+AllocT = TypeVar("AllocT", bound=Allocation)
+# Descriptors the driver only reads, set up once: building one per call cost more than the call.
+_DEVICE_DESC = ctypes.byref(ze_device_mem_alloc_desc_t())
+_HOST_DESC = ctypes.byref(ze_host_mem_alloc_desc_t())
+
 
 class Context:
     """A Level Zero context over one or several devices of a driver."""
@@ -62,9 +66,11 @@ class Context:
                 api().zeContextCreateEx, driver.handle, ctypes.byref(desc), len(devices), arr
             )
         self._tracker = Tracker()
-        self._final = ReleaseCall.of(api().zeContextDestroy, self._handle)
+        self._api = api()
+        self._final = ReleaseCall.of(self._api.zeContextDestroy, self._handle)
         self._finalizer = weakref.finalize(self, self._tracker.release_all, self._final, False)
-        self._lock = threading.Lock()
+        # Handles of the devices (and sub-devices) known to belong, so that a check is one lookup.
+        self._members = {d.handle for d in devices}
 
     @property
     def handle(self) -> int:
@@ -102,14 +108,17 @@ class Context:
         return Registration(self._tracker, self._tracker.add(release, args, what))
 
     def _member(self, device: Device) -> Device:
-        if self.closed:
+        if self._tracker.closed:
             raise ValueError("the context is closed")
+        if device.handle in self._members:
+            return device
         # A context over a device also serves that device's sub-devices (Level Zero spec).
         root: Device | None = device
         while root is not None and root not in self._devices:
             root = root.parent
         if root is None:
             raise ValueError(f"{device!r} is not a device of this context")
+        self._members.add(device.handle)
         return device
 
     @staticmethod
@@ -118,45 +127,50 @@ class Context:
             raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
         return nbytes
 
+    def _allocate(
+        self, cls: type[AllocT], device: Device | None, nbytes: int, routine: CFunction, *args: Any
+    ) -> AllocT:
+        """Return ``cls`` over ``routine(context, *args, &ptr)``, made as one call in the context."""
+        ptr = ctypes.c_void_p()
+        tracker = self._tracker
+        tracker.enter()
+        try:
+            _raw.call(routine, self._handle, *args, ctypes.byref(ptr))
+            return cls(self, device, ptr.value or 0, nbytes)
+        finally:
+            tracker.leave()
+
     def allocate_device(
         self, device: Device, nbytes: int, *, alignment: int = 0, export_dmabuf: bool = False
     ) -> DeviceAllocation:
         """Return ``nbytes`` of device memory on ``device`` (optionally dma-buf exportable)."""
         self._member(device)
         self._size(nbytes)
-        desc = ze_device_mem_alloc_desc_t()
-        export = None
+        desc: Any = _DEVICE_DESC
         if export_dmabuf:
             export = ze_external_memory_export_desc_t(flags=EXTERNAL_MEMORY_DMA_BUF)
-            desc.pNext = ctypes.cast(ctypes.pointer(export), ctypes.c_void_p)
-        ptr = ctypes.c_void_p()
-        _raw.call(
-            api().zeMemAllocDevice,
-            self._handle,
-            ctypes.byref(desc),
+            own = ze_device_mem_alloc_desc_t()
+            own.pNext = ctypes.cast(ctypes.pointer(export), ctypes.c_void_p)
+            desc = ctypes.byref(own)
+        return self._allocate(
+            DeviceAllocation,
+            device,
+            nbytes,
+            self._api.zeMemAllocDevice,
+            desc,
             nbytes,
             alignment,
             device.handle,
-            ctypes.byref(ptr),
         )
-        return DeviceAllocation(self, device, _raw.address(ptr), nbytes)
 
     def allocate_host(self, nbytes: int, *, alignment: int = 0) -> HostAllocation:
         """Return ``nbytes`` of host memory visible to the context's devices."""
         if self.closed:
             raise ValueError("the context is closed")
         self._size(nbytes)
-        desc = ze_host_mem_alloc_desc_t()
-        ptr = ctypes.c_void_p()
-        _raw.call(
-            api().zeMemAllocHost,
-            self._handle,
-            ctypes.byref(desc),
-            nbytes,
-            alignment,
-            ctypes.byref(ptr),
+        return self._allocate(
+            HostAllocation, None, nbytes, self._api.zeMemAllocHost, _HOST_DESC, nbytes, alignment
         )
-        return HostAllocation(self, None, _raw.address(ptr), nbytes)
 
     def allocate_shared(
         self, device: Device | None, nbytes: int, *, alignment: int = 0
@@ -167,20 +181,17 @@ class Context:
         elif self.closed:
             raise ValueError("the context is closed")
         self._size(nbytes)
-        ddesc = ze_device_mem_alloc_desc_t()
-        hdesc = ze_host_mem_alloc_desc_t()
-        ptr = ctypes.c_void_p()
-        _raw.call(
-            api().zeMemAllocShared,
-            self._handle,
-            ctypes.byref(ddesc),
-            ctypes.byref(hdesc),
+        return self._allocate(
+            SharedAllocation,
+            device,
+            nbytes,
+            self._api.zeMemAllocShared,
+            _DEVICE_DESC,
+            _HOST_DESC,
             nbytes,
             alignment,
             device.handle if device is not None else None,
-            ctypes.byref(ptr),
         )
-        return SharedAllocation(self, device, _raw.address(ptr), nbytes)
 
     def _range(self, alloc: Allocation, nbytes: int | None) -> tuple[int, int]:
         """Return (address, size) of the first ``nbytes`` of an open allocation of this context."""
