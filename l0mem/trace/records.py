@@ -7,7 +7,8 @@ Every record starts with a 64-byte header, little-endian::
     u32 lost (records this process failed to write so far), u64 aux
 
 A ``DEVICE`` record is followed by 288 more bytes (UUID, PCI address, name);
-every other kind is the header alone. Devices are numbered as ``zeDeviceGet``
+every other kind is the header alone. A file may end in zeros: room the
+tracer took for records it has not written yet. Devices are numbered as ``zeDeviceGet``
 lists them in the traced process (over all driver handles of the real driver);
 a sub-device carries its root's index and its own id in ``*_sub``.
 """
@@ -123,12 +124,18 @@ def _record(fields: tuple[int, ...], **device: Any) -> Record:
 
 
 def decode(buffer: bytes | memoryview) -> tuple[list[Record], int]:
-    """Decode the whole records at the start of `buffer`; return them and the bytes used."""
+    """Decode the whole records at the start of `buffer`; return them and the bytes used.
+
+    A kind of 0 is a record not written yet (the tracer grows its file ahead of
+    its records and writes each record's kind last): decoding stops there.
+    """
     records: list[Record] = []
     offset = 0
     end = len(buffer)
     while end - offset >= HEADER.size:
         fields = HEADER.unpack_from(buffer, offset)
+        if fields[0] == 0:
+            break
         size = record_size(fields[0])
         if end - offset < size:
             break
@@ -141,3 +148,26 @@ def decode(buffer: bytes | memoryview) -> tuple[list[Record], int]:
             records.append(_record(fields))
         offset += size
     return records, offset
+
+
+# Every record's size is a multiple of this, and so is every record's offset in a file.
+_ALIGN = 32
+
+
+def _written(buffer: bytes, offset: int) -> bool:
+    """Return whether a whole record header that looks written starts at ``offset``."""
+    if offset + HEADER.size > len(buffer):
+        return False
+    kind, flags = struct.unpack_from("<HH", buffer, offset)
+    return kind in Kind._value2member_map_ and flags <= FLAG_SKIPPED | FLAG_HAS_PCI
+
+
+def past_unwritten(buffer: bytes, offset: int) -> int:
+    """Return where the next written record after the unfinished one at ``offset`` starts."""
+    for size in (HEADER.size, record_size(Kind.DEVICE)):
+        if _written(buffer, offset + size):
+            return offset + size
+    offset += HEADER.size
+    while offset < len(buffer) and not _written(buffer, offset):
+        offset += _ALIGN
+    return offset

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from l0mem.trace.build import library
-from l0mem.trace.records import ENTRY_POINTS, FORMAT, Kind, Record, decode
+from l0mem.trace.records import ENTRY_POINTS, FORMAT, Kind, Record, decode, past_unwritten
 
 DEFAULT_DRIVERS = "libze_intel_gpu.so.1"
 SUFFIX = ".l0trace"
@@ -104,7 +104,6 @@ class _Device:
 class _File:
     fd: int
     offset: int = 0
-    pending: bytes = b""
     pid: int = -1
 
 
@@ -220,21 +219,32 @@ class TraceSession:
     def close(self) -> None:
         """Close the trace files; a record left incomplete counts as lost."""
         for state in self._files.values():
-            self._bad += bool(state.pending)
+            self._read(state, final=True)
             os.close(state.fd)
         self._files.clear()
 
-    def _read(self, state: _File) -> None:
+    def _read(self, state: _File, final: bool = False) -> None:
+        """Apply the records written since the last read; one not complete yet waits.
+
+        ``final``: a record never completed (its process ended inside the
+        write) counts as lost, and the records after it are read.
+        """
         size = os.fstat(state.fd).st_size
         if size <= state.offset:
             return
         data = os.pread(state.fd, size - state.offset, state.offset)
-        state.offset += len(data)
-        buffer = state.pending + data
-        records, used = decode(buffer)
-        state.pending = buffer[used:]
-        for rec in records:
-            self._apply(state, rec)
+        start = 0
+        while True:
+            records, used = decode(memoryview(data)[start:])
+            for rec in records:
+                self._apply(state, rec)
+            start += used
+            rest = data[start:]
+            if not final or not rest.strip(b"\0"):
+                break
+            self._bad += 1
+            start = past_unwritten(data, start)
+        state.offset += start
 
     def _apply(self, state: _File, rec: Record) -> None:
         if rec.kind == Kind.PROCESS:

@@ -8,9 +8,9 @@
  * loader reaches drivers this way, including the copies linked into SYCL
  * runtimes, which dlopen the loader where LD_PRELOAD cannot interpose.
  *
- * Records go to a file of their own per process in L0MEM_TRACE_DIR, one write()
- * each with O_APPEND: a slow reader or a child closing descriptors never blocks
- * or breaks the workload. L0MEM_TRACE_DIR may list several directories,
+ * Records go to a file of their own per process in L0MEM_TRACE_DIR, mapped shared
+ * into the process: a record is copied there, with no system call, so a slow reader
+ * or a child closing descriptors never blocks or breaks the workload. L0MEM_TRACE_DIR may list several directories,
  * separated by ':' (a traced run inside a traced run): each gets every record. A wrapped call always returns exactly what the real
  * driver returned, except zeContextMakeMemoryResident on a peer device under
  * L0MEM_TRACE_NO_PEER_RESIDENCY=1, which is skipped and reports success.
@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -150,13 +151,23 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void *g_real;
 static int g_no_peer_residency;
 #define MAX_SINKS 4
-/* One directory the records go to, and this process's file in it. */
+#define CHUNK ((size_t)256 << 10)     /* the file grows by this much at a time */
+#define MAX_SPAN ((size_t)16 << 30)   /* address space reserved for one file, at most */
+#define MIN_SPAN ((size_t)64 << 20)
+/*
+ * One directory the records go to, and this process's file in it, mapped shared: a
+ * record is copied into the mapping, so a traced call makes no system call (the file
+ * grows, under g_grow, once per CHUNK). The file is open only while it grows: a
+ * workload closing descriptors cannot break it.
+ */
 typedef struct {
     char dir[4096];
-    int fd;
-    dev_t dev;
-    ino_t ino;
-    uint32_t lost; /* records this file missed */
+    char path[4200];
+    char *base;    /* the reserved addresses; the file is mapped from their start */
+    size_t span;   /* bytes reserved */
+    size_t mapped; /* bytes of the file mapped (atomic) */
+    size_t next;   /* where the next record goes (atomic) */
+    uint32_t lost; /* records this file missed (atomic) */
 } lt_sink;
 static lt_sink g_sinks[MAX_SINKS];
 static int g_nsinks;
@@ -164,7 +175,8 @@ static int g_nsinks;
 /* Real functions, kept from the real driver's tables. */
 static lt_fn r_driver[5], r_device[18], r_context[9], r_mem[10];
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* devices and the file */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* devices */
+static pthread_mutex_t g_grow = PTHREAD_MUTEX_INITIALIZER; /* creating and growing files */
 static lt_device g_devices[MAX_DEVICES];
 static int g_ndevices;
 
@@ -175,73 +187,121 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int write_all_or_fail(int fd, const void *buf, size_t len)
+/*
+ * Copies a record to `off` in the mapping, its first 8 bytes (kind, flags, result) last:
+ * a reader takes a kind of 0 for a record not written yet, and waits for it.
+ */
+static void put(lt_sink *s, size_t off, const void *rec, size_t len)
 {
-    ssize_t n;
-    do
-        n = write(fd, buf, len);
-    while (n < 0 && errno == EINTR);
-    return n == (ssize_t)len ? 0 : (n > 0 ? 1 : -1);
+    char *slot = s->base + off;
+    uint64_t first;
+    memcpy(slot + sizeof(first), (const char *)rec + sizeof(first), len - sizeof(first));
+    memcpy(&first, rec, sizeof(first));
+    __atomic_store_n((uint64_t *)(void *)slot, first, __ATOMIC_RELEASE);
 }
 
-static void drop_file_locked(lt_sink *s)
+/* Reserves addresses and creates the file, starting with the process and the known devices. */
+static int create_file_locked(lt_sink *s)
 {
-    if (s->fd >= 0)
-        close(s->fd);
-    s->fd = -1;
-}
-
-/* Opens a new file, starting with the process and every device known so far. Under g_lock. */
-static int open_file_locked(lt_sink *s)
-{
-    char path[4200];
-    struct stat st;
-    snprintf(path, sizeof(path), "%s/%d-%llu.l0trace", s->dir, (int)getpid(),
-             (unsigned long long)now_ns());
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
+    for (size_t span = MAX_SPAN; span >= MIN_SPAN && !s->base; span /= 2) {
+        void *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p != MAP_FAILED) {
+            s->base = p;
+            s->span = span;
+        }
     }
-    s->fd = fd;
-    s->dev = st.st_dev;
-    s->ino = st.st_ino;
-    lt_record head = {.kind = REC_PROCESS, .time_ns = now_ns(), .ptr = (uint64_t)getppid(),
-                      .size = TRACE_FORMAT, .owner = -1, .target = -1, .owner_sub = -1,
-                      .target_sub = -1, .lost = s->lost, .aux = (uint64_t)getpid()};
-    if (write_all_or_fail(fd, &head, sizeof(head)) != 0)
-        goto fail;
-    for (int i = 0; i < g_ndevices; i++)
-        if (write_all_or_fail(fd, &g_devices[i].desc, sizeof(g_devices[i].desc)) != 0)
-            goto fail;
-    return fd;
-fail:
-    drop_file_locked(s);
-    return -1;
+    if (!s->base)
+        return -1;
+    snprintf(s->path, sizeof(s->path), "%s/%d-%llu.l0trace", s->dir, (int)getpid(),
+             (unsigned long long)now_ns());
+    int fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
 }
 
-/* The descriptor is ours only while it still names the file we opened. */
-static int current_fd_locked(lt_sink *s)
+static int map_more_locked(lt_sink *s, size_t size)
 {
-    struct stat st;
-    if (s->fd >= 0 && (fstat(s->fd, &st) != 0 || st.st_dev != s->dev || st.st_ino != s->ino))
-        s->fd = -1; /* closed or reused by the workload: never touch it again */
-    return s->fd >= 0 ? s->fd : open_file_locked(s);
+    int fd = open(s->path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    /* Blocks taken now: a full file system fails here, never later with SIGBUS in a store. */
+    int ok = posix_fallocate(fd, (off_t)s->mapped, (off_t)(size - s->mapped)) == 0 &&
+             mmap(s->base + s->mapped, size - s->mapped, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_FIXED, fd, (off_t)s->mapped) != MAP_FAILED;
+    close(fd);
+    return ok ? 0 : -1;
 }
 
-static void emit_locked(lt_record *rec, size_t len)
+/* Makes at least `need` bytes of the file mapped. */
+static int grow(lt_sink *s, size_t need)
+{
+    pthread_mutex_lock(&g_grow);
+    int res = 0;
+    size_t mapped = s->mapped;
+    if (mapped < need) {
+        int fresh = !s->path[0];
+        size_t size = mapped;
+        while (size < need)
+            size += CHUNK;
+        if ((fresh && create_file_locked(s) != 0) || size > s->span ||
+            map_more_locked(s, size) != 0) {
+            if (fresh)
+                s->path[0] = 0;
+            res = -1;
+        } else if (fresh) {
+            lt_record head = {.kind = REC_PROCESS, .time_ns = now_ns(),
+                              .ptr = (uint64_t)getppid(), .size = TRACE_FORMAT, .owner = -1,
+                              .target = -1, .owner_sub = -1, .target_sub = -1,
+                              .lost = s->lost, .aux = (uint64_t)getpid()};
+            size_t off = 0;
+            put(s, off, &head, sizeof(head));
+            off += sizeof(head);
+            int n = __atomic_load_n(&g_ndevices, __ATOMIC_ACQUIRE);
+            for (int i = 0; i < n && off + sizeof(lt_device_record) <= size; i++) {
+                lt_device_record d = g_devices[i].desc;
+                d.head.lost = s->lost;
+                put(s, off, &d, sizeof(d));
+                off += sizeof(d);
+            }
+            __atomic_store_n(&s->next, off, __ATOMIC_RELAXED);
+        }
+        if (res == 0)
+            __atomic_store_n(&s->mapped, size, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_grow);
+    return res;
+}
+
+/* Reserves `len` bytes in the file, growing it when full; returns the offset, or -1. */
+static long long reserve(lt_sink *s, size_t len)
+{
+    size_t cur = __atomic_load_n(&s->next, __ATOMIC_RELAXED);
+    for (;;) {
+        if (cur + len > __atomic_load_n(&s->mapped, __ATOMIC_ACQUIRE)) {
+            if (grow(s, cur + len) != 0)
+                return -1;
+            cur = __atomic_load_n(&s->next, __ATOMIC_RELAXED);
+            continue;
+        }
+        if (__atomic_compare_exchange_n(&s->next, &cur, cur + len, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            return (long long)cur;
+    }
+}
+
+/* Writes `rec` (its header's `lost` set per file) to every file. */
+static void emit_all(lt_record *rec, size_t len)
 {
     for (int i = 0; i < g_nsinks; i++) {
         lt_sink *s = &g_sinks[i];
-        rec->lost = s->lost;
-        int fd = current_fd_locked(s);
-        int r = fd < 0 ? -1 : write_all_or_fail(fd, rec, len);
-        if (r != 0) {
-            s->lost++;
-            if (r > 0) /* a partial record: the rest of this file would be misaligned */
-                drop_file_locked(s);
-        }
+        rec->lost = __atomic_load_n(&s->lost, __ATOMIC_RELAXED);
+        long long off = reserve(s, len);
+        if (off < 0)
+            __atomic_add_fetch(&s->lost, 1, __ATOMIC_RELAXED);
+        else
+            put(s, (size_t)off, rec, len);
     }
 }
 
@@ -250,18 +310,22 @@ static void emit(lt_record *rec)
     if (!g_nsinks)
         return;
     rec->time_ns = now_ns();
-    pthread_mutex_lock(&g_lock);
-    emit_locked(rec, sizeof(*rec));
-    pthread_mutex_unlock(&g_lock);
+    emit_all(rec, sizeof(*rec));
 }
 
 static void atfork_child(void)
 {
-    /* A child writes its own file; the parent's descriptor is left to the parent. */
+    /* A child writes its own file; the parent's mapping is left to the parent. */
     pthread_mutex_init(&g_lock, NULL);
+    pthread_mutex_init(&g_grow, NULL);
     for (int i = 0; i < g_nsinks; i++) {
-        drop_file_locked(&g_sinks[i]);
-        g_sinks[i].lost = 0;
+        lt_sink *s = &g_sinks[i];
+        if (s->base)
+            munmap(s->base, s->span);
+        s->base = NULL;
+        s->path[0] = 0;
+        s->span = s->mapped = s->next = 0;
+        s->lost = 0;
     }
 }
 
@@ -347,15 +411,9 @@ static void add_device_locked(lt_handle h, int32_t index, int16_t sub)
     dev->index = index;
     dev->sub = sub;
     describe(dev);
-    for (int i = 0; i < g_nsinks; i++) {
-        lt_sink *s = &g_sinks[i];
-        dev->desc.head.lost = s->lost;
-        int fd = current_fd_locked(s); /* not yet counted: a new file does not carry it */
-        if (fd >= 0 && write_all_or_fail(fd, &dev->desc, sizeof(dev->desc)) != 0) {
-            s->lost++;
-            drop_file_locked(s);
-        }
-    }
+    /* Not yet counted in g_ndevices: a file created meanwhile does not carry it twice. */
+    lt_device_record d = dev->desc;
+    emit_all(&d.head, sizeof(d));
     __atomic_store_n(&g_ndevices, g_ndevices + 1, __ATOMIC_RELEASE);
 }
 
@@ -638,7 +696,6 @@ static void load_real(void)
             if (strlen(d) >= sizeof(g_sinks[0].dir))
                 continue;
             strcpy(g_sinks[g_nsinks].dir, d);
-            g_sinks[g_nsinks].fd = -1;
             g_nsinks++;
         }
     }
