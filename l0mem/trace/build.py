@@ -1,7 +1,12 @@
-"""Build the tracer (``tracer.c``, shipped as source) with the system C compiler, once per user.
+"""Find the tracer: the one built into the wheel, else built from ``tracer.c`` once per user.
 
-``L0MEM_TRACE_LIBRARY`` names a tracer built elsewhere (for a machine or a
-container without a C compiler): it is used as it is, never rebuilt.
+A wheel carries the tracer built when the wheel was built (``setup.py``),
+with the digest of the source and flags it was built from: it is used
+wherever that digest is this ``tracer.c``'s, so a GPU container needs no C
+compiler. A source checkout, or a wheel built without a compiler, builds it
+with the system C compiler on first use into the per-user cache.
+``L0MEM_TRACE_LIBRARY`` names a tracer built elsewhere: it is used as it
+is, never rebuilt.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ COMPILERS = ("cc", "gcc", "clang")
 CFLAGS = ("-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-fvisibility=hidden")
 LIBS = ("-ldl", "-lpthread")
 PREBUILT_VAR = "L0MEM_TRACE_LIBRARY"
+# The tracer a wheel carries, and the digest of the source and flags it was built from.
+PACKAGED = Path(__file__).with_name(LIBRARY_NAME)
+PACKAGED_DIGEST = Path(__file__).with_name(LIBRARY_NAME + ".digest")
 NO_COMPILER = (
     "l0mem's allocation tracing needs a C compiler (cc, gcc or clang) to build its tracer; "
     "install one, e.g. apt install gcc"
@@ -42,10 +50,20 @@ def compiler() -> str:
     raise TraceBuildError(NO_COMPILER)
 
 
-def _digest(source: bytes) -> str:
-    h = hashlib.sha256(source)
+def digest(source: bytes | None = None) -> str:
+    """Return the digest of the tracer's source (``tracer.c`` unless given) and build flags."""
+    h = hashlib.sha256(SOURCE.read_bytes() if source is None else source)
     h.update(" ".join(CFLAGS + LIBS).encode())
     return h.hexdigest()[:16]
+
+
+def packaged() -> Path | None:
+    """Return the tracer the wheel carries, or None where there is none built from this source."""
+    try:
+        built_from = PACKAGED_DIGEST.read_text().strip()
+    except OSError:
+        return None
+    return PACKAGED if built_from == digest() and PACKAGED.is_file() else None
 
 
 def library() -> Path:
@@ -56,11 +74,18 @@ def library() -> Path:
         if not path.is_file():
             raise TraceBuildError(f"{PREBUILT_VAR}={prebuilt}: no such tracer library")
         return path
-    source = SOURCE.read_bytes()
-    target = cache_dir() / _digest(source) / LIBRARY_NAME
-    if target.is_file():
-        return target
-    cc = compiler()
+    shipped = packaged()
+    if shipped is not None:
+        return shipped
+    target = cache_dir() / digest() / LIBRARY_NAME
+    if not target.is_file():
+        build_into(target)
+    return target
+
+
+def build_into(target: Path, cc: str | None = None) -> None:
+    """Build the tracer into ``target`` with ``cc`` (else the first compiler on PATH), atomically."""
+    cc = cc or compiler()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         # Each build writes a private file; the rename makes one of concurrent builds win whole.
@@ -84,4 +109,3 @@ def library() -> Path:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return target

@@ -1,0 +1,129 @@
+"""The wheel: built with the tracer inside, tagged manylinux, and tracing where no compiler is.
+
+Built by ``.ci/wheel`` as a release is, installed into a fresh virtual
+environment, and run there with a PATH that holds no C compiler and an empty
+per-user cache: ``l0mem run --trace`` must trace with the tracer the wheel
+carries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from l0mem.trace import build
+from tests.support import sim
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = REPO / "examples" / "peer_resident_job.py"
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Return the wheel .ci/wheel builds."""
+    out = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run(
+        ["bash", str(REPO / ".ci" / "wheel"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "L0MEM_VENV": str(Path(sys.executable).parents[1])},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_wheel_carries_the_tracer_built_from_its_source_and_a_manylinux_tag(
+    wheel: Path,
+) -> None:
+    assert "-py3-none-manylinux_" in wheel.name and wheel.name.endswith("_x86_64.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        assert f"l0mem/trace/{build.LIBRARY_NAME}" in names
+        digest = zf.read(f"l0mem/trace/{build.PACKAGED_DIGEST.name}").decode().strip()
+        meta = zf.read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
+    assert digest == build.digest()
+    assert "Root-Is-Purelib: false" in meta
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Return a fresh virtual environment with the wheel (and its dependencies) installed."""
+    root = tmp_path_factory.mktemp("venv") / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, timeout=300)
+    proc = subprocess.run(
+        [str(root / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root
+
+
+def test_run_trace_traces_with_the_wheels_tracer_where_no_compiler_is(
+    venv: Path, tmp_path: Path
+) -> None:
+    bin_dir = venv / "bin"
+    assert all(shutil.which(cc, path=str(bin_dir)) is None for cc in build.COMPILERS)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = sim.sim_env(devices=2, mirror="peer-resident")
+    for key in ("PYTHONPATH", "VIRTUAL_ENV", build.PREBUILT_VAR):
+        env.pop(key, None)
+    env.update(PATH=str(bin_dir), XDG_CACHE_HOME=str(cache), HOME=str(tmp_path))
+    report = tmp_path / "run.json"
+    job = ["python", str(JOB), "--gib", "0.25", "--steps", "2", "--pause", "0.2", "--hold", "0.2"]
+    proc = subprocess.run(
+        [str(bin_dir / "l0mem"), "run", "--trace", "--quiet", "--json", str(report), "--", *job],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    data = json.loads(report.read_text())
+    assert data["tracing"] is True
+    allocated = [d["allocated_peak"] for d in data["trace"]["devices"]]
+    assert max(allocated) == 256 * MIB, data["trace"]
+    assert not any(cache.rglob(build.LIBRARY_NAME)), "the tracer was built, not taken from the wheel"
+    # The l0mem that ran is the wheel's, not this checkout's.
+    where = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import l0mem.trace.build as b; print(b.packaged())"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.strip()
+    assert where.startswith(str(venv)) and where.endswith(build.LIBRARY_NAME)
+
+
+@pytest.mark.parametrize("recorded", ["same", "other", "absent"])
+def test_a_packaged_tracer_is_used_only_where_it_was_built_from_this_source(
+    recorded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    library, digest = tmp_path / build.LIBRARY_NAME, tmp_path / build.PACKAGED_DIGEST.name
+    library.write_bytes(b"\x7fELF")
+    if recorded != "absent":
+        digest.write_text((build.digest() if recorded == "same" else "0" * 16) + "\n")
+    monkeypatch.setattr(build, "PACKAGED", library)
+    monkeypatch.setattr(build, "PACKAGED_DIGEST", digest)
+    monkeypatch.delenv(build.PREBUILT_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    if recorded == "same":
+        assert build.packaged() == library and build.library() == library
+    else:
+        # A tracer left from another tracer.c is never preloaded: it is built anew.
+        assert build.packaged() is None
+        built = build.library()
+        assert built != library and built.is_relative_to(tmp_path / "cache")
