@@ -7,6 +7,7 @@ exec() puts in place of processes that traced before, and the counts must be exa
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,43 @@ def test_a_record_never_finished_counts_as_lost_and_the_rest_are_read(tmp_path: 
     session.close()
     totals = session.totals()
     assert totals.calls == {"zeMemAllocHost": 2} and totals.lost_records == 1
+
+
+RSS = (
+    PAIRS
+    + """
+import json
+
+
+def mapped_kib():
+    fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    return sum(int(fields[k].split()[0]) for k in ("RssFile", "RssShmem"))
+
+
+pairs(100)
+before = mapped_kib()
+pairs(20000)
+print(json.dumps({{"before": before, "after": mapped_kib()}}))
+"""
+)
+
+
+def test_the_trace_file_does_not_stay_in_the_workloads_memory(tmp_path: Path) -> None:
+    """20,000 pairs write 5 MiB of records; the workload keeps at most about two chunks mapped."""
+    session = TraceSession(tmp_path)
+    env = session.environment(sim.sim_env(devices=1))
+    proc = subprocess.run(
+        [sys.executable, "-c", RSS.format(repo=str(REPO))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["after"] - got["before"] < 1024, got
+    assert session.poll().calls["zeMemAllocDevice"] == 20100
+    session.close()
+    assert session.totals().lost_records == 0
+    size = sum(p.stat().st_size for p in session.directory.iterdir())
+    assert size >= 4 * 20100 * HEADER.size  # every record is in the file

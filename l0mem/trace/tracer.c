@@ -168,6 +168,7 @@ typedef struct {
     size_t mapped; /* bytes of the file mapped (atomic) */
     size_t next;   /* where the next record goes (atomic) */
     uint32_t lost; /* records this file missed (atomic) */
+    uint32_t *written; /* bytes written into each CHUNK of the file (atomic) */
 } lt_sink;
 static lt_sink g_sinks[MAX_SINKS];
 static int g_nsinks;
@@ -198,6 +199,19 @@ static void put(lt_sink *s, size_t off, const void *rec, size_t len)
     memcpy(slot + sizeof(first), (const char *)rec + sizeof(first), len - sizeof(first));
     memcpy(&first, rec, sizeof(first));
     __atomic_store_n((uint64_t *)(void *)slot, first, __ATOMIC_RELEASE);
+    /*
+     * A chunk every byte of which is written is needed no more: its pages would only
+     * count in the workload's RSS (RssFile, RssShmem), which l0mem measures. The writer
+     * that completes it puts the reservation back (the file keeps the records).
+     */
+    for (size_t end = off + len; off < end;) {
+        size_t chunk = off / CHUNK, stop = (chunk + 1) * CHUNK < end ? (chunk + 1) * CHUNK : end;
+        if (__atomic_add_fetch(&s->written[chunk], (uint32_t)(stop - off), __ATOMIC_ACQ_REL) ==
+            CHUNK)
+            mmap(s->base + chunk * CHUNK, CHUNK, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        off = stop;
+    }
 }
 
 /* Reserves addresses and creates the file, starting with the process and the known devices. */
@@ -212,6 +226,13 @@ static int create_file_locked(lt_sink *s)
     }
     if (!s->base)
         return -1;
+    if (!s->written) {
+        void *w = mmap(NULL, s->span / CHUNK * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (w == MAP_FAILED)
+            return -1;
+        s->written = w;
+    }
     snprintf(s->path, sizeof(s->path), "%s/%d-%llu.l0trace", s->dir, (int)getpid(),
              (unsigned long long)now_ns());
     int fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -322,7 +343,10 @@ static void atfork_child(void)
         lt_sink *s = &g_sinks[i];
         if (s->base)
             munmap(s->base, s->span);
+        if (s->written)
+            munmap(s->written, s->span / CHUNK * sizeof(uint32_t));
         s->base = NULL;
+        s->written = NULL;
         s->path[0] = 0;
         s->span = s->mapped = s->next = 0;
         s->lost = 0;
