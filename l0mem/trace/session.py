@@ -230,7 +230,8 @@ class TraceSession:
         write) counts as lost, and the records after it are read.
         """
         size = os.fstat(state.fd).st_size
-        if size <= state.offset:
+        # A file grows ahead of its records: where nothing new is written, read 2 bytes, not the rest.
+        if size <= state.offset or (not final and os.pread(state.fd, 2, state.offset) == b"\0\0"):
             return
         data = os.pread(state.fd, size - state.offset, state.offset)
         start = 0
