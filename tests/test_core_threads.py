@@ -147,3 +147,43 @@ def test_an_object_that_never_registered_has_nothing_to_free(clean: Any, driver:
             core.EventPool(ctx, 0)  # refused before registration; __del__ must stay quiet
         gc.collect()
         assert ctx.live_handles == 0
+
+
+def test_close_waits_for_an_append_under_way(clean: Any, driver: Any, monkeypatch) -> None:
+    dev = driver.devices()[0]
+    ctx = driver.create_context([dev])
+    cl = ctx.immediate_command_list(dev)
+    src, dst = ctx.allocate_device(dev, 4096), ctx.allocate_device(dev, 4096)
+    inside, go = threading.Event(), threading.Event()
+    real = _raw.call
+
+    def slow(function: Any, *args: Any) -> None:
+        if function.__name__ == "zeCommandListAppendMemoryCopy":
+            inside.set()
+            assert go.wait(10)
+        real(function, *args)
+
+    monkeypatch.setattr(_raw, "call", slow)
+    failed: list[BaseException] = []
+
+    def copy() -> None:
+        try:
+            cl.copy(dst, src)
+        except BaseException as err:
+            failed.append(err)
+
+    copier = threading.Thread(target=copy)
+    copier.start()
+    assert inside.wait(10)
+    closer = threading.Thread(target=ctx.close)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        closer.start()
+        closer.join(0.3)
+        assert closer.is_alive() and not cl.closed and not src.closed
+        go.set()
+        copier.join(10)
+        closer.join(10)
+    assert failed == [] and ctx.closed and cl.closed and clean.device_used(0) == 0
+    with pytest.raises(ValueError, match="closed"):
+        cl.copy(dst, src)

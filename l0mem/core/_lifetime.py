@@ -375,3 +375,19 @@ class OwnedHandle(Owned):
         """Return the raw handle for a driver call; raise ValueError once it is released."""
         self._check_open()
         return self._handle
+
+    def _enter(self) -> int:
+        """Count a driver call in the context (see :meth:`Tracker.enter`); return the open handle.
+
+        Pair with :meth:`_leave`; closing the context waits until then.
+        """
+        tracker = self._tracker
+        tracker.enter()
+        if not tracker.owns(self._key):
+            tracker.leave()
+            raise ValueError(f"{type(self).__name__} is closed")
+        return self._handle
+
+    def _leave(self) -> None:
+        """End the call :meth:`_enter` counted."""
+        self._tracker.leave()

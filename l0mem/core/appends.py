@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from l0mem.core.module import Kernel
 
 Pointer = Allocation | IpcMapping | int
+_MEMORY = (Allocation, IpcMapping)
 
 
 def _address(p: Pointer) -> int:
@@ -43,6 +44,12 @@ def _size(p: Pointer) -> int | None:
 
 def _count(dst: Pointer, src: Pointer | None, nbytes: int | None) -> int:
     """Return the byte count of a transfer, checked against the known sizes."""
+    if nbytes is None and isinstance(dst, Allocation):
+        # The common case first: whole allocations, both sizes known.
+        if src is None:
+            return dst.nbytes
+        if isinstance(src, Allocation):
+            return min(dst.nbytes, src.nbytes)
     ends = [dst] if src is None else [dst, src]
     sizes = [s for s in map(_size, ends) if s is not None]
     if nbytes is None:
@@ -80,6 +87,14 @@ class Appender:
         """Return the list's handle; raise ValueError once it is destroyed."""
         raise NotImplementedError
 
+    def _enter(self) -> int:
+        """Count an append as a call in the context; return the list's open handle."""
+        raise NotImplementedError
+
+    def _leave(self) -> None:
+        """End the call :meth:`_enter` counted."""
+        raise NotImplementedError
+
     def _waits(self, wait_for: Sequence[Event]) -> tuple[int, Any]:
         """Return (count, C array) of the events to wait for; raise ValueError for a closed one."""
         if not wait_for:
@@ -104,14 +119,21 @@ class Appender:
         signal: Event | None,
         keep: Sequence[Any] = (),
     ) -> Event | None:
-        """Append ``routine(list, *args, signal, waits)``; finish as :meth:`_done` does."""
-        handle = self.live_handle()
-        ev, h = self._signal(signal)
-        nw, waits = self._waits(wait_for)
-        # Allocations become addresses only now, so a closed event is reported before them.
-        raw = [_address(a) if isinstance(a, (Allocation, IpcMapping)) else a for a in args]
-        _raw.call(routine, handle, *raw, h, nw, waits)
-        return self._done(ev, h, keep)
+        """Append ``routine(list, *args, signal, waits)``; finish as :meth:`_done` does.
+
+        Counted as one call in the context until it is finished: closing the
+        context from another thread waits for it.
+        """
+        handle = self._enter()
+        try:
+            ev, h = self._signal(signal)
+            nw, waits = self._waits(wait_for) if wait_for else (0, None)
+            # Allocations become addresses only now, so a closed event is reported before them.
+            raw = [_address(a) if isinstance(a, _MEMORY) else a for a in args]
+            _raw.call(routine, handle, *raw, h, nw, waits)
+            return self._done(ev, h, keep)
+        finally:
+            self._leave()
 
     def copy(
         self,

@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 _ASYNCHRONOUS = ze_command_queue_mode_t.ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS
+_FOREVER = _raw.timeout(None)
 
 
 def _ordinal(device: Device, ordinal: int | None) -> int:
@@ -135,22 +136,27 @@ class ImmediateCommandList(_ListBase):
                 )
             raise
         self._register(context, device, ordinal, h)
+        self._sync_event: Event | None = None
 
     def _signal(self, signal: Event | None) -> tuple[Event | None, int | None]:
         if signal is not None:
             return signal, signal.live_handle()
-        return None, self._sync.event(0).live_handle()
+        if self._sync_event is None:
+            # Made at the first synchronous append, then kept: it lives as long as the list.
+            self._sync_event = self._sync.event(0)
+        return None, self._sync_event.handle
 
     def _done(self, signal: Event | None, handle: int | None, keep: Sequence[Any]) -> Event | None:
         if signal is not None:
             signal.hold(keep)
             return signal
-        sync = self._sync.event(0)
         try:
-            sync.wait()
-            sync.reset()
+            functions = api()
+            _raw.ready(functions.zeEventHostSynchronize, handle, _FOREVER)
+            _raw.call(functions.zeEventHostReset, handle)
         finally:
-            release_stages(list(keep))
+            if keep:
+                release_stages(list(keep))
         return None
 
     def synchronize(self, timeout_ns: int | None = None) -> bool:
