@@ -61,13 +61,24 @@ class Struct(Structure):
         return f"{type(self).__name__}({', '.join(parts)})"
 
 
+# Per struct class: the names of its fields that are structs themselves (found once).
+_EMBEDDED: dict[type, tuple[str, ...]] = {}
+
+
 def _preset_stypes(obj: Struct) -> None:
     """Set ``stype`` of ``obj`` and of every struct embedded in it by value."""
-    if obj._stype_ is not None:
-        obj.stype = obj._stype_
-    for name, ftype, *_ in obj._fields_:
-        if isinstance(ftype, type) and issubclass(ftype, Struct):
-            _preset_stypes(getattr(obj, name))
+    cls = type(obj)
+    if cls._stype_ is not None:
+        obj.stype = cls._stype_
+    names = _EMBEDDED.get(cls)
+    if names is None:
+        names = _EMBEDDED[cls] = tuple(
+            name
+            for name, ftype, *_ in cls._fields_
+            if isinstance(ftype, type) and issubclass(ftype, Struct)
+        )
+    for name in names:
+        _preset_stypes(getattr(obj, name))
 
 
 class ze_driver_uuid_t(Struct):
