@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Buffer
@@ -16,6 +17,7 @@ from l0mem._ze import CFunction, api
 from l0mem._ze.scalars import ze_event_handle_t
 from l0mem._ze.structs import ze_group_count_t
 from l0mem.core import _raw
+from l0mem.core._raw import UINT32_MAX
 from l0mem.core.events import Event
 from l0mem.core.memory import Allocation, HostStage, IpcMapping
 
@@ -66,6 +68,12 @@ def _count(dst: Pointer, src: Pointer | None, nbytes: int | None) -> int:
     if any(nbytes > s for s in sizes):
         raise ValueError(f"{nbytes} bytes exceed the allocation size {min(sizes)}")
     return nbytes
+
+
+@lru_cache(maxsize=256)
+def _groups_of(x: int) -> Any:
+    """Return a reference to the C struct of ``x`` work-groups (shared: the driver only reads it)."""
+    return ctypes.byref(ze_group_count_t(groupCountX=x, groupCountY=1, groupCountZ=1))
 
 
 def _group_count(group_count: int | Sequence[int]) -> ze_group_count_t:
@@ -230,11 +238,14 @@ class Appender:
         signal: Event | None = None,
     ) -> Event | None:
         """Launch ``kernel`` over ``group_count`` work-groups (its group size set beforehand)."""
-        groups = _group_count(group_count)
+        if type(group_count) is int and 0 <= group_count <= UINT32_MAX:
+            groups = _groups_of(group_count)
+        else:
+            groups = ctypes.byref(_group_count(group_count))
         return self._append(
             api().zeCommandListAppendLaunchKernel,
             kernel.live_handle(),
-            ctypes.byref(groups),
+            groups,
             wait_for=wait_for,
             signal=signal,
         )

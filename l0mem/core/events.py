@@ -26,6 +26,9 @@ from l0mem.core.memory import release_stages
 if TYPE_CHECKING:
     from l0mem.core.context import Context
 
+_HOST = ze_event_scope_flag_t.ZE_EVENT_SCOPE_FLAG_HOST
+_EVENT_DESC = ze_event_desc_t(signal=_HOST, wait=_HOST)
+
 
 def timestamp_ticks(start: int, end: int, valid_bits: int) -> int | None:
     """Return the ticks from ``start`` to ``end`` of a ``valid_bits`` counter, None if implausible.
@@ -101,8 +104,8 @@ class Event(OwnedHandle):
         """Create event ``index`` of ``pool`` (use EventPool.event)."""
         self._pool = pool
         self.index = index
-        host = ze_event_scope_flag_t.ZE_EVENT_SCOPE_FLAG_HOST
-        desc = ze_event_desc_t(index=index, signal=host, wait=host)
+        desc = ze_event_desc_t.from_buffer_copy(_EVENT_DESC)  # a copy: cheaper than set-up
+        desc.index = index
         h = _raw.create(api().zeEventCreate, pool.live_handle(), ctypes.byref(desc))
         self._own_handle(pool, h, api().zeEventDestroy)
         # Host buffers an asynchronous copy reads or writes stay referenced until the wait.
