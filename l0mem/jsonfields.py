@@ -64,6 +64,9 @@ def opt_string(value: object, path: str) -> str | None:
 def integer(value: object, path: str, *, minimum: int | None = None) -> int:
     """Return ``value`` as an integer (not a bool) of at least ``minimum``."""
     # bool is an int subclass; true/false in a byte count is a bug, not a number.
+    # JSON has one number type: 3.0 is the integer 3, as a JSON Schema validator says.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise fail(path, f"expected an integer, got {_kind(value)}")
     if minimum is not None and value < minimum:

@@ -4,7 +4,8 @@ Layers, each importing only downward::
 
     _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, trace, bench  ->  estimate  ->  audit  ->  watch  ->  cli  ->  _entry  ->  __main__
 
-``units``, ``files``, ``keepalive``, ``bf16``, ``driverenv`` and ``jsonfields`` are leaves (and the
+``units``, ``files``, ``keepalive``, ``bf16``, ``driverenv``, ``jsonfields`` and ``schemas`` (the
+reports' JSON Schemas) are leaves (and the
 root ``l0mem`` holds only ``__version__``): they import nothing of l0mem, and every layer from
 ``backends`` up may import them. ``probe`` imports only leaves; ``bench``
 measures ``allreduce`` and reads ``probe``. ``trace`` (the allocation tracer a
@@ -35,7 +36,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "l0mem"
-LEAVES = frozenset({"units", "files", "bf16", "keepalive", "driverenv", "jsonfields", "text"})
+LEAVES = frozenset(
+    {"units", "files", "bf16", "keepalive", "driverenv", "jsonfields", "text", "schemas"}
+)
 ROOT = "l0mem"  # l0mem/__init__.py: __version__ only
 
 _BELOW_BACKENDS = frozenset({"_ze", "core", "sycl"})
