@@ -33,6 +33,8 @@ _MEMORY_TYPES: dict[int, str] = {
     ze_memory_type_t.ZE_MEMORY_TYPE_SHARED: "shared",
 }
 EXTERNAL_MEMORY_DMA_BUF = ze_external_memory_type_flag_t.ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF
+# One lock for every allocation's dma-buf query: they are rare, a lock per allocation is not.
+_DMABUF_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,6 @@ class Allocation(_Memory):
         """Take ownership of ``ptr``, freeing it if that fails (use the Context.allocate_* methods)."""
         self._device = device
         self._dmabuf: int | None = None
-        self._dmabuf_lock = threading.Lock()
         super().__init__(context, ptr, nbytes, api().zeMemFree)
 
     @property
@@ -141,7 +142,7 @@ class Allocation(_Memory):
         hardware then still answers success, with a descriptor (0) that is not a
         new dma-buf but one the process already had, which closing would lose.
         """
-        with self._dmabuf_lock:
+        with _DMABUF_LOCK:
             self._check_open()
             if self._dmabuf is not None:
                 return self._dmabuf
