@@ -1,4 +1,4 @@
-"""Report files: JSON round trip and errors, atomic writes, JUnit XML, plots, table rows."""
+"""Report files: JSON round trip and errors, atomic writes, JUnit XML, table rows (plots: test_plots)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import dataclasses
 import json
 import os
 import stat
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,13 +14,11 @@ import pytest
 from l0mem.audit.loading import read_json
 from l0mem.audit.model import AuditReport, ReportFormatError
 from l0mem.audit.report import (
-    MissingDependencyError,
     dumps_json,
     junit_xml,
     summary_rows,
     write_json,
     write_junit,
-    write_plot,
 )
 from l0mem.files import ReportWriteError, json_bytes
 from tests.test_analysis import synthetic_report, synthetic_run
@@ -277,62 +274,6 @@ def test_junit_host_memory_device_passes_with_its_slope(report: AuditReport) -> 
     assert "positive control" in (out.text or "")
     # A mirror elsewhere still fails.
     assert cases["l0-peer-resident"].find("failure") is not None
-
-
-# ---------------------------------------------------------------- plot
-
-
-def test_png_plot(tmp_path: Path, report: AuditReport) -> None:
-    path = tmp_path / "audit.png"
-    write_plot(report, path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert _leftovers(tmp_path) == []
-
-
-def test_svg_plot_is_xml_with_a_line_per_run(tmp_path: Path, report: AuditReport) -> None:
-    path = tmp_path / "audit.SVG"
-    write_plot(_all_simulated(report), path)
-    root = ET.parse(path).getroot()
-    assert root.tag == "{http://www.w3.org/2000/svg}svg"
-    text = path.read_text()
-    assert "SIMULATOR" in text
-    assert "affinity: clean" in text and "no remedy: mirror" in text
-
-
-def test_svg_plot_marks_only_simulated_setups(tmp_path: Path, report: AuditReport) -> None:
-    runs = [
-        dataclasses.replace(r, simulated=r.backend == "l0", host_memory=r.setup == "sycl")
-        for r in report.runs
-    ]
-    path = tmp_path / "mixed.svg"
-    write_plot(dataclasses.replace(report, fingerprint={"simulated": True}, runs=runs), path)
-    text = path.read_text()
-    assert "panels marked SIMULATOR" in text
-    assert "l0-peer-resident (SIMULATOR)" in text and "l0 (SIMULATOR)" in text
-    assert "sycl (SIMULATOR)" not in text and "sycl-single (SIMULATOR)" not in text
-    assert "no remedy: mirror, expected: host memory" in text
-
-
-def test_plot_of_an_empty_report(tmp_path: Path, report: AuditReport) -> None:
-    path = tmp_path / "empty.png"
-    write_plot(dataclasses.replace(report, runs=[]), path)
-    assert path.read_bytes()[:4] == b"\x89PNG"
-
-
-def test_plot_rejects_other_suffixes(tmp_path: Path, report: AuditReport) -> None:
-    with pytest.raises(ValueError, match=r"must end in \.png or \.svg"):
-        write_plot(report, tmp_path / "audit.pdf")
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_plot_without_matplotlib_says_which_extra(
-    tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
-    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    with pytest.raises(MissingDependencyError, match=r"l0mem\[plot\]"):
-        write_plot(report, tmp_path / "audit.png")
-    assert list(tmp_path.iterdir()) == []
 
 
 # ---------------------------------------------------------------- table rows

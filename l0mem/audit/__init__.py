@@ -6,8 +6,8 @@ starts it, :mod:`.child` is its side: :mod:`.experiment` allocates,
 :mod:`.discovery` lists the devices) under a :class:`Guard`. :mod:`.model` is
 the report (its parts in :mod:`.runs`, field checks in :mod:`l0mem.jsonfields`),
 :mod:`.analysis` fits the signals and judges each run, :mod:`.report` writes
-JSON, JUnit and plots and :mod:`.compare` compares two reports. Nothing here
-prints or exits: the CLI does.
+JSON and JUnit (the plots are :mod:`l0mem.plots`') and :mod:`.compare`
+compares two reports. Nothing here prints or exits: the CLI does.
 
 What it may import: the layers below it, :mod:`l0mem.estimate`, :mod:`l0mem.bench`,
 :mod:`l0mem.allreduce`, :mod:`l0mem.probe`, :mod:`l0mem.backends`,
@@ -38,11 +38,9 @@ from l0mem.audit.model import (
 )
 from l0mem.audit.remedies import KNOWN_REMEDIES, Remedy, custom_remedy
 from l0mem.audit.report import (
-    MissingDependencyError,
     summary_rows,
     write_json,
     write_junit,
-    write_plot,
 )
 from l0mem.audit.runner import (
     AuditInterrupted,
@@ -67,7 +65,6 @@ __all__ = [
     "Comparison",
     "Guard",
     "Inventory",
-    "MissingDependencyError",
     "NoDeviceError",
     "Remedy",
     "RemedyEffect",
@@ -97,5 +94,4 @@ __all__ = [
     "utc_now",
     "write_json",
     "write_junit",
-    "write_plot",
 ]

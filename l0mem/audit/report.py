@@ -1,32 +1,25 @@
-"""Audit reports on disk: JSON (the versioned schema), JUnit XML, a plot, table rows.
+"""Audit reports on disk: JSON (the versioned schema), JUnit XML, table rows.
 
 Every file is written atomically: to a temporary file in the same directory,
 flushed to disk, then renamed over the destination, so a reader never sees a
 half-written report and a failed write leaves any previous file untouched.
 The JSON schema is documented in docs/report-schema.md; reading a report back
-(hostile input included) is :mod:`l0mem.audit.loading`.
+(hostile input included) is :mod:`l0mem.audit.loading`. The plot is
+:func:`l0mem.plots.write_audit_plot`.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import math
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
 from l0mem.audit.loading import PathLike
 from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
-from l0mem.estimate import DEFAULT_CONFIG, cost_series, recorded_signals
 from l0mem.estimate.signals import GIB
 from l0mem.files import json_bytes, write_bytes
 
 JUNIT_CLASSNAME = "l0mem.audit"
-
-
-class MissingDependencyError(ImportError):
-    """An optional dependency needed for the request is not installed."""
 
 
 def dumps_json(data: Any, path: PathLike) -> bytes:
@@ -143,103 +136,6 @@ def junit_xml(report: AuditReport) -> bytes:
 def write_junit(report: AuditReport, path: PathLike) -> None:
     """Write the report as JUnit XML to ``path``, atomically."""
     write_bytes(path, junit_xml(report))
-
-
-# ---------------------------------------------------------------- plot
-
-_PLOT_FORMATS = {".png": "png", ".svg": "svg"}
-
-
-def plot_signal(report: AuditReport, run: SetupRun) -> str | None:
-    """Return the host signal a run is plotted by: the deciding one, else the first recorded."""
-    if run.result is not None and run.result.deciding_signal is not None:
-        return run.result.deciding_signal
-    recorded = set(recorded_signals(run.samples))
-    priority = (report.analysis or DEFAULT_CONFIG).priority
-    return next((s for s in priority if s in recorded), None)
-
-
-def new_figure(path: PathLike, width: float, height: float) -> tuple[Any, str]:
-    """Return an empty matplotlib Figure and the format ``path`` asks for (.png or .svg).
-
-    Raise ValueError for another suffix and MissingDependencyError without matplotlib.
-    """
-    fmt = _PLOT_FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise ValueError(f"{path}: plot file must end in .png or .svg")
-    try:
-        # Figure without pyplot: no global backend state, no display needed (Agg canvas).
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise MissingDependencyError(
-            "plotting needs matplotlib: install the plot extra (pip install 'l0mem[plot]')"
-        ) from None
-    return Figure(figsize=(width, height), layout="constrained"), fmt
-
-
-def save_figure(fig: Any, fmt: str, path: PathLike) -> None:
-    """Write ``fig`` to ``path`` in ``fmt``, atomically."""
-    import matplotlib
-
-    buf = io.BytesIO()
-    # Text kept as text in an SVG: smaller, searchable, and its labels readable by tools.
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(buf, format=fmt)
-    write_bytes(path, buf.getvalue())
-
-
-def write_plot(report: AuditReport, path: PathLike) -> None:
-    """Plot host memory cost (MiB) against device GiB per set-up to a PNG or SVG, atomically."""
-    setups: dict[str, list[SetupRun]] = {}
-    for run in report.runs:
-        if run.samples:
-            setups.setdefault(run.setup, []).append(run)
-    ncols = min(3, max(1, len(setups)))
-    nrows = max(1, math.ceil(len(setups) / ncols))
-    fig, fmt = new_figure(path, 5.0 * ncols, 3.8 * nrows)
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    title = "Host memory cost of device allocations"
-    plotted = [r for runs in setups.values() for r in runs]
-    if plotted and all(r.simulated for r in plotted):
-        title += " (SIMULATOR, not hardware)"
-    elif any(r.simulated for r in plotted):
-        title += " (panels marked SIMULATOR: simulator, not hardware)"
-    if any(report.run_platform(r) == "no-hardware" for r in plotted):
-        title += " (NO HARDWARE: the GPU driver executed nothing)"
-    fig.suptitle(title)
-    if not setups:
-        axes[0].text(0.5, 0.5, "no set-up has samples", ha="center", va="center")
-        axes[0].set_axis_off()
-    for ax, (setup, runs) in zip(axes, setups.items(), strict=False):
-        max_x = 0.0
-        for run in runs:
-            signal = plot_signal(report, run)
-            if signal is None:
-                continue
-            series = cost_series(run.samples, signal)
-            line = [(x, y) for phase, x, y in series if phase != "freed"]
-            freed = [(x, y) for phase, x, y in series if phase == "freed"]
-            verdict: str = "not analysed" if run.result is None else run.result.verdict
-            if run.host_memory and verdict in ("mirror", "partial"):
-                verdict += ", expected: host memory"
-            label = f"{run.remedy or 'no remedy'}: {verdict} ({signal})"
-            (drawn,) = ax.plot([p[0] for p in line], [p[1] for p in line], "o-", ms=3, label=label)
-            if freed:
-                ax.plot(
-                    [p[0] for p in freed], [p[1] for p in freed], "x", color=drawn.get_color(), ms=7
-                )
-            max_x = max([max_x, *(p[0] for p in line)])
-        if max_x > 0:
-            ax.plot([0, max_x], [0, 1024 * max_x], ":", color="grey", label="1:1 mirror")
-        ax.set_title(setup + (" (SIMULATOR)" if any(r.simulated for r in runs) else ""))
-        ax.set_xlabel("device memory allocated (GiB)")
-        ax.set_ylabel("host memory used (MiB)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small")
-    for ax in axes[len(setups) :]:
-        if setups:
-            ax.set_axis_off()
-    save_figure(fig, fmt, path)
 
 
 # ---------------------------------------------------------------- terminal rows

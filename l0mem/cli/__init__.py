@@ -10,7 +10,7 @@ options the commands share;
 Commands are imported lazily so that ``l0mem info`` does not pay for the SYCL
 runtime and a missing optional dependency only affects the command needing it.
 
-What it may import: every l0mem package below it (:mod:`l0mem.watch`,
+What it may import: every l0mem package below it (:mod:`l0mem.plots`, :mod:`l0mem.watch`,
 :mod:`l0mem.audit`, :mod:`l0mem.estimate`, :mod:`l0mem.trace`, :mod:`l0mem.bench`, :mod:`l0mem.allreduce`, :mod:`l0mem.probe`,
 :mod:`l0mem.backends`, :mod:`l0mem.core`, :mod:`l0mem.sycl`, :mod:`l0mem._ze`
 and the leaves), through their public names; nothing imports the CLI but

@@ -332,3 +332,13 @@ def save_json(command: str, path: Path, data: dict[str, Any]) -> None:
         write_json(path, data)
     except OSError as err:
         fail(command, ExitCode.BAD_INPUT, str(err))
+
+
+def save_plot(command: str, path: Path, draw: Callable[[Path], None]) -> None:
+    """Write a plot with ``draw(path)`` (atomic, as every report), or fail ``command`` with BAD_INPUT."""
+    from l0mem.plots import MissingDependencyError
+
+    try:
+        draw(path)
+    except (OSError, MissingDependencyError, ValueError) as err:
+        fail(command, ExitCode.BAD_INPUT, str(err))

@@ -308,3 +308,31 @@ def hang_after_option(func: _F) -> _F:
         help="The watchdog: an operation moving N bytes that has not completed after this plus "
         "N at 50 MB/s is reported as a hang (exit 1).",
     )(func)
+
+
+def _plot_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None and value.suffix.lower() not in (".png", ".svg"):
+        raise click.BadParameter("the plot file must end in .png or .svg")
+    return value
+
+
+def plot_option(what: str) -> Callable[[_F], _F]:
+    """Return ``--plot PATH``: a PNG or SVG of ``what``, its suffix checked before any work."""
+    return click.option(
+        "--plot",
+        "plot_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="PATH",
+        callback=_plot_path,
+        help=f"Also plot {what} (.png or .svg; written atomically; needs the plot extra).",
+    )
+
+
+def check_plot(command: str, plot_path: Path | None) -> None:
+    """Fail with the usage exit code when ``--plot`` is asked for without matplotlib installed."""
+    if plot_path is None:
+        return
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        fail(command, ExitCode.USAGE, "--plot needs matplotlib: pip install 'l0mem[plot]'")

@@ -21,10 +21,8 @@ from l0mem._ze.guard import timeout_from_env
 from l0mem.audit.model import AuditReport, ReportFormatError
 from l0mem.audit.remedies import ALL_SETUPS, parse_env_assignments
 from l0mem.audit.report import (
-    MissingDependencyError,
     write_json,
     write_junit,
-    write_plot,
 )
 from l0mem.audit.runner import AuditInterrupted, CancelEvent, DiscoveryError, run_audit
 from l0mem.audit.setups import AuditOptions
@@ -45,18 +43,21 @@ from l0mem.cli._common import (
     to_stdout,
 )
 from l0mem.cli._options import (
+    check_plot,
     checked_floor,
     device_option,
     finite,
     json_option,
     label_option,
     parse_floor,
+    plot_option,
     prometheus_option,
 )
 from l0mem.cli._signals import handling
 from l0mem.cli.audit_answer import answer_lines
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
 from l0mem.files import ReportWriteError
+from l0mem.plots import MissingDependencyError, write_audit_plot
 from l0mem.units import parse_size
 
 _EPILOG = f"""\b
@@ -122,12 +123,6 @@ def device_indices(specs: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(indices)
 
 
-def _plot_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    if value is not None and value.suffix.lower() not in (".png", ".svg"):
-        raise click.BadParameter("the plot file must end in .png or .svg")
-    return value
-
-
 def _cancel_on_signals(cancel: CancelEvent) -> AbstractContextManager[None]:
     """Turn SIGINT, SIGTERM and SIGHUP into ``cancel``, which remembers the signal.
 
@@ -158,7 +153,7 @@ def _write_outputs(
     writers: tuple[tuple[Path | None, Callable[[AuditReport, Path], None]], ...] = (
         (json_path, write_json),
         (junit_path, write_junit),
-        (plot_path, write_plot),
+        (plot_path, write_audit_plot),
         (prometheus_path, write_prometheus),
     )
     for path, writer in writers:
@@ -294,13 +289,9 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
     metavar="PATH",
     help="Also write the report as JUnit XML (mirrors fail, failed set-ups error).",
 )
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
-    callback=_plot_path,
-    help="Also plot host memory against device memory (.png or .svg).",
+@plot_option(
+    "host memory against device memory per set-up, each run with its fitted line and the 1:1 "
+    "and 0 references"
 )
 @prometheus_option
 @label_option
@@ -347,11 +338,7 @@ def audit(
             ("--prometheus", prometheus_path),
         ],
     )
-    if plot_path is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            fail("audit", ExitCode.USAGE, "--plot needs matplotlib: pip install 'l0mem[plot]'")
+    check_plot("audit", plot_path)
     if sycl_device is not None:
         from l0mem.sycl import parse_filter
 

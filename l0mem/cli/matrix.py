@@ -9,7 +9,7 @@ own; files that are not audit reports (a ``run``/``watch`` report, a schema
 this l0mem cannot read) are counted apart. A directory stands for the
 ``*.json`` files in it. ``--baseline STACK`` (the whole row, or a part unique
 to one) holds every other row to it by ``l0mem compare``'s rule: exit 1 on
-any regression.
+any regression. ``--plot PATH`` draws the matrix as a heatmap (PNG or SVG).
 
 Exit codes: as ``--help`` lists them (:mod:`l0mem.cli._exits`, the one table).
 """
@@ -34,10 +34,11 @@ from l0mem.cli._common import (
     rendering,
     reporting,
     save_json,
+    save_plot,
     to_stdout,
 )
 from l0mem.cli._exits import ExitCode
-from l0mem.cli._options import json_option
+from l0mem.cli._options import check_plot, json_option, plot_option
 
 
 def _paths(reports: tuple[Path, ...]) -> list[Path]:
@@ -130,6 +131,10 @@ def _write_text(command: str, path: Path, text: str) -> None:
     metavar="PATH",
     help="Also write one CSV row per cell.",
 )
+@plot_option(
+    "the matrix as a heatmap: a cell per stack and set-up, coloured by verdict, labelled with "
+    "the median ratio and the machines"
+)
 def matrix(
     reports: tuple[Path, ...],
     baseline: str | None,
@@ -137,6 +142,7 @@ def matrix(
     json_path: Path | None,
     markdown_path: Path | None,
     csv_path: Path | None,
+    plot_path: Path | None,
 ) -> None:
     """Show many audit reports as one matrix: driver stacks against set-ups and remedies."""
     from l0mem.audit import matrix as mx
@@ -144,9 +150,15 @@ def matrix(
     paths = _paths(reports)
     check_outputs(
         "matrix",
-        [("--json", json_path), ("--markdown", markdown_path), ("--csv", csv_path)],
+        [
+            ("--json", json_path),
+            ("--markdown", markdown_path),
+            ("--csv", csv_path),
+            ("--plot", plot_path),
+        ],
         [("REPORT", p) for p in paths],
     )
+    check_plot("matrix", plot_path)
     with reporting("matrix"):
         read, apart = _read(paths)
     matrices = mx.build(read)
@@ -169,6 +181,10 @@ def matrix(
         buf = io.StringIO()
         csv.writer(buf, lineterminator="\n").writerows(mx.csv_rows(matrices))
         _write_text("matrix", csv_path, buf.getvalue())
+    if plot_path is not None:
+        from l0mem.plots import write_matrix_plot
+
+        save_plot("matrix", plot_path, lambda p: write_matrix_plot(matrices, p, baseline=stack))
     console = output(stderr=to_stdout(json_path))
     with rendering():
         for m in matrices:

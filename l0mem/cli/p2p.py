@@ -14,7 +14,8 @@ Device event timestamps are used where the backend has them, the host clock
 otherwise; host-staged copies always with the host clock, from the first
 enqueue to the last completion. ``--json PATH`` writes the run atomically
 (schema ``l0mem.p2p/1.1``, documented in docs/p2p-json.md; non-finite numbers
-are written as null); the path is checked before any device is opened.
+are written as null) and ``--plot PATH`` a heatmap of every pair's bandwidth
+and route (PNG or SVG); the paths are checked before any device is opened.
 Numbers from l0mem's simulated driver are labelled as a simulator's; with
 Intel's driver in a mode without hardware (NEO's ``SetCommandStreamReceiver``
 AUB or TBX modes) the copies run once and no bandwidth is shown. The
@@ -44,14 +45,17 @@ from l0mem.cli._common import (
     output,
     rendering,
     save_json,
+    save_plot,
     to_stdout,
 )
 from l0mem.cli._exits import ExitCode
 from l0mem.cli._options import (
     backend_option,
+    check_plot,
     device_option,
     hang_after_option,
     json_option,
+    plot_option,
     reps_option,
     sizes_option,
     sub_devices_option,
@@ -249,6 +253,10 @@ def _render_staging(result: Any, console: Console) -> None:
 )
 @hang_after_option
 @json_option
+@plot_option(
+    "the median bandwidth of every device pair, per size, as a heatmap with each cell's route "
+    "(same device, direct, host-staged)"
+)
 def p2p(
     backend: str,
     device_specs: tuple[str, ...],
@@ -260,17 +268,23 @@ def p2p(
     seed: int,
     hang_after: float,
     json_path: Path | None,
+    plot_path: Path | None,
 ) -> None:
     """Show peer access, measure direct, host-staged and same-device copies, and check their bytes."""
     from l0mem.bench.copies import check_sizes
     from l0mem.bench.p2p import P2PResult, run_p2p
 
-    check_outputs("p2p", [("--json", json_path)])
+    check_outputs("p2p", [("--json", json_path), ("--plot", plot_path)])
+    check_plot("p2p", plot_path)
 
     def keep(result: P2PResult) -> None:
         # The report first: a reader of the tables that goes away (| head) must not lose it.
         if json_path is not None:
             save_json("p2p", json_path, result.to_dict())
+        if plot_path is not None:
+            from l0mem.plots import write_p2p_plot
+
+            save_plot("p2p", plot_path, lambda p: write_p2p_plot(result, p))
         with rendering():
             render(result, output(stderr=to_stdout(json_path)))
 

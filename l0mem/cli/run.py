@@ -40,6 +40,7 @@ from l0mem.cli._options import (
     json_option,
     label_option,
     parse_floor,
+    plot_option,
     prometheus_option,
 )
 from l0mem.cli._signals import handling
@@ -69,12 +70,6 @@ MIN_INTERVAL = 0.02
 PID_MAX = 1 << 22  # the kernel's largest pid_max
 
 
-def _plot_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    if value is not None and value.suffix.lower() not in (".png", ".svg"):
-        raise click.BadParameter("the plot file must end in .png or .svg")
-    return value
-
-
 def _shared(func: _F) -> _F:
     """Add the options ``run`` and ``watch`` share."""
     for option in reversed(
@@ -99,14 +94,9 @@ def _shared(func: _F) -> _F:
                 metavar="PATH",
                 help="Also write the time series as CSV (one row per sample, one column per signal).",
             ),
-            click.option(
-                "--plot",
-                "plot_path",
-                type=click.Path(dir_okay=False, path_type=Path),
-                metavar="PATH",
-                callback=_plot_path,
-                help="Also plot host and device memory over time and host against device "
-                "with the fit (.png or .svg).",
+            plot_option(
+                "host and device memory over time, and host against device with the fit and "
+                "the 1:1 and 0 references"
             ),
             prometheus_option,
             label_option,

@@ -15,14 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from l0mem.audit.report import MissingDependencyError
-from l0mem.cli._common import check_outputs, fail
-from l0mem.cli._exits import ExitCode
+from l0mem.cli._common import check_outputs
+from l0mem.cli._options import check_plot
 from l0mem.estimate import DEFAULT_CONFIG, AnalysisConfig, for_stacks
 from l0mem.files import ReportWriteError
+from l0mem.plots import MissingDependencyError, write_watch_plot
 from l0mem.probe.fingerprint import gpu_modules
 from l0mem.watch import Series, WatchResult, WatchSample, WatchSummary, summarize
-from l0mem.watch.export import document, write_csv, write_json, write_plot
+from l0mem.watch.export import document, write_csv, write_json
 
 
 @functools.cache
@@ -48,11 +48,7 @@ def check(
             ("--prometheus", prometheus_path),
         ],
     )
-    if plot_path is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            fail(command, ExitCode.USAGE, "--plot needs matplotlib: pip install 'l0mem[plot]'")
+    check_plot(command, plot_path)
 
 
 # How often --prometheus is rewritten while the workload runs (the collector reads
@@ -119,7 +115,7 @@ def write_all(
             lambda p: write_json(document(result, summary, config=analysis_config(), **meta), p),
         ),
         (csv_path, lambda p: write_csv(result.series, p)),
-        (plot_path, lambda p: write_plot(result.series, summary, p, title=title)),
+        (plot_path, lambda p: write_watch_plot(result.series, summary, p, title=title)),
         (prometheus_path, lambda p: _write_prometheus(result, summary, meta, p)),
     ]
     for path, writer in writers:

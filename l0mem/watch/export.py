@@ -1,7 +1,8 @@
-"""A finished watch on disk: JSON (time series and summary; docs/watch-schema.md), CSV, a plot.
+"""A finished watch on disk: JSON (time series and summary; docs/watch-schema.md) and CSV.
 
-Every file goes through :mod:`l0mem.files` (atomic, never replacing a special
-file, ``-`` is standard output).
+Its plot is :func:`l0mem.plots.write_watch_plot`. Every file goes through
+:mod:`l0mem.files` (atomic, never replacing a special file, ``-`` is standard
+output).
 """
 
 from __future__ import annotations
@@ -14,16 +15,14 @@ from typing import Any
 
 from l0mem import __version__
 from l0mem.audit.model import utc_now
-from l0mem.audit.report import new_figure, save_figure
 from l0mem.backends.base import is_simulator_name
 from l0mem.driverenv import recorded_environment
-from l0mem.estimate import cost_series
 from l0mem.estimate.model import AnalysisConfig
 from l0mem.files import PathLike, json_bytes, write_bytes
 from l0mem.probe.fingerprint import host_fingerprint
 from l0mem.text import printable
 from l0mem.watch.engine import WatchResult
-from l0mem.watch.estimation import as_setup_run, device_series, watch_config
+from l0mem.watch.estimation import device_series, watch_config
 from l0mem.watch.series import (
     Series,
     drm_devices,
@@ -142,67 +141,6 @@ def write_csv(series: Series, path: PathLike) -> None:
     write_bytes(path, csv_text(series).encode())
 
 
-def write_plot(series: Series, summary: WatchSummary, path: PathLike, *, title: str) -> None:
-    """Plot host and device memory over time, and host against device with the fit (PNG or SVG)."""
-    fig, fmt = new_figure(path, 12, 4.8)
-    over_time, against = fig.subplots(1, 2)
-    fig.suptitle(f"{title}: {summary.verdict}")
-    ts = [s.t for s in series.samples]
-
-    def gib(v: int | None) -> float:
-        return float("nan") if v is None else v / GIB
-
-    over_time.plot(ts, [gib(host_cost(series, s)) for s in series.samples], label="host cost")
-    over_time.plot(
-        ts,
-        [gib(series.device_memory(s.values)) for s in series.samples],
-        label="device memory"
-        + {"trace": " (traced)", "sysman": " (Sysman, device-wide)"}.get(
-            series.device_source or "", ""
-        ),
-    )
-    for pdev in drm_devices(series.all):
-        for host, what in ((False, "VRAM"), (True, "GTT")):
-            values = [drm_memory(s.values, pdev, host=host) for s in series.samples]
-            if any(v is not None for v in values):
-                over_time.plot(ts, [gib(v) for v in values], "--", label=f"{pdev} {what}")
-    over_time.set_xlabel("time (s)")
-    over_time.set_ylabel("GiB")
-    over_time.grid(True, alpha=0.3)
-    over_time.legend(fontsize="small")
-
-    fit = summary.analysis.fit(summary.analysis.deciding_signal or "")
-    xs = device_series(series)
-    if fit is not None:
-        # The fit's own points: its signal's cost from the sample before device memory grew.
-        pts = [(x, y) for _, x, y in cost_series(as_setup_run(series, xs).samples, fit.signal)]
-        what = f"{fit.signal} (from the last sample before device memory grew)"
-    else:
-        costs = [host_cost(series, s) for s in series.samples]
-        pts = [
-            (x / GIB, c / MIB)
-            for x, c in zip(xs, costs, strict=True)
-            if x is not None and c is not None
-        ]
-        what = "host cost (from the baseline)"
-    against.plot([p[0] for p in pts], [p[1] for p in pts], "o", ms=3, label=what)
-    top = max((p[0] for p in pts), default=0.0)
-    if fit is not None and fit.slope is not None and fit.intercept_mib is not None and top > 0:
-        against.plot(
-            [0, top],
-            [fit.intercept_mib, fit.intercept_mib + fit.slope * top],
-            "-",
-            label=f"fit: {fit.slope:.0f} +/- {fit.uncertainty or 0:.0f} MiB per GiB",
-        )
-    if top > 0:
-        against.plot([0, top], [0, 1024 * top], ":", color="grey", label="1:1 mirror")
-    against.set_xlabel("device memory beyond the baseline (GiB)")
-    against.set_ylabel("host memory cost (MiB)")
-    against.grid(True, alpha=0.3)
-    against.legend(fontsize="small")
-    save_figure(fig, fmt, path)
-
-
 __all__ = [
     "SCHEMA",
     "SCHEMA_MAJOR",
@@ -212,5 +150,4 @@ __all__ = [
     "ending",
     "write_csv",
     "write_json",
-    "write_plot",
 ]

@@ -1,0 +1,405 @@
+"""Plots (l0mem.plots): what each figure shows, checked on matplotlib's own objects, and how it is written."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from l0mem.audit.analysis import analyze_report
+from l0mem.audit.matrix import build
+from l0mem.audit.model import AuditReport, Sample, SignalFit
+from l0mem.bench.copies import CopyTiming, PeerInfo
+from l0mem.bench.p2p import P2PResult
+from l0mem.bench.timing import Measurement
+from l0mem.files import ReportWriteError
+from l0mem.plots import (
+    MissingDependencyError,
+    write_audit_plot,
+    write_matrix_plot,
+    write_p2p_plot,
+)
+from l0mem.plots import audit as audit_plot
+from l0mem.plots import matrix as matrix_plot
+from l0mem.plots import p2p as p2p_plot
+from l0mem.plots.audit import FULL_MIRROR, climbs_of
+from l0mem.plots.matrix import VERDICT_COLOURS, cell_ratio
+from l0mem.plots.p2p import pair_grid
+from tests.test_analysis import synthetic_report, synthetic_run
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def _capture(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[Any]:
+    """Keep every figure ``module`` saves (it is still written)."""
+    figures: list[Any] = []
+    save = module.save_figure
+
+    def keep(fig: Any, fmt: str, path: Any) -> None:
+        figures.append(fig)
+        save(fig, fmt, path)
+
+    monkeypatch.setattr(module, "save_figure", keep)
+    return figures
+
+
+@pytest.fixture
+def report() -> AuditReport:
+    runs = [
+        synthetic_run(1.0, setup="sycl"),
+        synthetic_run(0.5, setup="l0-peer-resident", released=False),
+        synthetic_run(0.0, setup="l0"),
+        synthetic_run(0.0, setup="sycl", remedy="affinity", env={"ZE_AFFINITY_MASK": "0"}),
+    ]
+    return analyze_report(synthetic_report(runs))
+
+
+def _simulated(report: AuditReport) -> AuditReport:
+    runs = [dataclasses.replace(r, simulated=True) for r in report.runs]
+    return dataclasses.replace(report, fingerprint={"simulated": True}, runs=runs)
+
+
+def _leftovers(directory: Path) -> list[str]:
+    return [p.name for p in directory.iterdir() if p.name.startswith(".")]
+
+
+# ---------------------------------------------------------------- audit
+
+
+def test_png_is_laptop_sized_and_written_atomically(tmp_path: Path, report: AuditReport) -> None:
+    path = tmp_path / "audit.png"
+    write_audit_plot(report, path)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert 1000 <= width <= 1600 and 600 <= height <= 1400
+    assert _leftovers(tmp_path) == []
+
+
+def test_each_run_has_its_fitted_line_at_the_analysis_slope(
+    tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    figures = _capture(monkeypatch, audit_plot)
+    write_audit_plot(report, tmp_path / "audit.png")
+    axes = {ax.get_title(): ax for ax in figures[0].axes if ax.get_title()}
+    for run in report.runs:
+        assert run.result is not None and run.result.deciding_signal is not None
+        fit = run.result.fit(run.result.deciding_signal)
+        assert fit is not None and fit.slope is not None and fit.intercept_mib is not None
+        fits = [ln for ln in axes[run.setup].lines if ln.get_gid() == "fit"]
+        labels = [ln.get_label() for ln in fits]
+        line = fits[[f"{fit.slope:.0f} MiB/GiB" in lbl for lbl in labels].index(True)]
+        (x0, x1), (y0, y1) = line.get_xdata(), line.get_ydata()
+        assert x0 == 0 and y0 == pytest.approx(fit.intercept_mib)  # one climb: its own zero
+        assert (y1 - y0) / (x1 - x0) == pytest.approx(fit.slope)
+
+
+def test_references_are_over_the_data_and_labelled(
+    tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    figures = _capture(monkeypatch, audit_plot)
+    write_audit_plot(report, tmp_path / "audit.png")
+    for ax in (a for a in figures[0].axes if a.lines):
+        refs = {ln.get_gid(): ln for ln in ax.lines if str(ln.get_gid()).startswith("ref-")}
+        assert set(refs) == {"ref-mirror", "ref-zero"}
+        data = [ln for ln in ax.lines if ln.get_gid() is None]
+        assert data and min(r.get_zorder() for r in refs.values()) > max(
+            d.get_zorder() for d in data
+        )
+        mirror = refs["ref-mirror"]
+        (x0, x1), (y0, y1) = mirror.get_xdata(), mirror.get_ydata()
+        assert (y1 - y0) / (x1 - x0) == pytest.approx(FULL_MIRROR)
+        assert "1:1" in mirror.get_label() and "0" in refs["ref-zero"].get_label()
+        assert list(refs["ref-zero"].get_ydata()) == [0, 0]
+
+
+def test_legends_lie_outside_the_axes(
+    tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    figures = _capture(monkeypatch, audit_plot)
+    write_audit_plot(report, tmp_path / "audit.png")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = figures[0]
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    drawn = [ax for ax in fig.axes if ax.get_legend() is not None]
+    assert drawn
+    for ax in drawn:
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert not legend.overlaps(ax.get_window_extent(renderer))
+        assert legend.y1 <= ax.get_window_extent(renderer).y0
+
+
+def _climbing_twice(shift_mib: int) -> list[Sample]:
+    """Two climbs of 4 x 256 MiB, clean, while a neighbour frees ``shift_mib`` between them."""
+    out: list[Sample] = []
+    avail = 20 * GIB
+
+    def snap(phase: str, device: int) -> None:
+        out.append(Sample(0.1 * len(out), phase, device, {"meminfo.MemAvailable": avail}))  # type: ignore[arg-type]
+
+    for _ in range(3):
+        snap("idle", 0)
+    for k in (1, 2, 3, 4, 3, 2, 1):
+        snap("alloc", k * 256 * MIB)
+    avail += shift_mib * MIB  # another process gives back memory while nothing is held
+    for _ in range(2):
+        snap("freed", 0)
+    for k in (1, 2, 3, 4):
+        snap("alloc", k * 256 * MIB)
+    snap("freed", 0)
+    return out
+
+
+def test_each_climb_is_drawn_from_its_own_start() -> None:
+    # The fault seen: later climbs drawn from the first idle samples sat -750 MiB down.
+    climbs = climbs_of(_climbing_twice(750), "meminfo.MemAvailable")
+    assert len(climbs) == 2
+    first, second = climbs
+    assert [y for _, y in first.base] == [0.0, 0.0, 0.0]
+    assert [x for x, _ in first.up] == [0.25, 0.5, 0.75, 1.0]
+    assert [x for x, _ in first.down] == [0.75, 0.5, 0.25]
+    # The free after the first climb stays on its zero: the neighbour shows there, once.
+    assert [y for _, y in first.freed] == [-750.0, -750.0]
+    assert all(y == 0.0 for _, y in second.up) and second.base  # no -750 on every point
+    assert [y for _, y in second.freed] == [0.0]
+
+
+def test_several_climbs_get_the_analysis_slope_through_the_drawn_costs() -> None:
+    climbs = climbs_of(_climbing_twice(750), "meminfo.MemAvailable")
+    # An intercept on the first idle samples' zero: meaningless for climbs drawn from their own.
+    fit = SignalFit(
+        "meminfo.MemAvailable", "host", 8, 2.0, -700.0, None, None, None, None, 1.0, 0.0, 0.0
+    )
+    assert audit_plot.fitted_line(fit, climbs) == (-1.25, 2.0)  # the median of y - 2x, x up
+    assert audit_plot.fitted_line(fit, climbs[:1]) == (-700.0, 2.0)
+
+
+def test_svg_labels_and_simulator(tmp_path: Path, report: AuditReport) -> None:
+    path = tmp_path / "audit.SVG"
+    write_audit_plot(_simulated(report), path)
+    assert ET.parse(path).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+    text = path.read_text()
+    assert "Host memory cost of device allocations (SIMULATOR, not hardware)" in text
+    assert "affinity: clean" in text and "no remedy: mirror" in text
+
+
+def test_svg_marks_only_simulated_setups(tmp_path: Path, report: AuditReport) -> None:
+    runs = [
+        dataclasses.replace(r, simulated=r.backend == "l0", host_memory=r.setup == "sycl")
+        for r in report.runs
+    ]
+    path = tmp_path / "mixed.svg"
+    write_audit_plot(dataclasses.replace(report, fingerprint={"simulated": True}, runs=runs), path)
+    text = path.read_text()
+    assert "panels marked SIMULATOR" in text
+    assert "l0-peer-resident (SIMULATOR)" in text and "l0 (SIMULATOR)" in text
+    assert "sycl (SIMULATOR)" not in text
+    assert "no remedy: mirror, expected: host memory" in text
+
+
+def test_plot_of_an_empty_report(tmp_path: Path, report: AuditReport) -> None:
+    path = tmp_path / "empty.png"
+    write_audit_plot(dataclasses.replace(report, runs=[]), path)
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_other_suffixes_are_refused(tmp_path: Path, report: AuditReport) -> None:
+    with pytest.raises(ValueError, match=r"must end in \.png or \.svg"):
+        write_audit_plot(report, tmp_path / "audit.pdf")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_matplotlib_says_which_extra(
+    tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(MissingDependencyError, match=r"l0mem\[plot\]"):
+        write_audit_plot(report, tmp_path / "audit.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_special_file_is_never_replaced(tmp_path: Path, report: AuditReport) -> None:
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    with pytest.raises(ReportWriteError):
+        write_audit_plot(report, fifo)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert _leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------- p2p
+
+
+def _p2p(simulated: bool = True) -> P2PResult:
+    n = 1 << 20
+    fast = Measurement((7000, 8000, 9500), n, "device")
+    slow = Measurement((70000, 80000, 95000), n, "host")
+    copies = [
+        CopyTiming("same_device", 0, 0, n, fast),
+        CopyTiming("same_device", 1, 1, n, Measurement((9000,), n, "device")),
+        CopyTiming("direct", 0, 1, n, Measurement((20000,), n, "device")),
+        CopyTiming("staged", 0, 1, n, slow),
+        CopyTiming("direct", 1, 0, n, skipped="no peer access"),
+        CopyTiming("staged", 1, 0, n, slow),
+    ]
+    return P2PResult(
+        backend="l0",
+        devices=("GPU a", "GPU b"),
+        simulated=simulated,
+        sizes=(n,),
+        reps=3,
+        warmup=0,
+        peers=(
+            PeerInfo(0, 1, True, True, None, None, None, None, "direct", "one context"),
+            PeerInfo(1, 0, False, False, None, None, None, None, "staged", "no peer access"),
+        ),
+        copies=tuple(copies),
+    )
+
+
+def test_p2p_cells_are_the_measured_bandwidth_of_each_pairs_route(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _p2p()
+    figures = _capture(monkeypatch, p2p_plot)
+    write_p2p_plot(result, tmp_path / "p2p.png")
+    grid = pair_grid(result, 1 << 20)
+    assert [[c.route for c in row] for row in grid] == [
+        ["same_device", "direct"],
+        ["staged", "same_device"],
+    ]
+    for row in grid:
+        for c in row:
+            timing = result.timing(c.route, c.src, c.dst, 1 << 20)  # type: ignore[arg-type]
+            assert timing is not None and timing.measured is not None
+            assert c.gbps == timing.measured.gbps
+    fig = figures[0]
+    (ax,) = [a for a in fig.axes if a.images]
+    shown = ax.images[0].get_array()
+    assert [[float(shown[i, j]) for j in range(2)] for i in range(2)] == [
+        [c.gbps for c in row] for row in grid
+    ]
+    texts = {(t.get_position()): t.get_text() for t in ax.texts}
+    assert texts[(1, 0)] == f"{grid[0][1].gbps:.1f}\ndirect"
+    assert texts[(0, 1)] == f"{grid[1][0].gbps:.1f}\nhost-staged"
+    assert "SIMULATOR" in fig._suptitle.get_text()
+
+
+def test_p2p_without_timings_says_why_in_each_cell(tmp_path: Path) -> None:
+    result = dataclasses.replace(
+        _p2p(simulated=False),
+        copies=(CopyTiming("direct", 0, 1, 1 << 20, hung=True),),
+    )
+    grid = pair_grid(result, 1 << 20)
+    assert grid[0][1].gbps is None and grid[0][1].note == "HUNG"
+    assert grid[0][0].note == "not measured"
+    path = tmp_path / "p2p.svg"
+    write_p2p_plot(result, path)
+    text = path.read_text()
+    assert "HUNG" in text and "SIMULATOR" not in text
+
+
+# ---------------------------------------------------------------- matrix
+
+
+def test_matrix_cells_are_coloured_by_verdict_and_labelled_with_the_median_ratio(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mirror = synthetic_report([synthetic_run(1.0, setup="l0")])
+    clean = synthetic_report([synthetic_run(0.0, setup="l0"), synthetic_run(0.5, setup="sycl")])
+    clean = dataclasses.replace(clean, fingerprint={**clean.fingerprint, "simulated": True})
+    clean = dataclasses.replace(
+        clean, runs=[dataclasses.replace(r, simulated=True) for r in clean.runs]
+    )
+    matrices = build([("a.json", mirror), ("b.json", clean)])
+    figures = _capture(monkeypatch, matrix_plot)
+    write_matrix_plot(matrices, tmp_path / "matrix.png")
+    fig = figures[0]
+    panels = [ax for ax in fig.axes if ax.patches]
+    assert len(panels) == len(matrices)
+    for ax, m in zip(panels, matrices, strict=True):
+        patches = {p.get_gid(): p for p in ax.patches}
+        for i, stack in enumerate(m.stacks):
+            for j, column in enumerate(m.columns):
+                cell = m.cells[stack].get(column)
+                if cell is None:
+                    assert f"cell-{i}-{j}" not in patches
+                    continue
+                verdict = cell.worst.result.verdict  # type: ignore[union-attr]
+                from matplotlib.colors import to_rgba
+
+                assert patches[f"cell-{i}-{j}"].get_facecolor() == to_rgba(VERDICT_COLOURS[verdict])
+                ratio = cell_ratio(cell)
+                assert ratio is not None
+                label = next(t.get_text() for t in ax.texts if t.get_position() == (j, i))
+                assert label.splitlines()[:2] == [verdict, f"{ratio:.2f}"]
+    titles = [ax.get_title(loc="left") for ax in panels]
+    assert any(t.startswith("SIMULATOR, not hardware") for t in titles)
+    assert any(t.startswith("hardware") for t in titles)
+
+
+def test_matrix_of_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "m.svg"
+    write_matrix_plot([], path)
+    assert "no audit report" in path.read_text()
+
+
+# ---------------------------------------------------------------- the commands' --plot
+
+
+def _command(name: str) -> Any:
+    from l0mem.cli.matrix import matrix
+    from l0mem.cli.p2p import p2p
+
+    return {"p2p": p2p, "matrix": matrix}[name]
+
+
+@pytest.mark.parametrize("name", ["p2p", "matrix"])
+def test_a_bad_plot_suffix_is_one_usage_line(name: str, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    args = ["--plot", str(tmp_path / "out.pdf")] + ([str(tmp_path)] if name == "matrix" else [])
+    result = CliRunner().invoke(_command(name), args)
+    assert result.exit_code == 2
+    assert "must end in .png or .svg" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["p2p", "matrix"])
+def test_a_plot_without_matplotlib_says_what_to_install(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    args = ["--plot", str(tmp_path / "out.png")] + ([str(tmp_path)] if name == "matrix" else [])
+    result = CliRunner().invoke(_command(name), args)
+    assert result.exit_code == 2
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert lines == [f"l0mem {name}: --plot needs matplotlib: pip install 'l0mem[plot]'"]
+
+
+def test_matrix_plot_from_reports_on_disk(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from l0mem.audit.report import write_json
+    from l0mem.cli.matrix import matrix
+
+    write_json(
+        analyze_report(synthetic_report([synthetic_run(1.0, setup="l0")])), tmp_path / "a.json"
+    )
+    out = tmp_path / "plots" / "m.svg"
+    out.parent.mkdir()
+    result = CliRunner().invoke(matrix, [str(tmp_path / "a.json"), "--plot", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "mirror" in out.read_text() and "1.00" in out.read_text()
