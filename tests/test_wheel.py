@@ -108,6 +108,21 @@ def test_run_trace_traces_with_the_wheels_tracer_where_no_compiler_is(
     assert where.startswith(str(venv)) and where.endswith(build.LIBRARY_NAME)
 
 
+def test_the_installed_wheel_offers_its_pytest_plugin(venv: Path, tmp_path: Path) -> None:
+    code = (
+        "from importlib.metadata import entry_points; "
+        "print(*sorted(e.name + '=' + e.value for e in entry_points(group='pytest11')))"
+    )
+    found = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.split()
+    assert "l0mem=l0mem.pytest_plugin" in found
+
+
 @pytest.mark.parametrize("recorded", ["same", "other", "absent"])
 def test_a_packaged_tracer_is_used_only_where_it_was_built_from_this_source(
     recorded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
