@@ -26,7 +26,7 @@ _REPORT_SCHEMA = re.compile(r"l0mem\.(\w+)/")
 
 
 def path(name: str) -> Path:
-    """Return the file of schema ``name`` (one of :data:`NAMES`), to hand to a validator."""
+    """Return the file of schema ``name`` (one of ``NAMES``), to hand to a validator."""
     if name not in NAMES:
         raise KeyError(f"no schema {name!r}; l0mem has {', '.join(NAMES)}")
     # The package is installed as files (never zipped), so the resource is a real path.
@@ -34,7 +34,7 @@ def path(name: str) -> Path:
 
 
 def load(name: str) -> dict[str, Any]:
-    """Return schema ``name`` (one of :data:`NAMES`) as JSON data."""
+    """Return schema ``name`` (one of ``NAMES``) as JSON data."""
     data: dict[str, Any] = json.loads(path(name).read_text(encoding="utf-8"))
     return data
 
