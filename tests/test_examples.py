@@ -78,14 +78,14 @@ def test_one_experiment_script_says_why_it_cannot_run() -> None:
 
 
 def _workflow_commands() -> list[list[str]]:
-    """Return the l0mem command lines in the workflow, continuation lines joined."""
+    """Return the l0mem command lines in the workflow (not --version), continuation lines joined."""
     text = WORKFLOW.read_text().replace("\\\n", " ")
     commands = []
     for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("bash .ci/dev "):
+        line = line.split(" || ")[0].strip()
+        if line.startswith("l0mem ") and line != "l0mem --version":
             words = shlex.split(line.replace('"$BASELINE"', "baseline.json"))
-            commands.append(words[2:])
+            commands.append(words[1:])
     return commands
 
 
@@ -95,16 +95,23 @@ def test_ci_workflow_runs_on_a_self_hosted_gpu_runner() -> None:
     assert "actions/upload-artifact" in text
 
 
+def test_ci_workflow_installs_l0mem_into_a_venv_without_root() -> None:
+    text = WORKFLOW.read_text()
+    assert not re.search(r"\b(sudo|apt-get|apt|\.ci/dev)\b", text)
+    assert 'python3 -m venv "$RUNNER_TEMP/l0mem"' in text
+    assert '-m pip install "$L0MEM"' in text
+    assert 'echo "$RUNNER_TEMP/l0mem/bin" >> "$GITHUB_PATH"' in text
+
+
 def test_ci_workflow_audit_and_compare_commands_are_valid(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # relative output paths must resolve somewhere real
     commands = _workflow_commands()
-    kinds = [c[0] if c[0] == "audit" else c[1] for c in commands]
-    assert kinds == ["audit", "compare"]
+    assert [c[0] for c in commands] == ["audit", "compare"]
     for words in commands:
         command: click.Command = audit if words[0] == "audit" else compare
-        args = words[1:] if words[0] == "audit" else words[2:]
+        args = words[1:]
         ctx = command.make_context(command.name, args)
         if command is audit:
             assert ctx.params["json_path"] == Path("audit.json")
