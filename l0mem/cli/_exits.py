@@ -178,6 +178,11 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.USAGE,
+        "`--plot` without matplotlib installed (`pip install 'l0mem[plot]'`)",
+        _only("audit", "run", "watch", "p2p", "matrix"),
+    ),
+    Row(
+        ExitCode.USAGE,
         "`bench kernels`: `--work-group-size` with the Level Zero backend, or above the "
         "kernels' limit",
         _only("bench kernels"),

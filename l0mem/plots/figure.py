@@ -1,6 +1,6 @@
 """The one way l0mem makes and writes a figure: matplotlib without pyplot, written atomically.
 
-A figure is a bare :class:`matplotlib.figure.Figure` on the Agg canvas: no
+A figure is a bare ``matplotlib.figure.Figure`` on the Agg canvas: no
 global backend state, no display needed, safe in a thread. It is written
 through :func:`l0mem.files.write_bytes` (a temporary file in the same
 directory, then a rename; a special file is never replaced).
