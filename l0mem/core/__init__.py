@@ -7,7 +7,9 @@ event pools and modules. Each object frees its handle on ``close()``, on
 leaving a ``with`` block, when its context closes, or when it is garbage
 collected (then failures are reported as :class:`ReleaseWarning`). Using an
 object after it was closed raises ValueError; no released handle reaches the
-driver. The first :func:`drivers` call sets ``ZES_ENABLE_SYSMAN=1`` unless the
+driver. Closing a context waits for the allocations and appends other threads
+have under way in it, and refuses new ones; closing one object while another
+thread uses it stays the caller's business, as in Level Zero. The first :func:`drivers` call sets ``ZES_ENABLE_SYSMAN=1`` unless the
 environment sets it already, so Sysman queries work for library users.
 
 What it may import: only :mod:`l0mem._ze` and the standard library, nothing of
