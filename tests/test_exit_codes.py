@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -100,6 +101,7 @@ BASE: dict[str, tuple[str, ...]] = {
     "bench kernels": ("--elements", "1024", "--reps", "1", "--warmup", "0"),
     "run": ("--quiet",),
     "watch": ("--quiet",),
+    "demo": ("--size", "32M", "--out", str(Path(tempfile.gettempdir()) / "l0mem-exit-codes-demo")),
 }
 # What run and watch watch when they succeed: a command that ends at once, and this process.
 WATCHED = {
@@ -197,6 +199,9 @@ CASES: list[Case] = [
     Case("watch", "usage", ("--pid", "0"), in_process=True),
     Case("watch", "no device", ("--pid", str(1 << 22)), needle="no process"),
     Case("watch", "unwritable output", ("--pid", "1", *UNWRITABLE), in_process=True, needle="cannot write"),
+    Case("demo", "usage", ("--size", "1K"), in_process=True),
+    Case("demo", "no driver", env={"L0MEM_SIM_LIBRARY": "/nonexistent/libze_sim.so"}, needle="no such file"),
+    Case("demo", "unwritable output", ("--out", "/nonexistent/l0mem-exit-codes-demo"), needle="cannot write"),
     Case("compare", "finding", (BASELINE, str(REPORTS / "current-regressed.json")), in_process=True),
     Case("matrix", "bad input", (BASELINE, str(REPORTS / "missing.json")), in_process=True),
     Case("matrix", "bad input", (BASELINE, str(REPORTS / "malformed.json")), in_process=True),
@@ -225,8 +230,9 @@ def _check_line(command: str, code: int, stderr: str, needle: str, output: str =
     if code == ExitCode.OK or (code == ExitCode.REGRESSION and command != "allreduce"):
         # Success, or a finding the tables show. The audit's progress and notes are
         # lines too; its failures (and compare's) say "error:".
+        # The demo's steps are other commands with lines of their own.
         said = ": error:" if command in ("audit", "compare") else ""
-        assert not [ln for ln in lines if ln.startswith("l0mem ") and said in ln], stderr
+        assert not [ln for ln in lines if ln.startswith(f"l0mem {command}") and said in ln], stderr
         return
     mine = [ln for ln in lines if ln.startswith(("l0mem ", "Error: "))]
     assert len(mine) == 1, stderr
@@ -266,6 +272,7 @@ INTERRUPTED_IN = {
     "bench kernels": ("l0mem.bench.kernels", "run_kernel_bench"),
     "run": ("l0mem.cli.run", "run_workload"),
     "watch": ("l0mem.cli.run", "watch_pid"),
+    "demo": ("l0mem.cli.demo", "_step"),
 }
 
 _INTERRUPT = """

@@ -48,6 +48,7 @@ def test_the_wheel_carries_the_tracer_built_from_its_source_and_a_manylinux_tag(
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         assert f"l0mem/trace/{build.LIBRARY_NAME}" in names
+        assert "l0mem/_sim/libze_sim.so" in names  # what l0mem demo runs on
         digest = zf.read(f"l0mem/trace/{build.PACKAGED_DIGEST.name}").decode().strip()
         meta = zf.read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
     assert digest == build.digest()
@@ -106,6 +107,29 @@ def test_run_trace_traces_with_the_wheels_tracer_where_no_compiler_is(
         check=True,
     ).stdout.strip()
     assert where.startswith(str(venv)) and where.endswith(build.LIBRARY_NAME)
+
+
+def test_the_demo_runs_on_the_simulated_driver_the_wheel_carries(venv: Path, tmp_path: Path) -> None:
+    bin_dir = venv / "bin"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ZESIM_") and k not in ("PYTHONPATH", "VIRTUAL_ENV", "L0MEM_SIM_LIBRARY")
+    }
+    env.update(PATH=str(bin_dir), XDG_CACHE_HOME=str(tmp_path / "cache"), HOME=str(tmp_path))
+    out = tmp_path / "demo"
+    proc = subprocess.run(
+        [str(bin_dir / "l0mem"), "demo", "--size", "32M", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    audit = json.loads((out / "audit.json").read_text())
+    assert audit["runs"] and all(r["simulated"] for r in audit["runs"])
+    assert json.loads((out / "run.json").read_text())["simulated"] is True
 
 
 def test_the_installed_wheel_offers_its_pytest_plugin(venv: Path, tmp_path: Path) -> None:

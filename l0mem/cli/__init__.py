@@ -42,6 +42,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("l0mem.cli.bench", "bench"),
     "run": ("l0mem.cli.run", "run"),
     "watch": ("l0mem.cli.run", "watch"),
+    "demo": ("l0mem.cli.demo", "demo"),
 }
 
 

@@ -78,6 +78,7 @@ COMMANDS = (
     "bench kernels",
     "run",
     "watch",
+    "demo",
 )
 _ALL = frozenset(COMMANDS)
 _WATCHING = frozenset({"run", "watch"})
@@ -153,7 +154,7 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.USAGE,
         "`$L0MEM_DRIVER_TIMEOUT` that is not a positive number of seconds",
-        _ALL - {"compare", "matrix"} - _WATCHING,
+        _ALL - {"compare", "matrix", "demo"} - _WATCHING,
     ),
     Row(
         ExitCode.USAGE,
@@ -190,6 +191,12 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(ExitCode.NO_DEVICE, "no Level Zero loader, driver or device", _BACKEND | {"info"}),
     Row(ExitCode.NO_DEVICE, "`--backend sycl`: no dpctl or SYCL device", _BACKEND),
     Row(ExitCode.NO_DEVICE, "`audit`: no Level Zero or SYCL device at all", _only("audit")),
+    Row(
+        ExitCode.NO_DEVICE,
+        "`demo`: this l0mem has no simulated driver (a wheel built without it, a checkout "
+        "without `$L0MEM_SIM_LIBRARY`, or that variable names no file)",
+        _only("demo"),
+    ),
     Row(
         ExitCode.NO_DEVICE,
         "a device index no driver has (any number), or a SYCL filter no device matches",
@@ -264,13 +271,18 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.DRIVER_ERROR,
         "the driver or runtime failed (a lost device, at any point)",
-        _ALL - {"compare", "matrix"} - _WATCHING,
+        _ALL - {"compare", "matrix", "demo"} - _WATCHING,
     ),
     Row(
         ExitCode.DRIVER_ERROR,
         "a driver that hung in `zeInit` (no return within `$L0MEM_DRIVER_TIMEOUT` seconds, "
         "60 by default) or crashed there, found by trying it in a child process first",
-        _ALL - {"compare", "matrix"} - _WATCHING,
+        _ALL - {"compare", "matrix", "demo"} - _WATCHING,
+    ),
+    Row(
+        ExitCode.DRIVER_ERROR,
+        "`demo`: one of its steps (`audit`, `run`) failed; the step's own line says why",
+        _only("demo"),
     ),
     Row(
         ExitCode.DRIVER_ERROR,

@@ -128,18 +128,23 @@ def build() -> Path:
         if not Path(prebuilt).is_file():
             raise SimBuildError(f"{LIBRARY_ENV}={prebuilt}: no such file")
         return Path(prebuilt)
+    header_dir = _header_dir()
+    target = BUILD_DIR / _digest(_sources(), header_dir) / LIBRARY_NAME
+    if not target.is_file():
+        build_into(target)
+    return target
+
+
+def build_into(target: Path) -> None:
+    """Compile the simulated driver into ``target``, atomically (setup.py builds the wheel's this way)."""
     gcc = shutil.which("gcc")
     if gcc is None:
         raise SimBuildError("gcc not found on PATH: install gcc and libc6-dev")
     header_dir = _header_dir()
     sources = _sources()
-    out_dir = BUILD_DIR / _digest(sources, header_dir)
-    target = out_dir / LIBRARY_NAME
-    if target.is_file():
-        return target
-    out_dir.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
     # Concurrent builds each write a private file; the rename makes one of them win whole.
-    fd, tmp_name = tempfile.mkstemp(prefix=".libze_sim.", suffix=".so", dir=out_dir)
+    fd, tmp_name = tempfile.mkstemp(prefix=".libze_sim.", suffix=".so", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     cmd = [
@@ -161,7 +166,6 @@ def build() -> Path:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return target
 
 
 def _env_value(value: object) -> str:
@@ -198,6 +202,7 @@ def sim_env(driver_env: Mapping[str, str] | None = None, /, **config: object) ->
         if (k in session or not k.startswith("ZESIM_")) and k not in DRIVER_ENV_KEYS
     }
     env["ZE_ENABLE_ALT_DRIVERS"] = str(build())
+    env[LIBRARY_ENV] = str(build())  # what l0mem demo runs on, in a checkout
     env["ZES_ENABLE_SYSMAN"] = "1"
     for key, value in config.items():
         env[f"ZESIM_{key.upper()}"] = _env_value(value)
