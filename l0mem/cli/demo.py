@@ -68,7 +68,8 @@ def demo_env(library: Path, base: Mapping[str, str] | None = None) -> dict[str, 
 
 def steps(out: Path, size: int) -> list[tuple[str, list[str]]]:
     """Return the demo's steps: what each shows, and its l0mem arguments."""
-    job = [sys.executable, "-m", "l0mem.cli.demo_job", "--bytes", str(size)]
+    job = [sys.executable, "-m", "l0mem.cli.demo_job", "--gib", repr(size / (1 << 30))]
+    job += ["--pause", "0.25", "--hold", "0.25"]
     return [
         (
             "the audit: plain Level Zero allocations, and the same made resident on the "

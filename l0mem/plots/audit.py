@@ -29,13 +29,14 @@ from l0mem.estimate.model import Sample, SignalFit
 from l0mem.files import PathLike
 from l0mem.plots.figure import (
     DATA_ZORDER,
+    FULL_MIRROR,
     REFERENCE_ZORDER,
+    draw_references,
     new_figure,
     save_figure,
     simulator_suffix,
 )
 
-FULL_MIRROR = 1024.0  # MiB of host per GiB of device: every device byte mirrored
 WIDTH_IN = 10.0
 PANEL_HEIGHT_IN = 4.6
 COLUMNS = 2
@@ -194,29 +195,6 @@ def _interval(fit: SignalFit) -> str:
     return fit.method if iv is None else f"{iv[0]:.0f} to {iv[1]:.0f}, {fit.method}"
 
 
-def _references(ax: Any, top: float) -> None:
-    """Draw the 1:1 and 0 references over the data, labelled."""
-    ax.plot(
-        [0.0, top],
-        [0.0, FULL_MIRROR * top],
-        ":",
-        lw=1.8,
-        color="black",
-        label="1:1 mirror (1024 MiB per GiB)",
-        zorder=REFERENCE_ZORDER,
-        gid="ref-mirror",
-    )
-    ax.axhline(
-        0.0,
-        ls="-",
-        lw=1.2,
-        color="dimgrey",
-        label="0: no host cost",
-        zorder=REFERENCE_ZORDER,
-        gid="ref-zero",
-    )
-
-
 def write_audit_plot(report: AuditReport, path: PathLike) -> None:
     """Plot host memory cost (MiB) against device GiB per set-up, with each run's fit, to PNG or SVG."""
     setups: dict[str, list[SetupRun]] = {}
@@ -242,7 +220,7 @@ def write_audit_plot(report: AuditReport, path: PathLike) -> None:
     for ax, (setup, runs) in zip(axes, setups.items(), strict=False):
         top = max([0.0, *(_draw_run(ax, report, r, colors[i % 10]) for i, r in enumerate(runs))])
         if top > 0:
-            _references(ax, top)
+            draw_references(ax, top)
         ax.set_title(setup + (" (SIMULATOR)" if any(r.simulated for r in runs) else ""))
         ax.set_xlabel("device memory allocated (GiB)")
         ax.set_ylabel("host memory cost from the climb's start (MiB)")

@@ -20,6 +20,7 @@ DPI = 120
 # Above the data: a reference must stay visible over the points it is read against.
 REFERENCE_ZORDER = 4
 DATA_ZORDER = 2
+FULL_MIRROR = 1024.0  # MiB of host per GiB of device: every device byte mirrored
 
 
 class MissingDependencyError(ImportError):
@@ -72,12 +73,37 @@ def simulator_suffix(simulated: list[bool], no_hardware: bool = False) -> str:
     return text
 
 
+def draw_references(ax: Any, top: float) -> None:
+    """Draw the 1:1 mirror (up to ``top`` GiB) and the 0 references over the data, labelled."""
+    ax.plot(
+        [0.0, top],
+        [0.0, FULL_MIRROR * top],
+        ":",
+        lw=1.8,
+        color="black",
+        label="1:1 mirror (1024 MiB per GiB)",
+        zorder=REFERENCE_ZORDER,
+        gid="ref-mirror",
+    )
+    ax.axhline(
+        0.0,
+        ls="-",
+        lw=1.2,
+        color="dimgrey",
+        label="0: no host cost",
+        zorder=REFERENCE_ZORDER,
+        gid="ref-zero",
+    )
+
+
 __all__ = [
     "DATA_ZORDER",
     "DPI",
+    "FULL_MIRROR",
     "PLOT_FORMATS",
     "REFERENCE_ZORDER",
     "MissingDependencyError",
+    "draw_references",
     "new_figure",
     "plot_format",
     "save_figure",

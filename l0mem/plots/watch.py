@@ -12,7 +12,7 @@ from typing import Any
 
 from l0mem.estimate import cost_series
 from l0mem.files import PathLike
-from l0mem.plots.figure import REFERENCE_ZORDER, new_figure, save_figure
+from l0mem.plots.figure import draw_references, new_figure, save_figure
 from l0mem.watch.estimation import as_setup_run, device_series
 from l0mem.watch.series import Series, drm_devices, drm_memory, host_cost
 from l0mem.watch.summary import WatchSummary
@@ -76,34 +76,7 @@ def write_watch_plot(series: Series, summary: WatchSummary, path: PathLike, *, t
     against.plot([p[0] for p in pts], [p[1] for p in pts], "o", ms=3, label=what)
     top = max((p[0] for p in pts), default=0.0)
     if fit is not None and fit.slope is not None and fit.intercept_mib is not None and top > 0:
-        against.plot(
-            [0, top],
-            [fit.intercept_mib, fit.intercept_mib + fit.slope * top],
-            "--",
-            lw=2,
-            zorder=REFERENCE_ZORDER + 1,
-            gid="fit",
-            label=f"fit: {fit.slope:.0f} +/- {fit.uncertainty or 0:.0f} MiB per GiB",
-        )
-    if top > 0:
-        against.plot(
-            [0, top],
-            [0, 1024 * top],
-            ":",
-            lw=1.8,
-            color="black",
-            label="1:1 mirror (1024 MiB per GiB)",
-            zorder=REFERENCE_ZORDER,
-            gid="ref-mirror",
-        )
-        against.axhline(
-            0.0,
-            lw=1.2,
-            color="dimgrey",
-            label="0: no host cost",
-            zorder=REFERENCE_ZORDER,
-            gid="ref-zero",
-        )
+        draw_references(against, top)
     against.set_xlabel("device memory beyond the baseline (GiB)")
     against.set_ylabel("host memory cost (MiB)")
     against.grid(True, alpha=0.3)
