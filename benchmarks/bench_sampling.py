@@ -16,6 +16,12 @@ machines, so no DRM files), and the same tree seen through an overlay
 root, whose ``fd``/``fdinfo`` also hold two DRM device files (two xe devices,
 from tests/data/fdinfo/), so that one sample walks 200 processes *and* parses
 the fdinfo of two devices.
+
+``--crowd N`` starts N more sleeping processes outside the tree first, as on a
+busy server. Last, the walk of the tree alone is timed both ways: l0mem's
+(:func:`l0mem.probe.process_tree`, each process's children files, a cost that
+grows with the tree) and psutil's ``Process.children(recursive=True)`` (a scan
+of every process on the machine), which is why the probe walks by hand.
 """
 
 from __future__ import annotations
@@ -29,15 +35,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import psutil
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.args import positive, seconds
+from benchmarks.args import non_negative, positive, seconds
 from l0mem.files import check_writable, write_json
 from l0mem.probe import TreeProber, process_tree
 
@@ -129,21 +136,47 @@ def measure(prober: TreeProber, samples: int) -> dict[str, Any]:
     }
 
 
-def run(processes: int, samples: int, interval: float) -> list[dict[str, Any]]:
-    """Return one measurement on /proc and one on the overlay with two DRM devices."""
+def cpu_per_call(call: Callable[[], object], calls: int) -> float:
+    """Return the mean CPU seconds of one of ``calls`` calls of ``call``."""
+    start = time.process_time()
+    for _ in range(calls):
+        call()
+    return (time.process_time() - start) / calls
+
+
+def walks(root: int, calls: int) -> dict[str, Any]:
+    """Return the CPU seconds of one walk of ``root``'s tree by l0mem and by psutil."""
+    tree = psutil.Process(root)
+    return {
+        "machine_processes": len(psutil.pids()),
+        "l0mem_walk_s": cpu_per_call(lambda: process_tree(root), calls),
+        "psutil_walk_s": cpu_per_call(lambda: tree.children(recursive=True), calls),
+    }
+
+
+def run(
+    processes: int, samples: int, interval: float, crowd: int = 0
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Return one measurement on /proc and one on the overlay with two DRM devices, and the walks."""
     out = []
-    with sleeping_tree(processes) as root:
+    with ExitStack() as stack:
+        if crowd:
+            stack.enter_context(sleeping_tree(crowd))
+        root = stack.enter_context(sleeping_tree(processes))
         plain = measure(TreeProber(root), samples)
         out.append({"proc_root": "/proc", **plain})
         with drm_overlay(root) as overlay:
             drm = measure(TreeProber(root, proc_root=overlay), samples)
             out.append({"proc_root": "overlay with 2 DRM devices", **drm})
+        walked = walks(root, max(1, min(samples, 20)))
     for row in out:
         row["core_share"] = row["cpu_s"] / interval
-    return out
+    return out, walked
 
 
-def render(rows: list[dict[str, Any]], interval: float, console: Console) -> None:
+def render(
+    rows: list[dict[str, Any]], walked: dict[str, Any], interval: float, console: Console
+) -> None:
     """Print one row per measurement with the goal next to the measured share."""
     table = Table(title=f"l0mem CPU per tree sample (interval {interval:g} s)")
     for name in ("proc root", "processes", "DRM devices", "first ms", "ms/sample", "max ms"):
@@ -168,6 +201,11 @@ def render(rows: list[dict[str, Any]], interval: float, console: Console) -> Non
         "process runs); ms/sample: later samples, where a process that has not run "
         "since its last read costs one schedstat read"
     )
+    console.print(
+        f"the walk alone, among {walked['machine_processes']} processes on the machine: "
+        f"l0mem {walked['l0mem_walk_s'] * 1e3:.2f} ms, "
+        f"psutil children(recursive=True) {walked['psutil_walk_s'] * 1e3:.2f} ms"
+    )
 
 
 def _error(message: str) -> None:
@@ -184,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=positive, default=200)
     parser.add_argument("--samples", type=positive, default=100)
     parser.add_argument("--interval", type=seconds, default=0.5, help="seconds between samples")
+    parser.add_argument(
+        "--crowd", type=non_negative, default=0, help="sleeping processes to start outside the tree"
+    )
     parser.add_argument("--json", type=Path, help="write the measurements as JSON to this path")
     try:
         args = parser.parse_args(argv)
@@ -196,16 +237,22 @@ def main(argv: list[str] | None = None) -> int:
             _error(str(err))
             return 4
     try:
-        rows = run(args.processes, args.samples, args.interval)
+        rows, walked = run(args.processes, args.samples, args.interval, args.crowd)
     except KeyboardInterrupt:
         _error("interrupted; the process tree was killed")
         return 130
     except Exception as err:
         _error(f"{type(err).__name__}: {err}".splitlines()[0])
         return 6
-    render(rows, args.interval, Console())
+    render(rows, walked, args.interval, Console())
     if args.json is not None:
-        data = {"schema": SCHEMA, "interval_s": args.interval, "goal": GOAL, "runs": rows}
+        data = {
+            "schema": SCHEMA,
+            "interval_s": args.interval,
+            "goal": GOAL,
+            "runs": rows,
+            "walks": walked,
+        }
         try:
             write_json(args.json, data)
         except OSError as err:

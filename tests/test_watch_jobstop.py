@@ -9,17 +9,19 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
+
 from l0mem.watch.workload import job_stopped, process_state
 
 
-def _wait_state(pid: int, letter: str) -> None:
+def _wait_state(pid: int, status: str) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         got = process_state(pid)
-        if got is not None and got[0] == letter:
+        if got is not None and got[0] == status:
             return
         time.sleep(0.01)
-    raise AssertionError(f"process {pid} never reached state {letter}: {process_state(pid)}")
+    raise AssertionError(f"process {pid} never reached state {status}: {process_state(pid)}")
 
 
 def test_a_stopped_first_process_is_seen_once() -> None:
@@ -27,7 +29,7 @@ def test_a_stopped_first_process_is_seen_once() -> None:
     try:
         assert not job_stopped(proc.pid, [proc.pid])
         os.kill(proc.pid, signal.SIGSTOP)
-        _wait_state(proc.pid, "T")
+        _wait_state(proc.pid, psutil.STATUS_STOPPED)
         assert job_stopped(proc.pid, [proc.pid])
         assert not job_stopped(proc.pid, [proc.pid])  # the stop was taken; no second report
         os.kill(proc.pid, signal.SIGCONT)
@@ -45,8 +47,8 @@ def test_the_state_survives_any_command_name(tmp_path: Path) -> None:
     odd.symlink_to(sleep)
     proc = subprocess.Popen([str(odd), "30"], start_new_session=True)
     try:
-        _wait_state(proc.pid, "S")
-        assert process_state(proc.pid) == ("S", proc.pid)
+        _wait_state(proc.pid, psutil.STATUS_SLEEPING)
+        assert process_state(proc.pid) == (psutil.STATUS_SLEEPING, proc.pid)
     finally:
         proc.kill()
         proc.wait()

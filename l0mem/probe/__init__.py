@@ -10,8 +10,30 @@ what ``l0mem run`` and ``l0mem watch`` sample); signal names and meaning are in
 :mod:`l0mem.probe.parse`. :mod:`l0mem.probe.fingerprint` describes the host; :mod:`l0mem.probe.host` is the one
 reader of MemAvailable/MemTotal.
 
-What it may import: the leaf modules (``units``, ``files``, ``keepalive``, ``bf16``) and
-nothing else of l0mem: the probes run in the audit's child processes and on
+psutil, and what stays read by hand (figures from a machine of 3,272 processes,
+the walks from ``python -m benchmarks.bench_sampling --crowd 3000``):
+
+- the process tree: by hand (:mod:`l0mem.probe.pids`), from each process's
+  ``task/<tid>/children``: 2.9 ms a walk of 200 processes, where psutil's
+  ``Process.children(recursive=True)`` scans every process's parent pid (68 ms,
+  more than the 50 ms between samples of ``run``). Without those files, the
+  hand scan of parent pids is 3x cheaper than ``psutil.process_iter``.
+- per-process memory: ``/proc/<pid>/status``, one read that gives the
+  ``RssAnon``, ``RssFile``, ``RssShmem``, ``VmPin`` and ``VmLck`` psutil lacks along
+  with ``VmRSS`` (psutil's ``rss``, from a second file). USS, PSS and swap
+  (``memory_full_info``) are not read: they cost 14 ms per 200 processes, seven
+  whole samples, and ``run``'s tree has ended by the time of its summary.
+- system memory: ``/proc/meminfo`` parsed once for every signal;
+  ``psutil.virtual_memory`` lacks ``GPUActive``, ``Committed_AS`` and the rest,
+  and its ``available`` is not always the kernel's MemAvailable
+  (:mod:`l0mem.probe.host`). ``vmstat``, ``zoneinfo``, cgroup and DRM fdinfo:
+  psutil has none of them.
+- psutil where it does the job: a process's environment
+  (:func:`read_environ`), and, in :mod:`l0mem.watch`, a process's state and
+  whether a pid still exists.
+
+What it may import: psutil, the leaf modules (``units``, ``files``, ``keepalive``,
+``bf16``) and nothing else of l0mem: the probes run in the audit's child processes and on
 machines without any GPU runtime.
 """
 

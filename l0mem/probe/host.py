@@ -3,6 +3,11 @@
 The audit's guard, the benchmarks' memory checks and the CLI read
 ``MemAvailable`` and ``MemTotal`` here; :mod:`l0mem.probe.snapshot` reads the
 same file among every other signal.
+
+Not ``psutil.virtual_memory().available``: that is the kernel's MemAvailable
+only while it looks sane; psutil puts its own estimate in its place when it
+reads 0 and MemFree when it exceeds MemTotal. The guard must stop on the
+kernel's figure, the one the snapshot's ``meminfo.MemAvailable`` holds.
 """
 
 from __future__ import annotations

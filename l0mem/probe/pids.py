@@ -5,6 +5,10 @@ thread's, since a child belongs to the thread that forked it) where the kernel
 has those files (CONFIG_PROC_CHILDREN), else from one scan of the parent pids
 in ``/proc/<pid>/stat``. :mod:`l0mem.probe.tree` walks the tree with
 :func:`walk` while it reads each process, :func:`process_tree` just lists it.
+
+Not psutil's ``Process.children(recursive=True)``: it scans the parent pid of
+every process on the machine, so its cost grows with the machine, not the
+tree (see "psutil" in :mod:`l0mem.probe`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ def access_message(path: str, pid: int, proc_root: str = "/proc") -> str:
 
 def children_of(pid: int, proc_root: str = "/proc") -> list[int]:
     """Return the child pids of every thread of ``pid`` from ``task/*/children``; raise OSError."""
+    # O(tree): 2.9 ms a walk of 200 processes on a machine of 3,272, where psutil's
+    # children(recursive=True) took 68 ms, more than the 50 ms between samples
     task_dir = os.path.join(proc_root, str(pid), "task")
     out: list[int] = []
     for tid in os.listdir(task_dir):
@@ -63,6 +69,8 @@ def children_of(pid: int, proc_root: str = "/proc") -> list[int]:
 
 def parent_map(proc_root: str = "/proc") -> dict[int, list[int]]:
     """Return parent pid -> child pids for every process under ``proc_root`` (a ppid scan)."""
+    # psutil.process_iter(["ppid"]) does this scan at 3x the cost (138 ms against 43 ms
+    # over 3,075 processes): it builds a psutil.Process for every pid
     out: dict[int, list[int]] = {}
     for name in os.listdir(proc_root):
         if not name.isdigit():

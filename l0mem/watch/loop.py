@@ -14,6 +14,8 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import psutil
+
 from l0mem.units import format_bytes
 from l0mem.watch.engine import FloorStop, Outlived, Watch, WatchResult, available, baseline_values
 from l0mem.watch.sources import NoSuchProcess, Source, TreeSource, WatchError
@@ -182,7 +184,7 @@ def _done_following(watch: Watch, first_ended: float, stopped_at: float | None) 
 def _alive(pid: int) -> bool:
     """Return whether ``pid`` still runs (not a zombie)."""
     state = process_state(pid)
-    return state is not None and state[0] not in ("Z", "X")
+    return state is not None and state[0] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 def _close(fd: int | None) -> None:
@@ -215,7 +217,7 @@ def watch_pid(
             watch.wait(left, fd)
             if watch.stop_signal is not None:
                 break
-            if watch.take(source) is None or not os.path.exists(f"/proc/{pid}"):
+            if watch.take(source) is None or not psutil.pid_exists(pid):
                 break
             if fd is not None and _ended(fd):
                 break

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from l0mem.probe.parse import stat_fields
+import psutil
+
 from l0mem.watch.sources import CommandError
 
 
@@ -110,15 +111,11 @@ def stopped(pid: int) -> bool:
 
 
 def process_state(pid: int) -> tuple[str, int] | None:
-    """Return (state letter, process group) from /proc/<pid>/stat, or None when it is gone."""
+    """Return (psutil status, process group) of ``pid``, or None when it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = stat_fields(f.read().decode("ascii", "replace"))
-    except OSError:
+        return psutil.Process(pid).status(), os.getpgid(pid)
+    except (psutil.Error, OSError):
         return None
-    if fields is None or len(fields) < 3 or not fields[2].isdigit():
-        return None
-    return fields[0], int(fields[2])
 
 
 def job_stopped(pgid: int, pids: Sequence[int]) -> bool:
@@ -132,9 +129,10 @@ def job_stopped(pgid: int, pids: Sequence[int]) -> bool:
     if stopped(pgid):
         return True
     first = process_state(pgid)
-    if first is None or first[0] != "D":
+    if first is None or first[0] != psutil.STATUS_DISK_SLEEP:
         return False
-    return any((st := process_state(p)) is not None and st == ("T", pgid) for p in pids if p != pgid)
+    stopped_in_group = (psutil.STATUS_STOPPED, pgid)
+    return any(process_state(p) == stopped_in_group for p in pids if p != pgid)
 
 
 def follow_stop(terminal: int, pgid: int) -> None:
