@@ -423,9 +423,13 @@ def test_run_trace_inside_run_trace_changes_neither_result(workload: Path, tmp_p
     proc = _run([*opts, "--json", str(outer)], _env(mirror="peer-resident"), nested)
     assert proc.returncode == 0, proc.stderr
     for report in (outer, inner):
-        traced = {d["index"]: d for d in _report(report)["trace"]["devices"]}
+        data = _report(report)
+        traced = {d["index"]: d for d in data["trace"]["devices"]}
         assert traced[0]["allocated_peak"] == steps * step, report
         assert traced[0]["resident_on_peak"] == {"1": steps * step}, report
+        # Each run's Sysman reader reaches the driver, not a tracer with nothing behind it.
+        assert data["unavailable"].get("sysman") is None, (report, data["unavailable"])
+        assert max(s["values"].get("sysman.0.used", 0) for s in data["samples"]) > 0, report
 
 
 def _watch_from_the_start(

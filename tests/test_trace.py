@@ -370,3 +370,27 @@ def test_trace_sees_the_sycl_runtimes_own_residency_call(
     assert device(totals, 0).allocated_peak == out["used"][0] >= 1 << 20
     assert device(totals, 0).resident_on_peak == {1: out["mirror"]}
     assert totals.calls["zeContextMakeMemoryResident"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("alt", "traced", "plain"),
+    [
+        # The tracer in front of the simulator: the simulator takes its place.
+        ("/c/libl0mem_trace.so,/x/pad.so", "/s/libze_sim.so", "/s/libze_sim.so,/x/pad.so"),
+        # In front of the installed driver (no alternative driver named).
+        ("/c/libl0mem_trace.so", "libze_intel_gpu.so.1", "libze_intel_gpu.so.1"),
+        # No tracer in front: the list stays as it is.
+        ("/s/libze_sim.so", "", "/s/libze_sim.so"),
+    ],
+)
+def test_untraced_puts_the_traced_driver_back_in_the_tracers_place(
+    alt: str, traced: str, plain: str
+) -> None:
+    from l0mem.trace.environment import TRACE_VARS, untraced
+
+    env = {"ZE_ENABLE_ALT_DRIVERS": alt, "L0MEM_TRACE_DIR": "/t", "HOME": "/h"}
+    if traced:
+        env["L0MEM_TRACE_DRIVERS"] = traced
+    out = untraced(env)
+    assert out["ZE_ENABLE_ALT_DRIVERS"] == plain
+    assert out["HOME"] == "/h" and not set(TRACE_VARS) & set(out)

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from l0mem.trace.build import library
+from l0mem.trace.environment import DEFAULT_DRIVERS, NO_PEER_VAR, outer_trace, split_drivers
 from l0mem.trace.records import ENTRY_POINTS, FORMAT, Kind, Record, decode, past_unwritten
 
-DEFAULT_DRIVERS = "libze_intel_gpu.so.1"
 SUFFIX = ".l0trace"
 _ALLOCS = {Kind.ALLOC_DEVICE, Kind.ALLOC_HOST, Kind.ALLOC_SHARED}
 _FREES = {Kind.FREE, Kind.FREE_EXT}
@@ -117,32 +117,6 @@ class _Alloc:
     resident: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
-def split_drivers(listed: str, tracer: str) -> tuple[str, list[str]]:
-    """Return the driver to trace from a ZE_ENABLE_ALT_DRIVERS-style list, and the others.
-
-    The first entry that may load (a bare library name, or a path to a file) is
-    traced; the others stay in the loader's list as they were (a path that does
-    not exist keeps padding the list, as some set-ups need).
-    """
-    entries = [e.strip() for e in listed.split(",") if e.strip() and e.strip() != tracer]
-    for i, entry in enumerate(entries):
-        if "/" not in entry or Path(entry).is_file():
-            return entry, entries[:i] + entries[i + 1 :]
-    return DEFAULT_DRIVERS, entries
-
-
-NO_PEER_VAR = "L0MEM_TRACE_NO_PEER_RESIDENCY"
-
-
-def _outer_trace(base: Mapping[str, str], tracer: str) -> list[str] | None:
-    """Return the trace directories of a tracer already set up in ``base``, or None."""
-    listed = [e.strip() for e in base.get("ZE_ENABLE_ALT_DRIVERS", "").split(",")]
-    dirs = [d for d in base.get("L0MEM_TRACE_DIR", "").split(":") if d]
-    if tracer not in listed or not base.get("L0MEM_TRACE_DRIVERS") or not dirs:
-        return None
-    return dirs
-
-
 class TraceSession:
     """Trace files of one workload in `workdir`/trace: the environment to start it in, and totals."""
 
@@ -178,7 +152,7 @@ class TraceSession:
         env = dict(base)
         listed = self._drivers or base.get("ZE_ENABLE_ALT_DRIVERS") or DEFAULT_DRIVERS
         tracer = str(self.library)
-        outer = _outer_trace(base, tracer)
+        outer = outer_trace(base, tracer)
         if outer is not None and self._drivers is None:
             # A traced run inside a traced run (l0mem run --trace under l0mem run --trace):
             # the outer tracer is already between the loader and the driver it traces.

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from l0mem.driverenv import recorded_environment
+from l0mem.trace.environment import untraced
 
 ANSWER_WAIT = 0.2  # seconds a sample waits for Sysman's answer
 START_WAIT = 20.0  # seconds the child may take to load the loader and the driver
@@ -43,13 +44,16 @@ def child_environment(
 
     The workload's variables that change the driver (those a report records)
     replace ``base``'s of the same kind, values in full; l0mem's allocation
-    tracer is never put in front of the child.
+    tracer is never put in front of the child, and where one already stands
+    in front of the driver (l0mem itself watched by a traced run) the driver
+    it traces takes its place (:func:`l0mem.trace.environment.untraced`).
     """
-    env = {k: v for k, v in base.items() if not k.startswith("L0MEM_TRACE")}
+    env = {k: v for k, v in untraced(base).items() if not k.startswith("L0MEM_TRACE")}
     if workload is not None:
-        drivers = recorded_environment(workload)
+        plain = untraced(workload)
+        drivers = recorded_environment(plain)
         env = {k: v for k, v in env.items() if k not in recorded_environment(base)}
-        env.update({k: workload[k] for k in drivers if not k.startswith("L0MEM_TRACE")})
+        env.update({k: plain[k] for k in drivers if not k.startswith("L0MEM_TRACE")})
     env["ZES_ENABLE_SYSMAN"] = "1"
     return env
 
