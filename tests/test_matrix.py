@@ -351,3 +351,15 @@ def test_control_characters_in_reports_are_shown_never_sent(tmp_path: Path) -> N
         assert not any(c in text for c in RAW_CONTROL), (name, text[:400])
     assert "\\x1b[2J" in outputs["matrix stdout"].replace("\n", "") or "\\x1b" in outputs["matrix stdout"]
     assert "\\x1b" in outputs["markdown"] and "\\x1b" in outputs["csv"]
+
+
+def test_a_schema_name_of_any_length_is_counted_by_a_short_name(tmp_path: Path) -> None:
+    for i, digits in enumerate((5000, 60)):
+        (tmp_path / f"r{i}.json").write_text(json.dumps({"schema": "l0mem.audit/" + "9" * digits}))
+    out = tmp_path / "m.json"
+    proc = run_l0mem("matrix", [str(tmp_path / "r0.json"), str(tmp_path / "r1.json"), "--json", str(out)], {})
+    assert proc.returncode == 0, proc.stderr
+    kinds = json.loads(out.read_text())["not_audit_reports"]
+    # Both names cut to one short label: counted together, and no line carries 5000 digits.
+    assert kinds == {"audit/" + "9" * 39 + "...": 2}
+    assert max(len(line) for line in proc.stdout.splitlines()) < 200

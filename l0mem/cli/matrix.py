@@ -40,6 +40,9 @@ from l0mem.cli._common import (
 from l0mem.cli._exits import ExitCode
 from l0mem.cli._options import check_plot, json_option, plot_option
 
+# The longest schema name a "not in the matrix" line shows.
+KIND_CHARS = 48
+
 
 def _paths(reports: tuple[Path, ...]) -> list[Path]:
     """Return the report files named (a directory: its ``*.json``), each file once.
@@ -85,6 +88,8 @@ def _read(paths: list[Path]) -> tuple[list[tuple[str, Any]], dict[str, int]]:
             continue
         if not schema.startswith("l0mem.audit/1"):
             kind = schema.split(".", 1)[-1] if schema.startswith("l0mem.") else "unknown"
+            if len(kind) > KIND_CHARS:  # a name is shown and counted, never a file's whole text
+                kind = kind[: KIND_CHARS - 3] + "..."
             apart[kind] = apart.get(kind, 0) + 1
             continue
         reports.append((str(path), report_from_data(data, path)))
