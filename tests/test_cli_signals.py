@@ -27,7 +27,7 @@ from tests.support import sim
 ROOT = Path(__file__).resolve().parent.parent
 
 WRAPPED = """
-import json, os, signal, sys
+import json, os, signal, sys, time
 from l0mem.bench import {module} as bench
 from tests.support.sim import SimControl
 
@@ -36,8 +36,12 @@ real, calls = bench.{timer}, []
 def timed(*args, **kwargs):
     calls.append(1)
     if len(calls) == {at}:
-        # Python runs the handler at the next call, before this measurement begins.
+        # The command runs in a worker thread: the main thread takes the signal and
+        # raises it here, in one of these short sleeps, before this measurement begins.
         os.kill(os.getpid(), signal.{signal})
+        for _ in range(500):
+            time.sleep(0.01)
+        raise AssertionError("the stop never reached the command")
     return real(*args, **kwargs)
 
 bench.{timer} = timed

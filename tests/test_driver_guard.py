@@ -181,3 +181,59 @@ def test_when_every_discovery_fails_the_audit_still_writes_its_report(tmp_path: 
     data = json.loads(out.read_text())
     assert data["complete"] is False and data["runs"] == []
     assert "host" in data["fingerprint"]
+
+
+def _stop_while_hung(
+    command: str, where: str, signals: list[int], wait: float = 3.0
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Start ``command`` on a driver that hangs in ``where``, send ``signals``; return it and how long it took to end."""
+    args = [*COMMANDS[command], "--backend", "l0"] if command != "info" else []
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "l0mem", command, *args],
+        env=_env(hang_in=where),
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(wait)
+    assert proc.poll() is None, proc.communicate()
+    sent = time.monotonic()
+    for signum in signals:
+        proc.send_signal(signum)
+        time.sleep(0.3)
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.monotonic() - sent
+
+
+@pytest.mark.parametrize(
+    ("command", "where", "signum"),
+    [
+        ("p2p", "alloc", signal.SIGINT),
+        ("allreduce", "alloc", signal.SIGTERM),
+        ("bench", "free", signal.SIGINT),
+    ],
+)
+def test_a_driver_that_hangs_in_a_call_never_makes_a_command_unstoppable(
+    command: str, where: str, signum: int
+) -> None:
+    from l0mem.cli._signals import UNWIND_S
+
+    proc, took = _stop_while_hung(command, where, [signum])
+    assert proc.returncode == 128 + signum, proc.stderr
+    name = "bench kernels" if command == "bench" else command
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("l0mem")]
+    assert len(lines) == 1 and lines[0].startswith(f"l0mem {name}: interrupted by "), proc.stderr
+    assert "the driver did not return from a call" in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr
+    # It waited for the command to free its memory, then ended without the driver.
+    assert UNWIND_S * 0.9 <= took < UNWIND_S + 5
+
+
+def test_a_second_stop_ends_a_command_hung_in_the_driver_at_once() -> None:
+    from l0mem.cli._signals import UNWIND_S
+
+    proc, took = _stop_while_hung("p2p", "alloc", [signal.SIGINT, signal.SIGTERM])
+    assert proc.returncode == 128 + signal.SIGINT, proc.stderr
+    assert "the driver did not return from a call" in proc.stderr
+    assert took < UNWIND_S / 2

@@ -46,6 +46,11 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Commands that call the Level Zero driver in this process (the others do in children).
+DRIVER_IN_PROCESS = frozenset({"info", "p2p", "allreduce", "bench"})
+
+# ctx.meta key: the first word after "l0mem" that is no option (the subcommand).
+_FIRST = "l0mem-first"
 # ctx.meta key: the arguments after "l0mem", to name "bench kernels" in an error line.
 _ARGV = "l0mem-argv"
 
@@ -105,9 +110,12 @@ class _LazyGroup(click.Group):
         click would print "Aborted!" and exit 1, which a CI gate reads as a finding.
         """
         try:
-            return super().make_context(info_name, args, parent, **extra)
+            ctx = super().make_context(info_name, args, parent, **extra)
         except KeyboardInterrupt as exc:
             _interrupted_early(exc)
+        # The subcommand, known before invoke resolves it (which command runs where).
+        ctx.meta[_FIRST] = next((a for a in args if not a.startswith("-")), None)
+        return ctx
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; a stop signal, a closed stdout and a bug get their own exit codes.
@@ -118,13 +126,18 @@ class _LazyGroup(click.Group):
         """
         try:
             from l0mem.cli._common import ExitCode, error, interrupt_signal, signal_exit
-            from l0mem.cli._signals import stop_signals_interrupt
+            from l0mem.cli._signals import in_worker, stop_signals_interrupt
             from l0mem.files import discard
         except KeyboardInterrupt as exc:  # while the command line's own modules load
             _interrupted_early(exc)
 
         try:
             with stop_signals_interrupt():
+                if ctx.meta.get(_FIRST) in DRIVER_IN_PROCESS:
+                    # The driver is called on this process's thread: keep the main one free.
+                    return in_worker(
+                        lambda: super(_LazyGroup, self).invoke(ctx), lambda: self._name(ctx)
+                    )
                 return super().invoke(ctx)
         except KeyboardInterrupt as err:
             code, name = signal_exit(interrupt_signal(err))

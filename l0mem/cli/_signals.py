@@ -10,11 +10,21 @@ those too, and the exit code is 128 + N (:func:`l0mem.cli._common.signal_exit`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
-from l0mem.cli._common import signal_exit
+from l0mem.cli._common import error, interrupt_signal, signal_exit
+
+_T = TypeVar("_T")
+# How long a stopped command may take to free its device memory and keep what it measured,
+# before l0mem takes the driver to be hung in a call and ends without it.
+UNWIND_S = 10.0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -63,4 +73,78 @@ def stop_signals_interrupt() -> contextlib.AbstractContextManager[None]:
     return handling((signal.SIGTERM, signal.SIGHUP), handler)
 
 
-__all__ = ["Interrupted", "handling", "stop_signals_interrupt"]
+def _forwarded(signum: int) -> type[BaseException]:
+    """Return the exception type a stop raises in the worker (an async exception takes no arguments)."""
+    if signum == signal.SIGINT:
+        return KeyboardInterrupt
+
+    def init(self: Interrupted) -> None:
+        Interrupted.__init__(self, signum)
+
+    return type(f"Interrupted{signum}", (Interrupted,), {"__init__": init})
+
+
+def in_worker(body: Callable[[], _T], command: Callable[[], str]) -> _T:
+    """Run ``body`` in a worker thread, so that a driver call that never returns cannot block a stop.
+
+    A thread in a ctypes call runs no Python until the call returns, and
+    Python runs signal handlers only in the main thread: a command that
+    calls the driver on the main thread cannot be stopped while the driver
+    hangs. Here the main thread only waits; a stop signal is raised in the
+    worker as it would have been in the main thread (the command frees its
+    device memory and keeps what it measured), and where the worker does not
+    end within :data:`UNWIND_S` (stuck in the driver) or a second stop comes,
+    l0mem ends at once with the signal's code and one line; the kernel frees
+    the device memory with the process. ``command`` names the command for that
+    line (asked then: the subcommand is resolved in the worker).
+    """
+    outcome: list[Any] = []
+    # An Event, not Thread.join: a join a signal interrupts can leave the thread
+    # looking ended while it still runs (CPython before 3.12).
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.append((True, body()))
+        except BaseException as exc:  # handed to the main thread as it is
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run, name="l0mem command", daemon=True)
+    worker.start()
+    stop: KeyboardInterrupt | None = None
+    deadline = float("inf")
+    while not done.is_set():
+        try:
+            done.wait(min(0.1, max(deadline - time.monotonic(), 0.0)))
+        except KeyboardInterrupt as exc:
+            if stop is not None:
+                break  # a second stop: end now
+            stop, deadline = exc, time.monotonic() + UNWIND_S
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(worker.ident or 0),
+                ctypes.py_object(_forwarded(interrupt_signal(exc))),
+            )
+            continue
+        if stop is not None and time.monotonic() >= deadline:
+            break
+    if done.is_set():
+        ok, value = outcome[0]
+        if ok:
+            return value
+        raise value
+    assert stop is not None
+    code, name = signal_exit(interrupt_signal(stop))
+    error(
+        command(),
+        f"interrupted by {name}: the driver did not return from a call within {UNWIND_S:g} s; "
+        "ending without it (the kernel frees the device memory with the process)",
+    )
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+__all__ = ["UNWIND_S", "Interrupted", "handling", "in_worker", "stop_signals_interrupt"]
