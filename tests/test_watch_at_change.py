@@ -132,3 +132,21 @@ def test_a_neighbour_at_random_moments_never_turns_a_verdict_over(seed: int, rat
         assert summary.verdict == "mirror"
     if summary.verdict != "inconclusive":
         assert summary.verdict == classify(ratio), summary.analysis.reason
+
+
+def test_where_every_widened_window_took_in_a_neighbour_the_interval_holds_the_narrow_slope_too() -> None:
+    # A neighbour begins to allocate right as each step's host side ends, a different
+    # amount each time: every widened window reads high, and their interval misses 1:1.
+    sizes = [256, 384, 512, 320, 448, 288, 416, 352]
+    series = _series(1.0, neighbour=[(20 * k + 2, size) for k, size in enumerate(sizes, 1)])
+    config = watch_config()
+    widened = analyze_samples(as_setup_run(series, device_series(series), config).samples, config)
+    wide = widened.fit("host.available")
+    assert widened.verdict == "mirror" and wide is not None and wide.low is not None
+    assert wide.low > 1100  # the widened windows alone miss the truth
+    summary = summarize(series)
+    fit = summary.analysis.fit("host.available")
+    assert summary.verdict == "mirror" and fit is not None and fit.low is not None
+    assert fit.low <= 1024 <= (fit.high or 0) and fit.high == wide.high
+    assert fit.slope == wide.slope
+    assert "the reads right around each change give 1024" in summary.analysis.reason

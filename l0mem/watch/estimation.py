@@ -120,31 +120,62 @@ def as_setup_run(
 def at_the_change(
     series: Series, xs: list[int | None], analysis: SetupAnalysis, config: AnalysisConfig
 ) -> SetupAnalysis:
-    """Return the mirror the reads right around each change show, where the widened windows could not decide.
+    """Return ``analysis`` checked against the reads right around each change of device memory.
 
     A window widened to where the host was still also takes in another
     process's memory that moved right beside the change (a neighbour that
-    began to allocate as the step's host side ended), and enough such
-    windows leave the run undecided. The reads right around each change
-    hold less of any neighbour, and never more of the step's host side than
-    the widened window holds (widening only adds motion the step's way): a
-    mirror they show is one the widened windows hold too. So they may
-    decide a mirror only; a clean or partial there may be a host side that
-    the narrow window cut short, and the run stays undecided.
+    began to allocate as the step's host side ended), always the step's
+    way. The reads right around each change hold less of any neighbour, and
+    never more of the step's host side than the widened window holds: they
+    can only cut a slow host side short. So:
+
+    - where the widened windows could not decide, a mirror the narrow ones
+      show stands (never a clean or partial: that may be a host side cut
+      short), and the reason says so;
+    - where both decide the same verdict on the same signal but the narrow
+      windows' slope lies outside the widened interval, the interval is
+      widened to hold both (the truth lies between a host side cut short and
+      one with a neighbour's memory in it), and the reason gives both.
     """
-    if analysis.verdict != "inconclusive":
+    wide = analysis.fit(analysis.deciding_signal) if analysis.deciding_signal else None
+    if analysis.verdict != "inconclusive" and (wide is None or wide.method != "steps"):
         return analysis
     run = as_setup_run(series, xs, config, widen=False)
     narrow = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
     fit = narrow.fit(narrow.deciding_signal) if narrow.deciding_signal else None
-    if narrow.verdict != "mirror" or fit is None or fit.method != "steps":
+    if fit is None or fit.method != "steps" or fit.slope is None:
         return analysis
+    if analysis.verdict == "inconclusive":
+        if narrow.verdict != "mirror":
+            return analysis
+        return dataclasses.replace(
+            narrow,
+            reason=(
+                f"{narrow.reason}; from the reads right around each change: the windows "
+                "widened to where the host was still took in other processes' memory and "
+                "could not decide"
+            ),
+        )
+    assert wide is not None and wide.low is not None and wide.high is not None
+    if narrow.verdict != analysis.verdict or fit.signal != wide.signal:
+        return analysis
+    if wide.low <= fit.slope <= wide.high or fit.low is None or fit.high is None:
+        return analysis
+    low, high = min(wide.low, fit.low), max(wide.high, fit.high)
+    both = dataclasses.replace(
+        wide,
+        low=low,
+        high=high,
+        uncertainty=max(high - (wide.slope or 0.0), (wide.slope or 0.0) - low),
+    )
     return dataclasses.replace(
-        narrow,
+        analysis,
+        host=[both if f is wide else f for f in analysis.host],
         reason=(
-            f"{narrow.reason}; from the reads right around each change: the windows "
-            "widened to where the host was still took in other processes' memory and "
-            "could not decide"
+            f"{analysis.reason}; the reads right around each change give {fit.slope:.0f} "
+            f"({fit.low:.0f} to {fit.high:.0f}): other processes' memory moved beside the "
+            f"changes, or the host's side outlasted a read; the interval {low:.0f} to "
+            f"{high:.0f} holds both"
         ),
     )
 
