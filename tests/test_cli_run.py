@@ -499,3 +499,38 @@ def test_no_peer_residency_removes_the_peer_resident_mirror(workload: Path, tmp_
     assert data["simulated"] is True and "SIMULATOR" in proc.stderr
     assert data["environment"]["ZESIM_MIRROR"] == "peer-resident"
     assert data["environment"]["ZE_ENABLE_ALT_DRIVERS"].endswith("libl0mem_trace.so")
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_answer_comes_first_and_nothing_is_cut_at_80_or_120_columns(
+    workload: Path, tmp_path: Path, columns: int
+) -> None:
+    from l0mem.units import format_bytes
+
+    report = tmp_path / "run.json"
+    args = _workload_args(workload, tmp_path / "truth.json", pause=0.1)
+    env = _env(mirror="peer-resident")
+    runs = {
+        q: run_l0mem("run", [*q, "--interval", "0.05", *more, "--", *args], env, columns=columns)
+        for q, more in ((("-q", "-v"), ("--json", str(report))), (("-qq",), ()))
+    }
+    for proc in runs.values():
+        assert proc.returncode == 0, proc.stderr
+    summary = _report(report)["summary"]
+    full, alone = runs[("-q", "-v")].stderr, runs[("-qq",)].stderr
+    # The answer first, at most five lines; -qq is the answer alone.
+    first = full.splitlines()[0]
+    assert first.startswith(f"verdict: {summary['verdict']}, "), full
+    assert 1 <= len(alone.splitlines()) <= 5 and alone.splitlines()[0].startswith("verdict: ")
+    assert "peaks" not in alone and "peaks" in full
+    # Every verdict, number and reason of the report is whole on one line of the text.
+    lines = full.splitlines()
+    wanted = [summary["verdict"], summary["reason"]]
+    if summary["verdict"] != "inconclusive":  # a busy CI host can leave the run undecided
+        wanted.append(f"{summary['slope_mib_per_gib']:.0f} +/- ")
+    wanted += [format_bytes(p["bytes"]) for p in summary["peaks"].values() if p.get("bytes")]
+    for value in wanted:
+        assert any(value in line for line in lines), (value, full)
+    assert "…" not in full
+    # A table is laid out to the width or stacked; a longer line is a sentence for the terminal to wrap.
+    assert all(len(ln) <= columns for ln in lines if ln[:1] in set("┏┃┡│└")), full

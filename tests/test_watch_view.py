@@ -5,9 +5,18 @@ from __future__ import annotations
 import csv
 import io
 
+import pytest
 from rich.console import Console
 
-from l0mem.cli.run_view import Progress, live_table, remedy_hint, sample_line, summary_view
+from l0mem.cli.run_view import (
+    MAX_ANSWER,
+    Progress,
+    answer_lines,
+    live_table,
+    remedy_hint,
+    sample_line,
+    summary_view,
+)
 from l0mem.watch.engine import FloorStop, WatchResult
 from l0mem.watch.export import csv_text
 from l0mem.watch.series import Series, WatchSample
@@ -35,9 +44,13 @@ def _series() -> Series:
     return Series(base, samples, {"cgroup": "no cgroup v2 here"})
 
 
-def _text(renderable: object) -> str:
-    console = Console(file=io.StringIO(), width=200, force_terminal=False)
-    console.print(renderable)
+def _console(width: int = 200) -> Console:
+    return Console(file=io.StringIO(), width=width, force_terminal=False)
+
+
+def _text(renderable: object, width: int = 200) -> str:
+    console = _console(width)
+    console.print(renderable, crop=False)
     out = console.file.getvalue()  # type: ignore[attr-defined]
     return str(out)
 
@@ -74,12 +87,12 @@ def test_quiet_shows_nothing() -> None:
 def test_the_summary_says_verdict_peaks_charged_device_floor_and_gaps() -> None:
     series = _series()
     result = WatchResult(series, -15, FloorStop(2.5, 3 * GIB, 2 * GIB, "SIGTERM", True), None, None)
-    text = _text(summary_view(result, summarize(series), dict(series.unavailable)))
+    text = _text(summary_view(result, summarize(series), dict(series.unavailable), _console()))
     assert text.startswith("verdict: mirror, 1024 +/- 0 MiB host per GiB device")
     assert f"host pages charged to DRM device {PDEV}" in text
     assert "killed (SIGKILL)" in text
     assert "unavailable: cgroup: no cgroup v2 here" in text
-    assert "unavailable (cgroup.memory.current: no cgroup v2 here)" in text
+    assert "cgroup growth" in text and "no cgroup v2 here" in text
 
 
 def test_the_csv_has_a_row_per_sample_and_empty_cells_for_absent_signals() -> None:
@@ -101,3 +114,48 @@ def test_the_hint_against_a_mirror_follows_what_the_tracer_saw() -> None:
     assert remedy_hint(skipped).startswith("--no-peer-residency did not avoid it")
     none = {"devices": [{"index": 0, "resident_on_peak": {}}], "skipped_calls": 0}
     assert remedy_hint(none).startswith("the workload made nothing resident on a peer")
+
+
+def _floor_stopped() -> tuple[WatchResult, Series]:
+    series = _series()
+    return WatchResult(series, -15, FloorStop(2.5, 3 * GIB, 2 * GIB, "SIGTERM", True), None, None), series
+
+
+def test_the_answer_comes_first_in_at_most_five_lines_and_answer_only_is_it_alone() -> None:
+    result, series = _floor_stopped()
+    summary = summarize(series)
+    answer = answer_lines(result, summary)
+    assert len(answer) <= MAX_ANSWER
+    assert answer[0].startswith("verdict: [bold]mirror[/bold], 1024 +/- 0 MiB host per GiB device")
+    assert any(line.startswith("  what to do: ") for line in answer)
+    assert "killed (SIGKILL)" in answer[-1]
+    alone = _text(summary_view(result, summary, dict(series.unavailable), _console(), answer_only=True))
+    full = _text(summary_view(result, summary, dict(series.unavailable), _console()))
+    assert full.startswith(alone + "\n")  # the answer, a blank line, then the details
+    assert len(alone.splitlines()) == len(answer) and "peaks" not in alone
+
+
+def test_verbose_adds_every_signals_fit() -> None:
+    result, series = _floor_stopped()
+    summary = summarize(series)
+    plain = _text(summary_view(result, summary, {}, _console()))
+    verbose = _text(summary_view(result, summary, {}, _console(), verbose=True))
+    assert "every signal's fit" not in plain
+    assert "every signal's fit" in verbose and "deciding" in verbose
+    for fit in summary.analysis.host:
+        assert fit.signal in verbose
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_summary_at_80_and_120_columns_cuts_no_number_or_reason(width: int) -> None:
+    result, series = _floor_stopped()
+    summary = summarize(series)
+    text = _text(summary_view(result, summary, dict(series.unavailable), _console(width), verbose=True), width)
+    assert "…" not in text
+    flat = " ".join(text.split())
+    for value in (summary.analysis.reason, "1024 +/- 0 MiB host per GiB device", "5.00 GiB"):
+        assert " ".join(value.split()) in flat
+    # A stacked row or a table row: each peak's cell is whole on one line.
+    assert "cgroup growth" in text and "no cgroup v2 here" in text
+    table = [ln for ln in text.splitlines() if ln[:1] in set("┏┃┡│└")]
+    assert all(len(ln) <= width for ln in table)

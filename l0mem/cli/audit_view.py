@@ -7,7 +7,6 @@ from typing import Any
 
 from rich.console import Console, RenderableType
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from l0mem.audit.analysis import remedy_effects
 from l0mem.audit.costs import RemedyCost, remedy_advice
@@ -15,6 +14,7 @@ from l0mem.audit.model import AuditReport, Platform, Sample, SetupRun
 from l0mem.audit.runner import RunEvent
 from l0mem.audit.setups import SetupPlan
 from l0mem.cli._common import escape
+from l0mem.cli.fits_view import fits_table, number
 from l0mem.cli.layout import fitted
 from l0mem.units import format_bytes
 
@@ -87,10 +87,6 @@ def _climbs(sample: Sample, plan: SetupPlan) -> bool:
     return sample.edge == "after" and sample.step <= plan.steps
 
 
-def _fmt(value: float | None, spec: str = ".0f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def _yes_no(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "NO")
 
@@ -154,14 +150,14 @@ def _summary_table(report: AuditReport, console: Console) -> RenderableType:
         if res.vmrss_would_miss:
             rss_cell = "[bold]misses it[/]"
         else:
-            rss_cell = _fmt(None if rss is None else rss.slope)
+            rss_cell = number(None if rss is None else rss.slope)
         rows.append(
             (
                 escape(run.label),
                 _source(report, run),
                 run.status,
                 _verdict_cell(run),
-                _fmt(res.slope),
+                number(res.slope),
                 escape(res.deciding_signal or "-"),
                 _yes_no(res.released),
                 rss_cell,
@@ -177,39 +173,18 @@ def _summary_table(report: AuditReport, console: Console) -> RenderableType:
     )
 
 
-def _signal_table(report: AuditReport, run: SetupRun, verbose: bool = False) -> Table | None:
+def _signal_table(
+    report: AuditReport, run: SetupRun, console: Console, verbose: bool = False
+) -> RenderableType | None:
     res = run.result
     if res is None or not (res.host or res.device):
         return None
     priority = (report.analysis.priority if report.analysis else ()) + _EXTRA_SIGNALS
     if verbose:
         priority += tuple(f.signal for f in res.host)
-    # Each signal once, where the priority first names it (Shmem is in both since 1.2).
-    shown = [f for name in dict.fromkeys(priority) if (f := res.fit(name)) is not None]
-    shown += res.device
     mark = PLATFORM_MARKS.get(report.run_platform(run))
     where = f" ({mark[0]})" if mark else ""
-    table = Table(title=escape(f"{run.label}{where}: {res.verdict}"), title_justify="left")
-    for name in ("signal", "side", "MiB/GiB", "+/-", "R^2", "note"):
-        table.add_column(
-            name,
-            justify="right" if name in ("MiB/GiB", "+/-", "R^2") else "left",
-            overflow="fold",
-        )
-    for fit in shown:
-        if fit.signal == res.deciding_signal:
-            note = "deciding"
-        else:
-            note = res.passed_over.get(fit.signal, "")
-        table.add_row(
-            escape(fit.signal),
-            fit.side,
-            _fmt(fit.slope),
-            _fmt(fit.uncertainty),
-            _fmt(fit.r2, ".3f"),
-            escape(note),
-        )
-    return table
+    return fits_table(console, escape(f"{run.label}{where}: {res.verdict}"), res, priority)
 
 
 def _costs(report: AuditReport) -> dict[tuple[str, str | None], RemedyCost]:
@@ -245,12 +220,12 @@ def _cost_table(report: AuditReport, console: Console) -> tuple[RenderableType |
                 escape(c.setup),
                 escape(c.remedy or "(default)"),
                 escape(" ".join(f"{k}={v}" for k, v in c.env.items()) or "-"),
-                _fmt(None if ratio is None else ratio * 1024),
+                number(None if ratio is None else ratio * 1024),
                 "-"
                 if not access
                 else ("yes" if access == {True} else "no" if access == {False} else "some"),
                 c.route or "-",
-                _fmt(c.direct_gbps),
+                number(c.direct_gbps),
                 "-" if c.copies_ok is None else ("ok" if c.copies_ok else "[bold red]CORRUPT[/]"),
             )
         )
@@ -271,7 +246,7 @@ def _remedy_table(report: AuditReport, console: Console) -> RenderableType | Non
             escape(" ".join(f"{k}={v}" for k, v in e.env.items())),
             e.status,
             e.verdict or "-",
-            _fmt(None if e.ratio is None else e.ratio * 1024),
+            number(None if e.ratio is None else e.ratio * 1024),
             _removes(e, costs.get((e.setup, e.remedy))),
         )
         for e in effects
@@ -284,9 +259,9 @@ def render(report: AuditReport, console: Console, *, verbose: bool = False) -> N
     # crop=False: a stacked row's long line (a setting to copy) is the terminal's to wrap.
     console.print(_summary_table(report, console), crop=False)
     for run in report.runs:
-        table = _signal_table(report, run, verbose)
+        table = _signal_table(report, run, console, verbose)
         if table is not None:
-            console.print(table)
+            console.print(table, crop=False)
     remedies = _remedy_table(report, console)
     if remedies is not None:
         console.print(remedies, crop=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -51,18 +52,23 @@ def fitted(
         return table
     parts: list[Text] = []
     if title:
-        parts.append(Text.from_markup(title, style="bold"))
+        parts.append(whole(title, style="bold"))
     for row in rows:
         head, *rest = row
-        parts.append(Text.from_markup(head or "-", style="bold"))
-        for name, cell in zip(headers[1:], rest, strict=True):
-            parts.append(Text.from_markup(f"  {name}: {cell}"))
+        parts.append(whole(head or "-", style="bold"))
+        # An empty cell says nothing: no "at:" line without a value.
+        parts += [whole(f"  {n}: {c}") for n, c in zip(headers[1:], rest, strict=True) if c]
     if caption:
-        parts.append(Text(caption))
-    for part in parts:
-        # Long lines are the terminal's to wrap: rich would fold a setting mid-word.
-        part.no_wrap, part.overflow = True, "ignore"
+        parts.append(whole(escape(caption)))
     return Group(*parts)
 
 
-__all__ = ["fitted"]
+def whole(markup: str, style: str = "") -> Text:
+    """Return ``markup`` as one line that is never folded or cut (the terminal wraps it)."""
+    text = Text.from_markup(markup, style=style)
+    # Long lines are the terminal's to wrap: rich would fold a setting mid-word.
+    text.no_wrap, text.overflow = True, "ignore"
+    return text
+
+
+__all__ = ["fitted", "whole"]

@@ -25,11 +25,9 @@ from l0mem.cli import run_outputs
 from l0mem.cli._common import (
     STOP_SIGNALS,
     ExitCode,
-    error,
     exit_epilog,
     fail,
     output,
-    rendering,
     reporting,
     signal_exit,
     to_stdout,
@@ -44,7 +42,7 @@ from l0mem.cli._options import (
     prometheus_option,
 )
 from l0mem.cli._signals import handling
-from l0mem.cli.run_view import Progress, summary_view
+from l0mem.cli.run_view import Progress
 from l0mem.probe import read_environ
 from l0mem.trace import TraceSession
 from l0mem.watch import (
@@ -59,7 +57,6 @@ from l0mem.watch import (
     WatchResult,
     WatchSummary,
     run_workload,
-    summarize,
     watch_pid,
 )
 from l0mem.watch.sysman import SysmanReader, child_environment
@@ -84,7 +81,17 @@ def _shared(func: _F) -> _F:
                 help="Time between samples (run samples faster near its --host-floor).",
             ),
             click.option(
-                "--quiet", is_flag=True, help="No live view or line per sample; only the summary."
+                "-q",
+                "--quiet",
+                count=True,
+                help="No live view or line per sample; only the summary, its answer first. "
+                "Twice (-qq): the answer only (at most five lines).",
+            ),
+            click.option(
+                "-v",
+                "--verbose",
+                is_flag=True,
+                help="Also show every signal's fit in the summary, not only the deciding one.",
             ),
             json_option,
             click.option(
@@ -139,42 +146,6 @@ def _stop_on_signals(watch: Watch) -> contextlib.AbstractContextManager[None]:
     return handling(STOP_SIGNALS, handler, ignore_after=lambda: watch.stop_signal is not None)
 
 
-def _finish(
-    command: str,
-    result: WatchResult,
-    paths: tuple[Path | None, ...],
-    meta: dict[str, Any],
-    title: str,
-    console_stderr: bool,
-    watch: Watch,
-) -> WatchSummary:
-    """Summarize, write the files and show the summary; exit 4 when a file could not be written.
-
-    The stop handlers stay installed (the caller's): a signal that comes while
-    the files are written, a second one or one after the workload ended, is
-    noted and answered once they are written.
-    """
-    summary = summarize(result.series, run_outputs.analysis_config())
-    errors = run_outputs.write_all(result, summary, paths, meta, title)
-    out = output(highlight=False, stderr=console_stderr or to_stdout(*paths))
-    with rendering():
-        out.print(summary_view(result, summary, dict(result.series.unavailable)))
-    stop = result.stop_signal if result.stop_signal is not None else watch.stop_signal
-    if stop is not None:
-        name = signal_exit(stop)[1]
-        how = "the workload was stopped; " if command == "run" else ""
-        if result.stop_signal is None:
-            how = "after the workload ended; " if command == "run" else "at the end; "
-        error(command, f"interrupted by {name}; {how}every sample was kept")
-    for message in errors:
-        error(command, message)
-    if stop is not None:
-        raise SystemExit(signal_exit(stop)[0])
-    if errors:
-        raise SystemExit(int(ExitCode.BAD_INPUT))
-    return summary
-
-
 @click.command(
     "run",
     epilog=exit_epilog("run"),
@@ -226,7 +197,8 @@ def run(
     trace: bool,
     no_peer_residency: bool,
     interval: float,
-    quiet: bool,
+    quiet: int,
+    verbose: bool,
     json_path: Path | None,
     csv_path: Path | None,
     plot_path: Path | None,
@@ -255,7 +227,7 @@ def run(
         with reporting("run"):
             host_floor = default_floor(mem_total())
     console = output(highlight=False, stderr=True)
-    progress = Progress(console, "run", quiet=quiet, live=console.is_terminal)
+    progress = Progress(console, "run", quiet=quiet > 0, live=console.is_terminal)
     with contextlib.ExitStack() as stack:
         session = None
         if trace or no_peer_residency:
@@ -310,7 +282,9 @@ def run(
             },
         }
         paths = (json_path, csv_path, plot_path, prometheus_path)
-        summary = _finish("run", result, paths, meta, _title(command), True, watch)
+        summary = run_outputs.finish(
+            "run", result, paths, meta, _title(command), True, watch, quiet, verbose
+        )
         if result.floor_stop is not None:
             fail("run", ExitCode.NO_DEVICE, result.floor_stop.message)
     raise SystemExit(run_exit_code(result, summary, fail_on_mirror))
@@ -352,7 +326,8 @@ def watch(
     pid: int,
     duration: float | None,
     interval: float,
-    quiet: bool,
+    quiet: int,
+    verbose: bool,
     json_path: Path | None,
     csv_path: Path | None,
     plot_path: Path | None,
@@ -364,7 +339,7 @@ def watch(
     """Watch a running process: what it costs the host per GiB of device memory."""
     run_outputs.check("watch", json_path, csv_path, plot_path, prometheus_path)
     console = output(highlight=False, stderr=True)
-    progress = Progress(console, "watch", quiet=quiet, live=console.is_terminal)
+    progress = Progress(console, "watch", quiet=quiet > 0, live=console.is_terminal)
     environment = read_environ(pid)  # at attach: gone once the process ended
     with contextlib.ExitStack() as stack:
         sysman = None if no_sysman else _sysman(stack, os.environ, environment or {})
@@ -398,8 +373,8 @@ def watch(
             },
         }
         paths = (json_path, csv_path, plot_path, prometheus_path)
-        summary = _finish(
-            "watch", result, paths, meta, f"l0mem watch --pid {pid}", False, watcher
+        summary = run_outputs.finish(
+            "watch", result, paths, meta, f"l0mem watch --pid {pid}", False, watcher, quiet, verbose
         )
     if fail_on_mirror and summary.verdict == "mirror":
         raise SystemExit(int(ExitCode.REGRESSION))

@@ -15,13 +15,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from l0mem.cli._common import check_outputs
+from l0mem.cli._common import (
+    ExitCode,
+    check_outputs,
+    error,
+    output,
+    rendering,
+    signal_exit,
+    to_stdout,
+)
 from l0mem.cli._options import check_plot
+from l0mem.cli.run_view import summary_view
 from l0mem.estimate import DEFAULT_CONFIG, AnalysisConfig, for_stacks
 from l0mem.files import ReportWriteError
 from l0mem.plots import MissingDependencyError, write_watch_plot
 from l0mem.probe.fingerprint import gpu_modules
-from l0mem.watch import Series, WatchResult, WatchSample, WatchSummary, summarize
+from l0mem.watch import Series, Watch, WatchResult, WatchSample, WatchSummary, summarize
 from l0mem.watch.export import document, write_csv, write_json
 
 
@@ -128,4 +137,59 @@ def write_all(
     return errors
 
 
-__all__ = ["PROMETHEUS_EVERY", "analysis_config", "check", "metric_labels", "with_prometheus", "write_all"]
+def finish(
+    command: str,
+    result: WatchResult,
+    paths: tuple[Path | None, ...],
+    meta: dict[str, Any],
+    title: str,
+    console_stderr: bool,
+    watch: Watch,
+    quiet: int = 0,
+    verbose: bool = False,
+) -> WatchSummary:
+    """Summarize, write the files and show the summary; exit 4 when a file could not be written.
+
+    The stop handlers stay installed (the caller's): a signal that comes while
+    the files are written, a second one or one after the workload ended, is
+    noted and answered once they are written.
+    """
+    summary = summarize(result.series, analysis_config())
+    errors = write_all(result, summary, paths, meta, title)
+    out = output(highlight=False, stderr=console_stderr or to_stdout(*paths))
+    with rendering():
+        view = summary_view(
+            result,
+            summary,
+            dict(result.series.unavailable),
+            out,
+            answer_only=quiet > 1,
+            verbose=verbose,
+        )
+        # crop=False: a long line (a setting to copy) is the terminal's to wrap, never cut.
+        out.print(view, crop=False)
+    stop = result.stop_signal if result.stop_signal is not None else watch.stop_signal
+    if stop is not None:
+        name = signal_exit(stop)[1]
+        how = "the workload was stopped; " if command == "run" else ""
+        if result.stop_signal is None:
+            how = "after the workload ended; " if command == "run" else "at the end; "
+        error(command, f"interrupted by {name}; {how}every sample was kept")
+    for message in errors:
+        error(command, message)
+    if stop is not None:
+        raise SystemExit(signal_exit(stop)[0])
+    if errors:
+        raise SystemExit(int(ExitCode.BAD_INPUT))
+    return summary
+
+
+__all__ = [
+    "PROMETHEUS_EVERY",
+    "analysis_config",
+    "check",
+    "finish",
+    "metric_labels",
+    "with_prometheus",
+    "write_all",
+]

@@ -3,8 +3,9 @@
 On a terminal a rich live table is redrawn at every sample (per device VRAM
 and GTT, the host cost beyond the baseline, the current ratio, peaks); off a
 terminal (CI logs) each sample is one plain line; ``--quiet`` shows neither.
-The summary at the end says the verdict, the fit, the peaks, on which device
-the host pages were charged and what was unavailable.
+The summary at the end opens with the answer (:func:`answer_lines`: the
+verdict and by how much, why, what to do, in at most five lines), then the
+peaks, on which device the host pages were charged and what was unavailable.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
+from l0mem.cli._common import escape
+from l0mem.cli.fits_view import fits_table
+from l0mem.cli.layout import fitted, whole
 from l0mem.units import format_bytes
 from l0mem.watch import (
     Series,
@@ -28,6 +32,8 @@ from l0mem.watch import (
     live_ratio,
 )
 from l0mem.watch.export import simulated
+
+MAX_ANSWER = 5  # verdict and amount, why, what to do, a stop at the host floor
 
 
 def _size(value: int | None) -> str:
@@ -129,10 +135,9 @@ class Progress:
             )
 
 
-def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[str, str]) -> Group:
-    """Return the summary shown at the end: verdict, fit, peaks, charged device, gaps."""
+def answer_lines(result: WatchResult, summary: WatchSummary) -> list[str]:
+    """Return the answer, at most :data:`MAX_ANSWER` lines of markup: verdict and amount, why, what to do."""
     analysis = summary.analysis
-    lines: list[Any] = []
     slope = analysis.slope
     fit = analysis.fit(analysis.deciding_signal) if analysis.deciding_signal else None
     head = f"verdict: [bold]{analysis.verdict}[/bold]"
@@ -143,31 +148,59 @@ def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[s
             f", {slope:.0f} +/- {fit.uncertainty or 0:.0f} MiB host per GiB device "
             f"(ratio {_ratio(analysis.ratio)}, by {analysis.deciding_signal})"
         )
-    lines.append(head)
-    lines.append(f"  {analysis.reason}")
+    lines = [head, f"  {escape(analysis.reason)}"]
     if analysis.next_steps is not None:
-        lines.append(f"  what to do: {analysis.next_steps.text}")
+        lines.append(f"  what to do: {escape(analysis.next_steps.text)}")
     elif analysis.verdict in ("mirror", "partial"):
-        lines.append(f"  what to do: {remedy_hint(result.trace)}")
-    table = Table(title="peaks", title_justify="left")
-    table.add_column("what")
-    table.add_column("peak", justify="right")
-    table.add_column("at", justify="right")
-    for name, peak in (
-        ("host cost beyond baseline", summary.host_cost),
-        (
-            device_label(summary.device_source),
-            summary.device_memory,
-        ),
-        ("tree VmRSS growth", summary.tree_rss),
-        ("Shmem growth", summary.shmem),
-        ("cgroup growth", summary.cgroup),
-    ):
-        table.add_row(name, *_peak_cells(peak))
+        lines.append(f"  what to do: {escape(remedy_hint(result.trace))}")
+    if result.floor_stop is not None:
+        # The run did not end on its own: part of the answer, not a detail.
+        lines.append(f"[bold]{escape(result.floor_stop.message)}[/bold]")
+    return lines
+
+
+def summary_view(
+    result: WatchResult,
+    summary: WatchSummary,
+    unavailable: dict[str, str],
+    console: Console,
+    *,
+    answer_only: bool = False,
+    verbose: bool = False,
+) -> Group:
+    """Return the summary shown at the end: the answer first, then peaks, charged device, gaps.
+
+    ``verbose`` adds every signal's fit; ``answer_only`` stops after the answer.
+    """
+    lines: list[Any] = [whole(line) for line in answer_lines(result, summary)]
+    if answer_only:
+        return Group(*lines)
+    lines.append("")
+    rows = [
+        (name, *_peak_cells(peak))
+        for name, peak in (
+            ("host cost beyond baseline", summary.host_cost),
+            (device_label(summary.device_source), summary.device_memory),
+            ("tree VmRSS growth", summary.tree_rss),
+            ("Shmem growth", summary.shmem),
+            ("cgroup growth", summary.cgroup),
+        )
+    ]
     for d in summary.devices:
-        table.add_row(f"{d.pdev} VRAM", *_peak_cells(d.vram))
-        table.add_row(f"{d.pdev} GTT", *_peak_cells(d.gtt))
-    lines.append(table)
+        rows.append((f"{d.pdev} VRAM", *_peak_cells(d.vram)))
+        rows.append((f"{d.pdev} GTT", *_peak_cells(d.gtt)))
+    lines.append(fitted(console, "peaks", ("what", "peak", "at"), rows, right=("peak", "at")))
+    # Why a peak is unavailable is a sentence under the table, not a cell that widens it.
+    said = set(unavailable.values())
+    missing = [summary.host_cost, summary.device_memory, summary.tree_rss, summary.shmem]
+    missing += [summary.cgroup, *(p for d in summary.devices for p in (d.vram, d.gtt))]
+    for why in dict.fromkeys(p.unavailable for p in missing if p.bytes is None and p.unavailable):
+        if why.partition(": ")[2] not in said:
+            lines.append(f"[dim]unavailable: {escape(why)}[/dim]")
+    if verbose:
+        fits = fits_table(console, "every signal's fit", summary.analysis)
+        if fits is not None:
+            lines.append(fits)
     if summary.charged_to is not None:
         lines.append(
             f"host pages charged to DRM device {summary.charged_to} (its GTT/system regions grew most)"
@@ -195,10 +228,8 @@ def summary_view(result: WatchResult, summary: WatchSummary, unavailable: dict[s
         else:
             text += ", until they ended"
         lines.append(text)
-    if result.floor_stop is not None:
-        lines.append(f"[bold]{result.floor_stop.message}[/bold]")
     for key, why in sorted(unavailable.items()):
-        lines.append(f"[dim]unavailable: {key}: {why}[/dim]")
+        lines.append(f"[dim]unavailable: {escape(key)}: {escape(why)}[/dim]")
     return Group(*lines)
 
 
@@ -251,8 +282,8 @@ def trace_lines(trace: dict[str, Any]) -> list[str]:
 
 def _peak_cells(peak: Any) -> tuple[str, str]:
     if peak.bytes is None:
-        return f"unavailable ({peak.unavailable})", ""
+        return "unavailable", ""
     return format_bytes(peak.bytes), f"{peak.t:.1f} s"
 
 
-__all__ = ["Progress", "live_table", "remedy_hint", "sample_line", "summary_view"]
+__all__ = ["MAX_ANSWER", "Progress", "answer_lines", "live_table", "remedy_hint", "sample_line", "summary_view"]
