@@ -128,6 +128,7 @@ def build() -> Path:
         if not Path(prebuilt).is_file():
             raise SimBuildError(f"{LIBRARY_ENV}={prebuilt}: no such file")
         return Path(prebuilt)
+    _gcc()
     header_dir = _header_dir()
     target = BUILD_DIR / _digest(_sources(), header_dir) / LIBRARY_NAME
     if not target.is_file():
@@ -135,11 +136,17 @@ def build() -> Path:
     return target
 
 
-def build_into(target: Path) -> None:
-    """Compile the simulated driver into ``target``, atomically (setup.py builds the wheel's this way)."""
+def _gcc() -> str:
+    """Return gcc's path; raise SimBuildError where there is none."""
     gcc = shutil.which("gcc")
     if gcc is None:
         raise SimBuildError("gcc not found on PATH: install gcc and libc6-dev")
+    return gcc
+
+
+def build_into(target: Path) -> None:
+    """Compile the simulated driver into ``target``, atomically (setup.py builds the wheel's this way)."""
+    gcc = _gcc()
     header_dir = _header_dir()
     sources = _sources()
     target.parent.mkdir(parents=True, exist_ok=True)
