@@ -115,7 +115,8 @@ def in_worker(body: Callable[[], _T], command: Callable[[], str]) -> _T:
     worker.start()
     stop: KeyboardInterrupt | None = None
     deadline = float("inf")
-    while not done.is_set():
+    # ``outcome`` too: a stop raised in the worker as it ends may land before ``done`` is set.
+    while not done.is_set() and not outcome:
         try:
             done.wait(min(0.1, max(deadline - time.monotonic(), 0.0)))
         except KeyboardInterrupt as exc:
@@ -129,7 +130,7 @@ def in_worker(body: Callable[[], _T], command: Callable[[], str]) -> _T:
             continue
         if stop is not None and time.monotonic() >= deadline:
             break
-    if done.is_set():
+    if outcome:
         ok, value = outcome[0]
         if ok:
             return value
