@@ -370,3 +370,24 @@ def test_a_late_device_loss_is_always_kept(tmp_path):
     proc = _cli(["--json", str(out)], sim.sim_env(devices=2, device_lost_at=2000))
     assert proc.returncode == 6 and out.exists(), proc.stderr
     assert len(json.loads(out.read_text())["copies"]) >= 1
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_answer_comes_first_naming_each_pairs_route(tmp_path, columns):
+    out = tmp_path / "p2p.json"
+    proc = run_l0mem(
+        "p2p",
+        ["--sizes", "4K,1M", "--reps", "2", "--json", str(out)],
+        sim.sim_env(devices=3, peers="0>1,1>0"),
+        columns=columns,
+    )
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.split("\n\n")[0]
+    assert head.startswith("[SIMULATOR] Direct: ") and len(head.splitlines()) <= 5 * 2, proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= columns
+    flat = " ".join(head.split())
+    direct, staged = flat.split("Staged through host memory: ")
+    for peer in json.loads(out.read_text())["peers"]:
+        pair = f"{peer['src']}>{peer['dst']}"
+        assert pair in (direct if peer["route"] == "direct" else staged), (pair, flat)
+    assert "Every copy checked byte for byte came back whole" in flat

@@ -82,8 +82,54 @@ def _table(title: str, columns: Sequence[str], justify: str = "left") -> Table:
     return table
 
 
+MAX_ANSWER = 5  # direct pairs, staged pairs, the checks, what was not timed
+
+
+def _pairs(result: Any, route: str) -> str:
+    """Return the pairs copied by ``route`` with the median GB/s of their largest copy."""
+    largest: dict[tuple[int, int], Any] = {}
+    for c in result.copies:
+        known = largest.get((c.src, c.dst))
+        if c.kind == route and c.measured is not None and (known is None or c.nbytes > known.nbytes):
+            largest[c.src, c.dst] = c
+    parts = []
+    for peer in result.peers:
+        if (peer.route == "direct") != (route == "direct"):
+            continue
+        c = largest.get((peer.src, peer.dst))
+        speed = "" if c is None else f" {c.measured.gbps:.2f} GB/s at {format_size(c.nbytes)}"
+        parts.append(f"{peer.src}>{peer.dst}{speed}")
+    return ", ".join(parts)
+
+
+def answer_lines(result: Any) -> list[str]:
+    """Return the answer, at most :data:`MAX_ANSWER` lines: which pairs copy direct, which through the host."""
+    lines = []
+    if direct := _pairs(result, "direct"):
+        lines.append(f"Direct: {direct}")
+    if staged := _pairs(result, "staged"):
+        reasons = sorted({p.route_reason for p in result.peers if p.route != "direct" and p.route_reason})
+        lines.append(f"Staged through host memory: {staged} ({'; '.join(reasons) or 'no peer access'})")
+    if not result.peers:
+        lines.append("Only one device: no pairs to measure (SYCL: try --sub-devices 2).")
+    if result.failures:
+        lines.append(f"FAILED: {len(result.failures)} copies corrupted data or hung (below)")
+    elif result.checks:
+        lines.append("Every copy checked byte for byte came back whole")
+    if result.no_hardware:
+        lines.append(f"Not timed: {result.no_hardware}")
+    if result.simulated:
+        # Whatever comes first carries the mark of numbers that are not hardware results.
+        lines[0] = "[SIMULATOR] " + lines[0]
+    return lines[:MAX_ANSWER]
+
+
 def render(result: Any, console: Console) -> None:
-    """Print a :class:`l0mem.bench.p2p.P2PResult` as rich tables (numbers are never cut short)."""
+    """Print a :class:`l0mem.bench.p2p.P2PResult`: the answer first, then rich tables (numbers never cut)."""
+    for line in answer_lines(result):
+        # Wrapped between words: its tokens (pairs, GB/s, sizes) are short, none is cut.
+        console.print(escape(line))
+    console.print()
     devices = _table(f"Devices ({result.backend})", ("#", "name"))
     for i, name in enumerate(result.devices):
         devices.add_row(str(i), escape(name))
