@@ -13,6 +13,7 @@ import pytest
 
 from l0mem.audit.report import write_json
 from tests.support.cli import one_line, run_l0mem
+from tests.support.widths import assert_whole_at
 from tests.test_analysis import synthetic_report, synthetic_run
 
 PEER, PLAIN = "l0-peer-resident", "l0"
@@ -363,3 +364,22 @@ def test_a_schema_name_of_any_length_is_counted_by_a_short_name(tmp_path: Path) 
     # Both names cut to one short label: counted together, and no line carries 5000 digits.
     assert kinds == {"audit/" + "9" * 39 + "...": 2}
     assert max(len(line) for line in proc.stdout.splitlines()) < 200
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_every_verdict_ratio_machine_count_and_stack_setting_is_whole(
+    reports: Path, tmp_path: Path, columns: int
+) -> None:
+    out = tmp_path / "m.json"
+    proc = run_l0mem("matrix", [str(reports), "--json", str(out)], {}, columns=columns)
+    assert proc.returncode == 0, proc.stderr
+    values: list[str] = []
+    for group in json.loads(out.read_text())["groups"]:
+        values.append(group["group"])
+        for row in group["rows"]:
+            values += row["stack"].split(" | ")  # each part of a stack: a version or a setting
+            for cell in row["cells"].values():
+                values += cell["verdicts"]
+                values += [f"{cell['slope_mib_per_gib']:.0f}", f"(n={cell['machines']})"]
+    assert "EnableDeferBacking=0" in " ".join(values)
+    assert_whole_at(proc.stdout, columns, values)

@@ -55,12 +55,31 @@ def fitted(
         parts.append(whole(title, style="bold"))
     for row in rows:
         head, *rest = row
-        parts.append(whole(head or "-", style="bold"))
+        parts.append(whole(parted(head or "-", console.width), style="bold"))
         # An empty cell says nothing: no "at:" line without a value.
-        parts += [whole(f"  {n}: {c}") for n, c in zip(headers[1:], rest, strict=True) if c]
+        parts += [
+            whole(parted(f"  {n}: {c}", console.width))
+            for n, c in zip(headers[1:], rest, strict=True)
+            if c
+        ]
     if caption:
         parts.append(whole(escape(caption)))
     return Group(*parts)
+
+
+def parted(markup: str, width: int, sep: str = " | ") -> str:
+    """Return ``markup`` broken into lines of at most ``width`` at ``sep``, each part kept whole."""
+    # A driver stack is "driver X | loader Y | ..."; a break anywhere else would split a setting.
+    if Text.from_markup(markup).cell_len <= width or sep not in markup:
+        return markup
+    lines: list[str] = []
+    for part in markup.split(sep):
+        joined = f"{lines[-1]}{sep}{part}" if lines else part
+        if lines and Text.from_markup(joined).cell_len <= width:
+            lines[-1] = joined
+        else:
+            lines.append(part if not lines else f"    {part}")
+    return "\n".join(lines)
 
 
 def whole(markup: str, style: str = "") -> Text:
@@ -71,4 +90,4 @@ def whole(markup: str, style: str = "") -> Text:
     return text
 
 
-__all__ = ["fitted", "whole"]
+__all__ = ["fitted", "parted", "whole"]

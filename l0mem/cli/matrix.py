@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich import box
-from rich.table import Table
 
 from l0mem.cli._common import (
     check_outputs,
@@ -39,6 +37,7 @@ from l0mem.cli._common import (
 )
 from l0mem.cli._exits import ExitCode
 from l0mem.cli._options import check_plot, json_option, plot_option
+from l0mem.cli.layout import fitted
 
 # The longest schema name a "not in the matrix" line shows.
 KIND_CHARS = 48
@@ -193,15 +192,14 @@ def matrix(
     console = output(stderr=to_stdout(json_path))
     with rendering():
         for m in matrices:
-            table = Table(title=m.group, box=box.SIMPLE_HEAD, title_justify="left")
-            table.add_column("stack", overflow="fold")
-            for c in m.columns:
-                table.add_column(escape(c), overflow="fold")
-            for s in m.stacks:
-                mark = " (baseline)" if s == stack else ""
-                cells = [m.cells[s][c].text() if c in m.cells[s] else "" for c in m.columns]
-                table.add_row(escape(s + mark), *(escape(t) for t in cells))
-            console.print(table)
+            # Stacked where too wide: a verdict, a ratio or a stack's setting is never folded.
+            rows = [
+                [escape(s + (" (baseline)" if s == stack else ""))]
+                + [escape(m.cells[s][c].text()) if c in m.cells[s] else "" for c in m.columns]
+                for s in m.stacks
+            ]
+            headers = ["stack", *(escape(c) for c in m.columns)]
+            console.print(fitted(console, escape(m.group), headers, rows), crop=False)
         console.print("cells: verdict(s), median MiB of host per GiB of device, machines (n)")
         for kind, n in sorted(apart.items()):
             console.print(f"not in the matrix: {n} file(s) of schema {escape(kind)}")
