@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from l0mem.audit.report import write_json
 from l0mem.cli.compare import compare
+from tests.support.cli import run_l0mem
+from tests.support.widths import assert_whole_at
 from tests.test_analysis import synthetic_report, synthetic_run
 
 DATA = Path(__file__).parent / "data" / "reports"
@@ -155,7 +157,10 @@ def test_an_inconclusive_baseline_is_not_judged_and_fails_unless_allowed(tmp_pat
     write_json(synthetic_report([synthetic_run(1.0)]), after)
     strict = _run(str(before), str(after))
     assert strict.exit_code == 1, strict.output
-    assert "sycl: not judged: the baseline run has no verdict (inconclusive) -> mirror" in strict.stdout
+    assert (
+        "sycl: not judged: the baseline run has no verdict (inconclusive) -> mirror"
+        in strict.stdout
+    )
     assert "0 regression" not in strict.stdout and "no regression" not in strict.stdout
     assert "1 run(s) not judged" in strict.stdout and "--allow-unjudged" in strict.stdout
     relaxed = _run(str(before), str(after), "--allow-unjudged")
@@ -210,7 +215,12 @@ def test_help_documents_exit_codes() -> None:
         "5     the reports",
     ):
         assert line in result.stdout
-    for text in ("--allow-unjudged", "inconclusive or is missing", "the simulator", "without hardware"):
+    for text in (
+        "--allow-unjudged",
+        "inconclusive or is missing",
+        "the simulator",
+        "without hardware",
+    ):
         assert text in result.stdout
 
 
@@ -256,3 +266,29 @@ def test_installed_command_exit_codes(current: str, code: int) -> None:
         _one_line_error(proc.stderr)
     else:
         assert "sycl-single" in proc.stdout
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_every_verdict_and_slope_is_whole_at(tmp_path: Path, columns: int) -> None:
+    out = tmp_path / "cmp.json"
+    current = "tests/data/reports/current-regressed.json"
+    proc = run_l0mem(
+        "compare",
+        ["tests/data/reports/baseline.json", current, "--json", str(out)],
+        dict(os.environ),
+        columns=columns,
+    )
+    assert proc.returncode == 1, proc.stderr
+    values = ["tests/data/reports/baseline.json", current, "2 regression(s)"]
+    for c in json.loads(out.read_text())["changes"]:
+        label = c["setup"] if c["remedy"] is None else f"{c['setup']} [{c['remedy']}]"
+        values += [label, c["baseline_verdict"] or c["baseline_status"]]
+        values += [c["current_verdict"] or c["current_status"]]
+        values += [
+            str(round(s)) for s in (c["baseline_slope"], c["current_slope"]) if s is not None
+        ]
+        if c["slope_change"] is not None:
+            values.append(f"{round(c['slope_change']):+d}")
+        if c["note"]:
+            values.append(f"{label}: {c['note']}")
+    assert_whole_at(proc.stdout, columns, values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
+from rich.console import Console, RenderableType
 
 from l0mem.audit.compare import (
     DEFAULT_SLOPE_TOLERANCE,
@@ -29,6 +29,7 @@ from l0mem.cli._common import (
 from l0mem.cli._options import (
     finite,
 )
+from l0mem.cli.layout import fitted
 from l0mem.files import write_bytes
 
 
@@ -45,39 +46,38 @@ def _result_cell(change: RunChange) -> str:
     return "ok"
 
 
-def _table(comparison: Comparison, baseline: Path, current: Path) -> Table:
+def _table(
+    console: Console, comparison: Comparison, baseline: Path, current: Path
+) -> RenderableType:
     title = f"{baseline} -> {current}"
     if comparison.simulated:
         title += " (simulator numbers, not hardware)"
     if comparison.no_hardware:
         title += " (no hardware: the GPU driver executed nothing)"
-    table = Table(
-        title=escape(title),
-        title_justify="left",
-        caption="before/now/change: deciding slope, MiB of host memory per GiB of device memory",
-        caption_justify="left",
-    )
-    for name, justify in (
-        ("set-up", "left"),
-        ("baseline", "left"),
-        ("current", "left"),
-        ("before", "right"),
-        ("now", "right"),
-        ("change", "right"),
-        ("result", "left"),
-    ):
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for c in comparison.changes:
-        table.add_row(
+    if len(title) > console.width:  # each report's path whole on a line of its own
+        title = title.replace(" -> ", "\n-> ", 1)
+    headers = ("set-up", "baseline", "current", "before", "now", "change", "result")
+    rows = [
+        (
             escape(c.label),
-            c.baseline_verdict or c.baseline_status,
-            c.current_verdict or c.current_status,
+            escape(c.baseline_verdict or c.baseline_status),
+            escape(c.current_verdict or c.current_status),
             _fmt_slope(c.baseline_slope),
             _fmt_slope(c.current_slope),
             _fmt_slope(c.slope_change, "+"),
             _result_cell(c),
         )
-    return table
+        for c in comparison.changes
+    ]
+    # Stacked where too wide: a verdict or a slope is never folded mid-word.
+    return fitted(
+        console,
+        escape(title),
+        headers,
+        rows,
+        caption="before/now/change: deciding slope, MiB of host memory per GiB of device memory",
+        right=("before", "now", "change"),
+    )
 
 
 def _label(key: tuple[str, str | None]) -> str:
@@ -172,15 +172,18 @@ def compare(
     console = output(highlight=False, stderr=to_stdout(json_path))
     with rendering():
         if comparison.changes:
-            console.print(_table(comparison, baseline, current))
+            console.print(_table(console, comparison, baseline, current), crop=False)
+        # Wrapped at spaces (not soft-wrapped past the width): a note carries verdicts and slopes.
         for c in comparison.changes:
             if c.note:
-                console.print(escape(f"{c.label}: {c.note}"), soft_wrap=True)
+                console.print(escape(f"{c.label}: {c.note}"))
         for key in comparison.missing:
             lost = " (REGRESSION: it had a verdict)" if key in comparison.lost else ""
-            console.print(escape(f"only in baseline: {_label(key)}") + lost, soft_wrap=True)
+            line = escape(f"only in baseline: {_label(key)}") + lost
+            console.print(line)
         for key in comparison.new:
-            console.print(escape(f"only in current: {_label(key)}"), soft_wrap=True)
+            line = escape(f"only in current: {_label(key)}")
+            console.print(line)
         if code in (ExitCode.OK, ExitCode.REGRESSION):
             console.print(message)
     if code not in (ExitCode.OK, ExitCode.REGRESSION):
