@@ -11,6 +11,7 @@ import pytest
 
 from l0mem.files import write_json
 from tests.support import sim as simsupport
+from tests.support.widths import assert_whole_at
 
 
 def base_env():
@@ -202,3 +203,20 @@ def test_init_path_is_shown(tmp_path, offered):
     assert json.loads(path.read_text())["loader"]["init_path"] == want
     row = next(line for line in proc.stdout.splitlines() if "initialized by" in line)
     assert row.split("│")[2].strip() == want
+
+
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_every_path_version_and_identifier_is_whole_at(sim_env, tmp_path, columns):
+    path = tmp_path / "info.json"
+    proc = run_info(["--json", str(path)], dict(sim_env, COLUMNS=columns))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(path.read_text())
+    loader = report["loader"]
+    values = [str(loader["path"]), *report["alt_drivers"]]
+    values += [c["version"] for c in loader["components"]]
+    for drv in report["drivers"]:
+        values += [drv["version"], f"{drv['driver_version']:#010x}", str(drv["api_version"])]
+        for dev in drv["devices"]:
+            values += [dev["name"], dev["type"], dev["uuid"], dev["pci_address"] or "-"]
+            values.append(f"{dev['vendor_id']}:{dev['device_id']}")
+    assert_whole_at(proc.stdout, int(columns), values)

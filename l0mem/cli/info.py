@@ -47,6 +47,7 @@ from rich.table import Table
 from l0mem import __version__
 from l0mem.cli._common import (
     check_outputs,
+    escape,
     exit_epilog,
     measuring,
     output,
@@ -57,6 +58,7 @@ from l0mem.cli._common import (
 from l0mem.cli._options import (
     json_option,
 )
+from l0mem.cli.layout import pairs
 from l0mem.units import format_bytes
 
 
@@ -128,16 +130,15 @@ def collect() -> dict[str, Any]:
 
 def render(report: dict[str, Any], console: Console) -> None:
     """Print the report as rich tables."""
-    loader = Table(title="Level Zero loader", show_header=False)
-    loader.add_column("field", no_wrap=True)
-    loader.add_column("value", overflow="fold")
-    loader.add_row("path", str(report["loader"]["path"] or "unknown"))
-    for comp in report["loader"]["components"]:
-        loader.add_row(comp["name"], comp["version"])
-    loader.add_row("initialized by", report["loader"].get("init_path") or "-")
+    rows = [("path", str(report["loader"]["path"] or "unknown"))]
+    rows += [(comp["name"], comp["version"]) for comp in report["loader"]["components"]]
+    rows.append(("initialized by", report["loader"].get("init_path") or "-"))
     if report["alt_drivers"]:
-        loader.add_row("ZE_ENABLE_ALT_DRIVERS", ", ".join(report["alt_drivers"]))
-    console.print(loader)
+        rows.append(("ZE_ENABLE_ALT_DRIVERS", ", ".join(report["alt_drivers"])))
+    # Lines where the table is too wide: a path is copied from here, never folded mid-word.
+    console.print(
+        pairs(console, "Level Zero loader", [(k, escape(v)) for k, v in rows]), crop=False
+    )
     if report["alt_drivers"]:
         console.print(
             "note: ZE_ENABLE_ALT_DRIVERS is set, so the drivers below are the ones named there "

@@ -46,9 +46,7 @@ def fitted(
         table.add_column(name, justify="right" if name in right else "left", overflow="fold")
     for row in rows:
         table.add_row(*row)
-    # Measured without the terminal's limit: the width the table wants, not the one it gets.
-    wide = console.options.update(width=_UNBOUNDED, max_width=_UNBOUNDED)
-    if Measurement.get(console, wide, table).maximum <= console.width:
+    if _fits(console, table):
         return table
     parts: list[Text] = []
     if title:
@@ -65,6 +63,33 @@ def fitted(
     if caption:
         parts.append(whole(escape(caption)))
     return Group(*parts)
+
+
+def pairs(console: Console, title: str, rows: Sequence[tuple[str, str]]) -> RenderableType:
+    """Return ``field, value`` rows as a two-column table where it fits ``console``, else as lines.
+
+    A line ``field: value`` wider than the terminal puts the value, whole, on
+    an indented line of its own (a path or a setting to copy is never folded).
+    """
+    table = Table(title=Text.from_markup(title) if title else None, show_header=False)
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    if _fits(console, table):
+        return table
+    parts = [whole(title, style="bold")] if title else []
+    for field, value in rows:
+        line = f"{field}: {value}"
+        fits = Text.from_markup(line).cell_len <= console.width
+        parts.append(whole(line if fits else f"{field}:\n  {value}"))
+    return Group(*parts)
+
+
+def _fits(console: Console, table: Table) -> bool:
+    # Measured without the terminal's limit: the width the table wants, not the one it gets.
+    wide = console.options.update(width=_UNBOUNDED, max_width=_UNBOUNDED)
+    return Measurement.get(console, wide, table).maximum <= console.width
 
 
 def parted(markup: str, width: int, sep: str = " | ") -> str:
@@ -90,4 +115,4 @@ def whole(markup: str, style: str = "") -> Text:
     return text
 
 
-__all__ = ["fitted", "parted", "whole"]
+__all__ = ["fitted", "pairs", "parted", "whole"]
