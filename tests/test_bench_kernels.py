@@ -453,3 +453,26 @@ def test_sweep_script_reports_failures_in_one_line(
     monkeypatch.setattr(sweep_script, "sweep", failing_sweep)
     assert sweep_script.main(small) == 6
     assert capsys.readouterr().err == "bench_kernels.py: RuntimeError: device lost\n"
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_answer_comes_first_and_names_every_kernel_against_the_goal(
+    tmp_path: Path, columns: int
+) -> None:
+    from l0mem.cli.bench import GOAL_RATIO
+    from tests.support.cli import run_l0mem
+    from tests.support.widths import assert_whole_at
+
+    out = tmp_path / "k.json"
+    args = ["kernels", "--backend", "l0", "--elements", "65536", "--reps", "2", "--warmup", "0"]
+    proc = run_l0mem("bench", [*args, "--json", str(out)], sim.sim_env(devices=1), columns=columns)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    answer, table = proc.stdout.split("\n\n", 1)
+    said = " ".join(answer.split())
+    assert said.startswith(f"[SIMULATOR] Against a copy of {data['copy']['gbps']:.2f} GB/s: ")
+    for k in data["kernels"]:
+        assert f"{k['name']} {k['ratio_to_copy']:.2f}x" in said
+        below = k["ratio_to_copy"] < GOAL_RATIO
+        assert (f"below the goal ({GOAL_RATIO:.2f}x)" in said) or not below
+    assert_whole_at(table, columns, [f"{k['gbps']:.2f}" for k in data["kernels"]])

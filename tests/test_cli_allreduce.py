@@ -324,3 +324,27 @@ def test_a_failure_in_a_later_size_keeps_the_sizes_that_finished(tmp_path, later
     assert {n for n, _ in kept} == {400}
     assert "what finished before it was kept" in proc.stderr
     assert any(line.split()[:1] == ["100"] for line in proc.stdout.splitlines()), proc.stdout
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_answer_comes_first_and_every_number_is_whole(tmp_path, columns):
+    from l0mem.cli.allreduce import _ms
+    from tests.support.widths import assert_whole_at
+
+    out = tmp_path / "ar.json"
+    args = ["--backend", "l0", "--sizes", "16K,1M", "--reps", "2", "--warmup", "0"]
+    proc = run_l0mem("allreduce", [*args, "--json", str(out)], sim.sim_env(devices=2), columns=columns)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    text = proc.stdout
+    assert text.startswith("[SIMULATOR] Every sum within its error bound and the same on every device")
+    top = max(r["nelem"] for r in data["results"])
+    at = {r["path"]: r for r in data["results"] if r["nelem"] == top}
+    picked = next(p for p, r in at.items() if r["auto"])
+    said = " ".join(text.split("\n\n", 1)[0].split())  # the answer, its lines joined
+    assert f"At {top:,} elements: bf16 {_ms(at['bf16']['time_ns']['median'])} ms" in said
+    assert f"f32 {_ms(at['f32']['time_ns']['median'])} ms" in said
+    assert said.endswith(f"the threshold picks {picked}")
+    values = [f"{r['nelem']:,}" for r in data["results"]] + [_ms(r["time_ns"]["median"]) for r in data["results"]]
+    table = text.split("\n\n", 1)[1]
+    assert_whole_at(table, columns, values)

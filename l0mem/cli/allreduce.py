@@ -93,8 +93,43 @@ _COLUMNS = (
 )
 
 
+def answer_lines(report: dict[str, Any]) -> list[str]:
+    """Return the answer first: were the sums right, and what BF16 saved at the largest size."""
+    mark = "[SIMULATOR] " if report.get("simulated") else ""
+    results = report["results"]
+    if not results:
+        return [f"{mark}Nothing measured"]
+    wrong = [r for r in results if not r["within_bound"] or not r["identical"]]
+    lines = [
+        f"{mark}Every sum within its error bound and the same on every device"
+        if not wrong
+        else f"{mark}Wrong sums: "
+        + ", ".join(
+            f"{r['path']} at {r['nelem']:,} elements "
+            f"({'outside its bound' if not r['within_bound'] else 'devices disagree'})"
+            for r in wrong
+        )
+    ]
+    top = max(r["nelem"] for r in results)
+    at = {r["path"]: r for r in results if r["nelem"] == top}
+    if "f32" in at and "bf16" in at:
+        f32, bf16 = at["f32"]["time_ns"]["median"], at["bf16"]["time_ns"]["median"]
+        picked = next((p for p, r in at.items() if r["auto"]), "-")
+        lines.append(
+            f"At {top:,} elements: bf16 {_ms(bf16)} ms, f32 {_ms(f32)} ms "
+            f"(bf16 takes {bf16 / f32:.2f}x f32's time); the threshold picks {picked}"
+        )
+    if report.get("complete") is False:
+        lines.append("Interrupted: the sizes finished before the stop")
+    return lines
+
+
 def render(report: dict[str, Any], console: Console) -> None:
-    """Print an all-reduce report as a rich table (fits 80 columns without cutting numbers)."""
+    """Print an all-reduce report: the answer, then a rich table (80 columns, no number cut)."""
+    if not report.get("no_hardware"):
+        for line in answer_lines(report):
+            console.print(escape(line))
+        console.print()
     names = ", ".join(f"{d['index']}: {d['name']}" for d in report["devices"])
     console.print(
         escape(f"All-reduce over {len(report['devices'])} devices ({report['backend']}): {names}")

@@ -49,8 +49,26 @@ MAX_WORK_GROUP = 1 << 20
 GOAL_RATIO = 0.9
 
 
+def answer_lines(result: Any) -> list[str]:
+    """Return the answer first: which kernels reach the goal against a copy, in at most three lines."""
+    mark = "[SIMULATOR] " if result.simulated else ""
+    ratios = {name: result.ratio(name) for name in result.kernels}
+    slow = [f"{n} {r:.2f}x" for n, r in ratios.items() if r < GOAL_RATIO]
+    fast = [f"{n} {r:.2f}x" for n, r in ratios.items() if r >= GOAL_RATIO]
+    lines = [
+        f"{mark}Against a copy of {result.copy.gbps:.2f} GB/s: "
+        + (f"below the goal ({GOAL_RATIO:.2f}x): {', '.join(slow)}" if slow else "every kernel "
+           f"reaches the goal ({GOAL_RATIO:.2f}x)")
+    ]  # fmt: skip
+    if slow and fast:
+        lines.append(f"At the goal: {', '.join(fast)}")
+    if not result.complete:
+        lines.append("Interrupted: from the repetitions taken before the stop")
+    return lines
+
+
 def render(result: Any, console: Console) -> None:
-    """Print a kernel benchmark result as a rich table."""
+    """Print a kernel benchmark result: the answer, then the table."""
     title = escape(
         f"Kernel bandwidth on {result.device} ({result.backend}, {result.elements:,} elements)"
     )
@@ -65,6 +83,9 @@ def render(result: Any, console: Console) -> None:
             "each kernel ran once, untimed.[/yellow]"
         )
         return
+    for line in answer_lines(result):
+        console.print(escape(line))
+    console.print()
     table = Table(title=title)
     table.add_column("operation", no_wrap=True)
     # Numbers must never be cut, even at 80 columns; two-line headers keep it narrow.
