@@ -108,7 +108,8 @@ def test_shared_options_table_names_exactly_the_commands_that_take_each_option()
             named = set(options)
         else:
             named = set(re.findall(r"`([a-z0-9 ]+)`", commands_cell))
-        listed[option.group()] = named
+        for spelled in re.findall(r"(?<![\w-])--?[a-z][a-z-]*", option_cell):
+            listed[spelled] = named  # every spelling of the row's option (-q, --quiet)
         # Every command named takes the option; no measuring command that takes it is left out.
         takes = {c for c in set(MEASURING) | named if option.group() in options[c]}
         assert named == takes, (option.group(), named, takes)

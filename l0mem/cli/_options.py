@@ -62,6 +62,14 @@ json_option = click.option(
     "- is standard output).",
 )
 
+answer_only_option = click.option(
+    "-q",
+    "--quiet",
+    "answer_only",
+    is_flag=True,
+    help="Print the answer only (its first lines), no tables; --json still has everything.",
+)
+
 prometheus_option = click.option(
     "--prometheus",
     "prometheus_path",

@@ -56,6 +56,7 @@ from l0mem.cli._common import (
 from l0mem.cli._options import (
     MAX_DEVICES,
     MAX_SEED,
+    answer_only_option,
     backend_option,
     device_option,
     hang_after_option,
@@ -124,11 +125,13 @@ def answer_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render(report: dict[str, Any], console: Console) -> None:
+def render(report: dict[str, Any], console: Console, *, answer_only: bool = False) -> None:
     """Print an all-reduce report: the answer, then a rich table (80 columns, no number cut)."""
     if not report.get("no_hardware"):
         for line in answer_lines(report):
             console.print(escape(line))
+        if answer_only:
+            return
         console.print()
     names = ", ".join(f"{d['index']}: {d['name']}" for d in report["devices"])
     console.print(
@@ -226,6 +229,7 @@ def _whole_fp32(nbytes: int) -> None:
 )
 @hang_after_option
 @json_option
+@answer_only_option
 def allreduce(
     backend: str,
     device_specs: tuple[str, ...],
@@ -240,6 +244,7 @@ def allreduce(
     seed: int,
     hang_after: float,
     json_path: Path | None,
+    answer_only: bool,
 ) -> None:
     """Time the FP32 and BF16-compressed all-reduce and check its sums against FP64."""
     from l0mem.backends import NoDeviceError, SyclBackend
@@ -257,7 +262,7 @@ def allreduce(
         if json_path is not None:
             save_json("allreduce", json_path, report)
         with rendering():
-            render(report, output(stderr=to_stdout(json_path)))
+            render(report, output(stderr=to_stdout(json_path)), answer_only=answer_only)
 
     # Interrupted, the rows that finished are written and shown, marked incomplete.
     with measuring("allreduce", keep), open_backend(backend, device_specs, sub_devices) as b:

@@ -34,6 +34,7 @@ from l0mem.cli._common import (
     to_stdout,
 )
 from l0mem.cli._options import (
+    answer_only_option,
     backend_option,
     device_option,
     json_option,
@@ -67,7 +68,7 @@ def answer_lines(result: Any) -> list[str]:
     return lines
 
 
-def render(result: Any, console: Console) -> None:
+def render(result: Any, console: Console, *, answer_only: bool = False) -> None:
     """Print a kernel benchmark result: the answer, then the table."""
     title = escape(
         f"Kernel bandwidth on {result.device} ({result.backend}, {result.elements:,} elements)"
@@ -85,6 +86,8 @@ def render(result: Any, console: Console) -> None:
         return
     for line in answer_lines(result):
         console.print(escape(line))
+    if answer_only:
+        return
     console.print()
     table = Table(title=title)
     table.add_column("operation", no_wrap=True)
@@ -165,6 +168,7 @@ def bench() -> None:
     help=f"Override the work-group size (SYCL backend only; 1 to {MAX_WORK_GROUP}).",
 )
 @json_option
+@answer_only_option
 def kernels(
     backend: str,
     device_specs: tuple[str, ...],
@@ -174,6 +178,7 @@ def kernels(
     warmup: int,
     work_group_size: int | None,
     json_path: Path | None,
+    answer_only: bool,
 ) -> None:
     """Measure each kernel's bandwidth against the same device's copy bandwidth."""
     from l0mem._ze.guard import check_drivers_load
@@ -196,7 +201,7 @@ def kernels(
         if json_path is not None:
             save_json("bench kernels", json_path, result.to_dict())
         with rendering():
-            render(result, output(stderr=to_stdout(json_path)))
+            render(result, output(stderr=to_stdout(json_path)), answer_only=answer_only)
 
     # Interrupted, the repetitions taken are written and shown, marked incomplete.
     with measuring("bench kernels", keep), open_backend(kind, chosen[:1], context=context) as b:

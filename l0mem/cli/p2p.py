@@ -50,6 +50,7 @@ from l0mem.cli._common import (
 )
 from l0mem.cli._exits import ExitCode
 from l0mem.cli._options import (
+    answer_only_option,
     backend_option,
     check_plot,
     device_option,
@@ -124,11 +125,13 @@ def answer_lines(result: Any) -> list[str]:
     return lines[:MAX_ANSWER]
 
 
-def render(result: Any, console: Console) -> None:
+def render(result: Any, console: Console, *, answer_only: bool = False) -> None:
     """Print a :class:`l0mem.bench.p2p.P2PResult`: the answer first, then rich tables (numbers never cut)."""
     for line in answer_lines(result):
         # Wrapped between words: its tokens (pairs, GB/s, sizes) are short, none is cut.
         console.print(escape(line))
+    if answer_only:
+        return
     console.print()
     devices = _table(f"Devices ({result.backend})", ("#", "name"))
     for i, name in enumerate(result.devices):
@@ -299,6 +302,7 @@ def _render_staging(result: Any, console: Console) -> None:
 )
 @hang_after_option
 @json_option
+@answer_only_option
 @plot_option(
     "the median bandwidth of every device pair, per size, as a heatmap with each cell's route "
     "(same device, direct, host-staged)"
@@ -314,6 +318,7 @@ def p2p(
     seed: int,
     hang_after: float,
     json_path: Path | None,
+    answer_only: bool,
     plot_path: Path | None,
 ) -> None:
     """Show peer access, measure direct, host-staged and same-device copies, and check their bytes."""
@@ -332,7 +337,7 @@ def p2p(
 
             save_plot("p2p", plot_path, lambda p: write_p2p_plot(result, p))
         with rendering():
-            render(result, output(stderr=to_stdout(json_path)))
+            render(result, output(stderr=to_stdout(json_path)), answer_only=answer_only)
 
     # Interrupted, the copies that finished are written and shown, marked incomplete.
     with measuring("p2p", keep), open_backend(backend, device_specs, sub_devices) as b:
