@@ -133,3 +133,27 @@ def test_readme_names_no_option_a_command_lacks() -> None:
 def test_readme_is_a_users_page_of_at_most_200_lines() -> None:
     # The rest lives in the documentation site (docs/).
     assert len(README.read_text().splitlines()) <= 200
+
+
+def test_no_help_text_names_an_option_its_command_lacks() -> None:
+    # The options part of every --help (the exit table, shared by all, is checked above):
+    # `watch --help` once sent its users to --host-floor, which watch refuses.
+    import click
+    from click.testing import CliRunner
+
+    from l0mem.cli import cli
+
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        group = cli.get_command(ctx, name)
+        assert group is not None
+        subs = group.commands if isinstance(group, click.Group) else {"": group}
+        for sub, command in subs.items():
+            argv = [name, sub] if sub else [name]
+            opts = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+            result = CliRunner().invoke(cli, [*argv, "--help"], env={"COLUMNS": "200"})
+            assert result.exit_code == 0, result.output
+            # click may wrap a long option name at its hyphen: join it again.
+            text = re.sub(r"-\n\s+", "-", result.output.split("Exit codes:")[0])
+            named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text)) - {"--help"}
+            assert named <= opts, (argv, named - opts)

@@ -67,6 +67,13 @@ MIN_INTERVAL = 0.02
 PID_MAX = 1 << 22  # the kernel's largest pid_max
 
 
+# --interval's help: only run keeps a floor, and watch must not name an option it rejects.
+_INTERVAL_HELP = {
+    "run": "Time between samples (shorter as the host nears --host-floor).",
+    "watch": "Time between samples.",
+}
+
+
 def _shared(func: _F) -> _F:
     """Add the options ``run`` and ``watch`` share."""
     for option in reversed(
@@ -78,7 +85,7 @@ def _shared(func: _F) -> _F:
                 default=DEFAULT_INTERVAL,
                 show_default=True,
                 metavar="SECONDS",
-                help="Time between samples (run samples faster near its --host-floor).",
+                help=_INTERVAL_HELP[func.__name__],
             ),
             click.option(
                 "-q",
