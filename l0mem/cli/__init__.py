@@ -114,7 +114,7 @@ class _LazyGroup(click.Group):
         except KeyboardInterrupt as exc:
             _interrupted_early(exc)
         # The subcommand, known before invoke resolves it (which command runs where).
-        ctx.meta[_FIRST] = next((a for a in args if not a.startswith("-")), None)
+        ctx.meta[_FIRST] = _first_word(args)
         return ctx
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -216,10 +216,15 @@ def _interrupted_early(exc: KeyboardInterrupt) -> NoReturn:
     raise SystemExit(code) from None
 
 
+def _first_word(args: list[str]) -> str | None:
+    """Return the first of ``args`` that is no option (the subcommand's name), or None."""
+    return next((a for a in args if not a.startswith("-")), None)
+
+
 def _command_word() -> str:
     """Return the command named on the command line, or "" where none is."""
-    words = [w for w in sys.argv[1:] if not w.startswith("-")]
-    return words[0] if words and words[0] in _COMMANDS else ""
+    word = _first_word(sys.argv[1:])
+    return word if word in _COMMANDS else ""
 
 
 __all__ = ["cli", "main"]
