@@ -87,14 +87,33 @@ def test_the_demo_job_mirrors_and_no_peer_residency_removes_it(
 
 
 def test_the_demo_environment_is_two_mirroring_simulated_gpus_whatever_the_user_set() -> None:
-    env = demo_env(
-        Path("/x/libze_sim.so"),
-        {"ZESIM_DEVICES": "1", "ZESIM_FAIL_ALLOC_AT": "1", "ZE_AFFINITY_MASK": "0", "HOME": "/h"},
-    )
+    user = {
+        **{"ZESIM_DEVICES": "1", "ZESIM_FAIL_ALLOC_AT": "1", "ZE_AFFINITY_MASK": "0"},
+        **{"NEOReadDebugKeys": "1", "ForceZeDeviceCanAccessPerReturnValue": "0"},
+        **{"L0MEM_ZE_LOADER": "/l/libze_loader.so.1", "HOME": "/h"},
+    }
+    env = demo_env(Path("/x/libze_sim.so"), user)
     assert env["ZE_ENABLE_ALT_DRIVERS"] == "/x/libze_sim.so"
     assert (env["ZESIM_DEVICES"], env["ZESIM_MIRROR"]) == ("2", "peer-resident")
-    assert "ZESIM_FAIL_ALLOC_AT" not in env and "ZE_AFFINITY_MASK" not in env
-    assert env["HOME"] == "/h"
+    gone = ("ZESIM_FAIL_ALLOC_AT", "ZE_AFFINITY_MASK", "NEOReadDebugKeys")
+    assert not set(gone) & set(env) and "ForceZeDeviceCanAccessPerReturnValue" not in env
+    # The user's loader and everything unrelated to drivers stay.
+    assert env["L0MEM_ZE_LOADER"] == "/l/libze_loader.so.1" and env["HOME"] == "/h"
+
+
+def test_a_report_the_demo_cannot_write_stops_it_before_any_step(tmp_path: Path) -> None:
+    (tmp_path / "audit.json").mkdir()  # no report can replace a directory
+    proc = subprocess.run(
+        [sys.executable, "-m", "l0mem", "demo", "--out", str(tmp_path)],
+        env=sim.sim_env(),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.startswith("l0mem demo: ") and "audit.json: cannot write" in proc.stderr
+    assert BANNER not in proc.stdout
 
 
 def test_without_a_simulated_driver_it_says_what_to_do(tmp_path: Path) -> None:

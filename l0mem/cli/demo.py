@@ -30,14 +30,15 @@ from pathlib import Path
 import click
 
 import l0mem
-from l0mem.cli._common import ExitCode, exit_epilog, fail, measuring, rendering
+from l0mem.cli._common import ExitCode, check_output, exit_epilog, fail, measuring, rendering
+from l0mem.driverenv import recorded_environment
 from l0mem.units import parse_size
 
 SIM_VAR = "L0MEM_SIM_LIBRARY"
 PACKAGED = Path(l0mem.__file__).parent / "_sim" / "libze_sim.so"
 BANNER = "SIMULATION: l0mem's simulated Level Zero driver, not your hardware"
-# Variables a real driver reads that would change what the simulator shows.
-DRIVER_VARS = ("ZE_AFFINITY_MASK", "NEOReadDebugKeys", "EnableDeferBacking")
+# The user's own loader stays: the demo runs through it (the one variable of the kind kept).
+KEPT = frozenset({"L0MEM_ZE_LOADER"})
 # How long a step may take once it was told to stop.
 STOP_WAIT_S = 10.0
 
@@ -51,12 +52,15 @@ def simulator() -> Path | None:
 
 
 def demo_env(library: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Return the environment of the demo's steps: two simulated GPUs mirroring what a peer holds."""
-    env = {
-        k: v
-        for k, v in (os.environ if base is None else base).items()
-        if not k.startswith("ZESIM_") and k not in DRIVER_VARS
-    }
+    """Return the environment of the demo's steps: two simulated GPUs mirroring what a peer holds.
+
+    Every variable that changes what a driver or runtime does (those a report
+    records, the simulator's own among them) is left out, so no setting of the
+    user's changes what the demo shows.
+    """
+    base = os.environ if base is None else base
+    drop = set(recorded_environment(base)) - KEPT
+    env = {k: v for k, v in base.items() if k not in drop}
     env.update(
         ZE_ENABLE_ALT_DRIVERS=str(library),
         ZES_ENABLE_SYSMAN="1",
@@ -123,8 +127,6 @@ def _out_dir(out: Path | None) -> Path:
         return Path(tempfile.mkdtemp(prefix="l0mem-demo-"))
     try:
         out.mkdir(exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".l0mem-demo-"):
-            pass
     except OSError as exc:
         fail("demo", ExitCode.BAD_INPUT, f"cannot write reports into {out}: {exc.strerror or exc}")
     return out
@@ -164,10 +166,13 @@ def demo(out: Path | None, size: str) -> None:
             "$(python -c 'from tests.support import sim; print(sim.build())')",
         )
     where = _out_dir(out)
+    plan = steps(where, nbytes)
+    for _, argv in plan:  # each report the steps write, checked as every command checks its own
+        check_output("demo", Path(argv[argv.index("--json") + 1]))
     env = demo_env(library)
     _say(BANNER)
     with measuring("demo"):
-        for number, (what, argv) in enumerate(steps(where, nbytes), start=1):
+        for number, (what, argv) in enumerate(plan, start=1):
             _say(f"\n== {number}. SIMULATION: {what}\n   l0mem {shlex.join(argv)}")
             code = _step(argv, env)
             if code >= 128:
