@@ -14,9 +14,10 @@ Everything else is in pyproject.toml.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -30,55 +31,48 @@ ROOT = Path(__file__).resolve().parent
 REQUIRE = "L0MEM_WHEEL_REQUIRE_TRACER"
 
 
-def _sim_build() -> ModuleType | None:
-    """Return tests/support/sim.py (standard library only), or None where the tree has no simulator."""
-    path = ROOT / "tests" / "support" / "sim.py"
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("l0mem_sim_build", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _trace_build() -> ModuleType:
-    """Return l0mem.trace.build from this source tree (standard library only)."""
+def _from_tree(name: str) -> ModuleType:
+    """Return module ``name`` of this source tree (it and what it imports: standard library only)."""
     sys.path.insert(0, str(ROOT))
     try:
-        from l0mem.trace import build
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT))
-    return build
+
+
+def _built(what: str, build: Callable[[], None], failed: type[Exception]) -> bool:
+    """Run ``build``; where it fails, stop (under .ci/wheel) or say the wheel goes without ``what``."""
+    try:
+        build()
+    except failed as exc:
+        if os.environ.get(REQUIRE) == "1":
+            raise SystemExit(f"l0mem: {exc}") from None
+        print(f"l0mem: wheel without {what} ({exc})")
+        return False
+    return True
 
 
 class BuildWithTracer(build_py):
-    """Build the Python files, then the tracer next to ``tracer.c`` with its digest."""
+    """Build the Python files, then the simulated driver and the tracer beside them."""
 
     def run(self) -> None:
         super().run()
-        self._simulator()
-        build = _trace_build()
-        out = Path(self.build_lib) / "l0mem" / "trace"
-        try:
-            build.build_into(out / build.LIBRARY_NAME)
-        except build.TraceBuildError as exc:
-            if os.environ.get(REQUIRE) == "1":
-                raise SystemExit(f"l0mem: {exc}") from None
-            print(f"l0mem: wheel without the tracer ({exc}); it is built on first use")
-            return
-        (out / build.PACKAGED_DIGEST.name).write_text(build.digest() + "\n")
-
-    def _simulator(self) -> None:
-        sim = _sim_build()
-        if sim is None:
-            return
-        try:
-            sim.build_into(Path(self.build_lib) / "l0mem" / "_sim" / sim.LIBRARY_NAME)
-        except sim.SimBuildError as exc:
-            if os.environ.get(REQUIRE) == "1":
-                raise SystemExit(f"l0mem: {exc}") from None
-            print(f"l0mem: wheel without the simulated driver ({exc})")
+        out = Path(self.build_lib) / "l0mem"
+        # A build directory is reused: nothing an earlier build left may ship unbuilt now.
+        # An sdist holds no tests/: its wheel goes without the simulator.
+        if (ROOT / "tests" / "support" / "sim.py").is_file():
+            sim = _from_tree("tests.support.sim")
+            target = out / "_sim" / sim.LIBRARY_NAME
+            target.unlink(missing_ok=True)
+            _built("the simulated driver", lambda: sim.build_into(target), sim.SimBuildError)
+        build = _from_tree("l0mem.trace.build")
+        tracer = out / "trace" / build.LIBRARY_NAME
+        digest = tracer.with_name(build.PACKAGED_DIGEST.name)
+        for left in (tracer, digest):
+            left.unlink(missing_ok=True)
+        what = "the tracer (built on first use instead)"
+        if _built(what, lambda: build.build_into(tracer), build.TraceBuildError):
+            digest.write_text(build.digest() + "\n")
 
 
 class WithBinary(Distribution):
