@@ -70,17 +70,29 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _installed(base: dict[str, str], venv: Path, home: Path) -> dict[str, str]:
+    """Return ``base`` as a user of the installed wheel has it: its venv alone on PATH, no compiler.
+
+    Nothing of this checkout (PYTHONPATH, its venv, a tracer or simulator
+    built elsewhere) and an empty per-user cache.
+    """
+    env = {
+        k: v
+        for k, v in base.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", build.PREBUILT_VAR, "L0MEM_SIM_LIBRARY")
+    }
+    (home / "cache").mkdir(exist_ok=True)
+    env.update(PATH=str(venv / "bin"), XDG_CACHE_HOME=str(home / "cache"), HOME=str(home))
+    return env
+
+
 def test_run_trace_traces_with_the_wheels_tracer_where_no_compiler_is(
     venv: Path, tmp_path: Path
 ) -> None:
     bin_dir = venv / "bin"
     assert all(shutil.which(cc, path=str(bin_dir)) is None for cc in build.COMPILERS)
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    env = sim.sim_env(devices=2, mirror="peer-resident")
-    for key in ("PYTHONPATH", "VIRTUAL_ENV", build.PREBUILT_VAR):
-        env.pop(key, None)
-    env.update(PATH=str(bin_dir), XDG_CACHE_HOME=str(cache), HOME=str(tmp_path))
+    env = _installed(sim.sim_env(devices=2, mirror="peer-resident"), venv, tmp_path)
+    cache = Path(env["XDG_CACHE_HOME"])
     report = tmp_path / "run.json"
     job = ["python", str(JOB), "--gib", "0.25", "--steps", "2", "--pause", "0.2", "--hold", "0.2"]
     proc = subprocess.run(
@@ -111,12 +123,9 @@ def test_run_trace_traces_with_the_wheels_tracer_where_no_compiler_is(
 
 def test_the_demo_runs_on_the_simulated_driver_the_wheel_carries(venv: Path, tmp_path: Path) -> None:
     bin_dir = venv / "bin"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("ZESIM_") and k not in ("PYTHONPATH", "VIRTUAL_ENV", "L0MEM_SIM_LIBRARY")
-    }
-    env.update(PATH=str(bin_dir), XDG_CACHE_HOME=str(tmp_path / "cache"), HOME=str(tmp_path))
+    # Nothing points it at a simulator: the one the wheel carries is the one it finds.
+    user = {k: v for k, v in os.environ.items() if not k.startswith("ZESIM_")}
+    env = _installed(user, venv, tmp_path)
     out = tmp_path / "demo"
     proc = subprocess.run(
         [str(bin_dir / "l0mem"), "demo", "--size", "32M", "--out", str(out)],
