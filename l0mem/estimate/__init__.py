@@ -5,7 +5,9 @@ set-up runs and the workloads ``l0mem run`` and ``watch`` follow. Its parts:
 :mod:`.model` (samples, settings, fits and the judged result, with their
 JSON forms), :mod:`.signals` (what each signal measures and its cost series),
 :mod:`.steps` (robust slopes from step windows: the change of each signal
-right around each change of device memory), :mod:`.fits` (one signal's fit:
+right around each change of device memory), :mod:`.bystanders` (other
+processes' memory taken out of the totals where a component shows it),
+:mod:`.fits` (one signal's fit:
 step windows where there are any, else a least-squares line),
 :mod:`.verdicts` (the thresholds, and whether a fit may decide at all),
 :mod:`.climbs` (the level the host reached, against what the windows say;

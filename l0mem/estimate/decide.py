@@ -26,6 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from l0mem.estimate.advice import next_steps
+from l0mem.estimate.bystanders import without_bystanders
 from l0mem.estimate.climbs import outside
 from l0mem.estimate.fits import climb, fit_signal, theil_sen
 from l0mem.estimate.model import (
@@ -169,6 +170,7 @@ def analyze_samples(
     what the user can do for more evidence, for an inconclusive run's advice.
     """
     config = config or AnalysisConfig()
+    samples, bystanders = without_bystanders(samples, config.totals)
     alloc = [s for s in samples if s.phase == "alloc"]
     max_device = max((s.device_bytes for s in samples), default=0)
     fits = [fit_signal(samples, name, config) for name in recorded_signals(samples)]
@@ -222,7 +224,7 @@ def analyze_samples(
         verdict=verdict,
         deciding_signal=chosen.signal,
         ratio=ratio,
-        reason=decided_reason(chosen, passed_over),
+        reason=decided_reason(chosen, passed_over) + _taken_out(bystanders.get(chosen.signal)),
         host=host,
         device=device,
         passed_over=passed_over,
@@ -231,6 +233,12 @@ def analyze_samples(
         vmrss_would_miss=vmrss_would_miss,
         max_device_bytes=max_device,
     )
+
+
+def _taken_out(names: Sequence[str] | None) -> str:
+    if not names:
+        return ""
+    return f"; other processes' {' and '.join(names)} taken out of it (l0mem.estimate.bystanders)"
 
 
 def _no_signal_reason(any_alloc: bool, passed_over: dict[str, str]) -> str:
