@@ -150,3 +150,24 @@ def test_where_every_widened_window_took_in_a_neighbour_the_interval_holds_the_n
     assert fit.low <= 1024 <= (fit.high or 0) and fit.high == wide.high
     assert fit.slope == wide.slope
     assert "the reads right around each change give 1024" in summary.analysis.reason
+
+
+@pytest.mark.parametrize("first_record", [20, 21])
+def test_a_traced_job_has_a_window_for_its_first_allocation(first_record: int) -> None:
+    # The tracer reports from its first record on: the reads before it are 0, not unknown,
+    # or the first allocation has no read before it and no window.
+    drm = _series(1.0)
+    samples = []
+    for i, s in enumerate(drm.samples):
+        values = {"host.available": s.values["host.available"]}
+        if i >= first_record:
+            values["trace.0.allocated"] = s.values[f"drm.{PDEV}.vram0.total"]
+            values["trace.0.resident_on_peers"] = 0
+        samples.append(WatchSample(s.t, values, pids=1))
+    series = Series(drm.baseline, tuple(samples), {}, tracing=True)
+    xs = device_series(series)
+    assert xs[:first_record] == [0] * first_record
+    run = as_setup_run(series, xs, watch_config())
+    assert sorted({s.step for s in run.samples if s.step is not None}) == list(range(1, 9))
+    summary = summarize(series)
+    assert summary.analysis.verdict == "mirror"

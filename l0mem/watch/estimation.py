@@ -47,8 +47,17 @@ def watch_config(config: AnalysisConfig = DEFAULT_CONFIG) -> AnalysisConfig:
 
 
 def device_series(series: Series) -> list[int | None]:
-    """Return the workload's device memory beyond the baseline at each sample (None: unknown)."""
-    return [series.device_growth(s) for s in series.samples]
+    """Return the workload's device memory beyond the baseline at each sample (None: unknown).
+
+    Traced, the reads before the tracer's first record are 0, not unknown:
+    it records every call that allocates, so none had been made. Without
+    them the first allocation would have no read before it, and no window.
+    """
+    xs = [series.device_growth(s) for s in series.samples]
+    if series.tracing:
+        first = next((i for i, x in enumerate(xs) if x is not None), 0)
+        xs[:first] = [0] * first
+    return xs
 
 
 def as_setup_run(
