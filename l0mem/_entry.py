@@ -17,7 +17,9 @@ def main() -> None:
     """Import and run the l0mem command line."""
     try:
         from l0mem.cli import main as cli_main
+        from l0mem.cli._supervise import enable
     except KeyboardInterrupt:
         sys.stderr.write("l0mem: interrupted by SIGINT\n")
         raise SystemExit(128 + signal.SIGINT) from None
+    enable()  # a driver that crashes in a call takes only a child (l0mem.cli._supervise)
     cli_main()

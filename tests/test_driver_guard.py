@@ -9,6 +9,7 @@ waits ends the command with 128 + N and leaves no child behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -97,9 +98,10 @@ def test_a_stop_while_a_driver_hangs_ends_info_and_its_child(signum: int, code: 
     try:
         deadline = time.monotonic() + 30
         # Wait until the child that tries zeInit exists: the stop comes while it hangs.
-        while len(_children_with(token)) < 2 and time.monotonic() < deadline:
+        # l0mem, the child it runs info in (l0mem.cli._supervise), and the one trying zeInit.
+        while len(_children_with(token)) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(_children_with(token)) >= 2, "the zeInit child never started"
+        assert len(_children_with(token)) >= 3, "the zeInit child never started"
         time.sleep(0.3)
         stopped = time.monotonic()
         proc.send_signal(signum)
@@ -174,7 +176,11 @@ def test_when_every_discovery_fails_the_audit_still_writes_its_report(tmp_path: 
     # the machine's fingerprint is there, and the line says why.
     out = tmp_path / "audit.json"
     # No SYCL device either (the CPU device the tests' SYCL runtime offers is left out).
-    env = {**_env(hang_in="init"), "L0MEM_DRIVER_TIMEOUT": "1.5", "ONEAPI_DEVICE_SELECTOR": "opencl:fpga"}
+    env = {
+        **_env(hang_in="init"),
+        "L0MEM_DRIVER_TIMEOUT": "1.5",
+        "ONEAPI_DEVICE_SELECTOR": "opencl:fpga",
+    }
     proc = run_l0mem("audit", ["--json", str(out)], env, timeout=60)
     assert proc.returncode == 6, proc.stderr
     assert "no device to audit" in proc.stderr and "did not finish in time" in proc.stderr
@@ -203,7 +209,9 @@ def _stop_while_hung(
         proc.send_signal(signum)
         time.sleep(0.3)
     out, err = proc.communicate(timeout=60)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.monotonic() - sent
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, out, err
+    ), time.monotonic() - sent
 
 
 @pytest.mark.parametrize(
@@ -237,3 +245,96 @@ def test_a_second_stop_ends_a_command_hung_in_the_driver_at_once() -> None:
     assert proc.returncode == 128 + signal.SIGINT, proc.stderr
     assert "the driver did not return from a call" in proc.stderr
     assert took < UNWIND_S / 2
+
+
+@pytest.mark.parametrize(
+    ("command", "where"),
+    [("p2p", "alloc"), ("allreduce", "alloc"), ("bench", "free"), ("p2p", "free")],
+)
+def test_a_driver_that_aborts_in_a_later_call_ends_the_command_with_its_line(
+    command: str, where: str
+) -> None:
+    # zeInit came back in the guard's child; the abort comes in the command's own call.
+    args = [*COMMANDS[command], "--backend", "l0"]
+    proc = run_l0mem(command, args, _env(abort_in=where), timeout=60)
+    assert proc.returncode == 6, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("l0mem")]
+    name = "bench kernels" if command == "bench" else command
+    assert len(lines) == 1 and lines[0].startswith(
+        f"l0mem {name}: the driver or runtime crashed"
+    ), proc.stderr
+    assert "SIGABRT" in lines[0] and "Traceback" not in proc.stderr
+
+
+def _worker(pid: int, deadline: float) -> int:
+    """Return the pid of the child ``pid`` runs its command in, once it exists."""
+    import psutil
+
+    while time.monotonic() < deadline:
+        kids = psutil.Process(pid).children()
+        if kids:
+            return kids[0].pid
+        time.sleep(0.05)
+    raise AssertionError("the command's child never started")
+
+
+def test_a_command_killed_by_sigkill_still_gets_its_line() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "l0mem", "p2p", "--verify-only", "--backend", "l0"],
+        env=_env(hang_in="alloc"),
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        child = _worker(proc.pid, time.monotonic() + 30)
+        time.sleep(2.0)
+        os.kill(child, signal.SIGKILL)  # as the OOM killer does
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGKILL, err
+    assert "l0mem p2p: l0mem's process was killed by SIGKILL" in err
+
+
+def test_ctrl_c_at_a_terminal_is_one_stop_not_two() -> None:
+    # The terminal sends SIGINT to the whole foreground group, l0mem's child included: the
+    # parent must not pass it on as well, or the child would take it for a second stop and
+    # end at once instead of freeing its memory first (UNWIND_S while the driver hangs).
+    import pty
+
+    from l0mem.cli._signals import UNWIND_S
+
+    cmd = [sys.executable, "-m", "l0mem", "p2p", "--verify-only", "--backend", "l0"]
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child execs at once
+        os.chdir(REPO_ROOT)
+        os.execve(cmd[0], cmd, _env(hang_in="alloc"))
+    out = b""
+    try:
+        time.sleep(3.0)
+        sent = time.monotonic()
+        os.write(fd, b"\x03")  # Ctrl-C, as typed
+        deadline = sent + UNWIND_S + 15
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        took = time.monotonic() - sent
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 130, text
+    assert "the driver did not return from a call" in text, text
+    assert took >= UNWIND_S * 0.9, took

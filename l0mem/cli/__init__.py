@@ -114,7 +114,9 @@ class _LazyGroup(click.Group):
         except KeyboardInterrupt as exc:
             _interrupted_early(exc)
         # The subcommand, known before invoke resolves it (which command runs where).
-        ctx.meta[_FIRST] = _first_word(args)
+        ctx.meta[_FIRST] = first = _first_word(args)
+        if first in args:  # the name a parent waiting on the command gives it (resolved in a child)
+            ctx.meta[_ARGV] = args[args.index(first) :]
         return ctx
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -127,6 +129,7 @@ class _LazyGroup(click.Group):
         try:
             from l0mem.cli._common import ExitCode, error, interrupt_signal, signal_exit
             from l0mem.cli._signals import in_worker, stop_signals_interrupt
+            from l0mem.cli._supervise import supervised
             from l0mem.files import discard
         except KeyboardInterrupt as exc:  # while the command line's own modules load
             _interrupted_early(exc)
@@ -134,6 +137,8 @@ class _LazyGroup(click.Group):
         try:
             with stop_signals_interrupt():
                 if ctx.meta.get(_FIRST) in DRIVER_IN_PROCESS:
+                    # A driver that crashes in a call takes only a child (the console script's).
+                    supervised(lambda: self._name(ctx))
                     # The driver is called on this process's thread: keep the main one free.
                     return in_worker(
                         lambda: super(_LazyGroup, self).invoke(ctx), lambda: self._name(ctx)

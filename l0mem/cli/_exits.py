@@ -270,7 +270,10 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.DRIVER_ERROR,
-        "the driver or runtime failed (a lost device, at any point)",
+        "the driver or runtime failed (a lost device, at any point); `info`, `p2p`, "
+        "`allreduce`, `bench kernels`: it crashed the process that runs the command in a call "
+        "(SIGABRT, SIGSEGV: the line names the signal; killed by SIGKILL, the OOM killer: "
+        "137 and a line)",
         _ALL - {"compare", "matrix", "demo"} - _WATCHING,
     ),
     Row(
