@@ -42,6 +42,14 @@ def enable() -> None:
     _enabled = hasattr(os, "fork") and hasattr(signal, "sigtimedwait")
 
 
+def _flush() -> None:
+    """Flush what this process wrote (a closed stream is None or refuses: nothing to flush)."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+
+
 def _parent_death_signal() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -80,9 +88,7 @@ def supervised(command: Callable[[], str]) -> None:
     if not _enabled:
         return
     stops = set(STOP_SIGNALS)
-    with contextlib.suppress(OSError, ValueError):
-        sys.stdout.flush()
-        sys.stderr.flush()
+    _flush()
     parent = os.getpid()
     before = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     pid = os.fork()
@@ -104,8 +110,7 @@ def supervised(command: Callable[[], str]) -> None:
         if done == pid:
             break
     code = _end(status, command())
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.flush()
+    _flush()
     os._exit(code)
 
 
