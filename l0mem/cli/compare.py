@@ -1,4 +1,9 @@
-"""``l0mem compare``: compare two audit reports and fail on a mirroring regression."""
+"""``l0mem compare``: compare two audit reports and fail on a mirroring regression.
+
+``--plot PATH`` draws each run of both reports with its deciding slope before
+and now (PNG or SVG), on a regression too; with no run in common it writes
+nothing.
+"""
 
 from __future__ import annotations
 
@@ -24,11 +29,10 @@ from l0mem.cli._common import (
     output,
     rendering,
     reporting,
+    save_plot,
     to_stdout,
 )
-from l0mem.cli._options import (
-    finite,
-)
+from l0mem.cli._options import check_plot, finite, plot_option
 from l0mem.cli.layout import fitted
 from l0mem.files import write_bytes
 
@@ -120,6 +124,11 @@ def _label(key: tuple[str, str | None]) -> str:
     default=None,
     help="Also write the comparison as JSON (schema l0mem.compare/1) to this file.",
 )
+@plot_option(
+    "each run of both reports: its deciding slope before and now joined by an arrow, over "
+    "the verdict zones, regressions in red; written on a regression too, not when no run "
+    "is in common"
+)
 def compare(
     baseline: Path,
     current: Path,
@@ -127,12 +136,16 @@ def compare(
     allow_new_setups: bool,
     allow_unjudged: bool,
     json_path: Path | None,
+    plot_path: Path | None,
 ) -> None:
     """Compare two audit reports (BASELINE, CURRENT) run by run and flag regressions."""
     # Writing the comparison over BASELINE or CURRENT would destroy an input: exit 2.
     check_outputs(
-        "compare", [("--json", json_path)], [("BASELINE", baseline), ("CURRENT", current)]
+        "compare",
+        [("--json", json_path), ("--plot", plot_path)],
+        [("BASELINE", baseline), ("CURRENT", current)],
     )
+    check_plot("compare", plot_path)
     # A missing or malformed report is exit 4, reports that cannot be compared exit 5.
     with reporting("compare"):
         before, after = load_pair(baseline, current)
@@ -168,6 +181,10 @@ def compare(
         )
         with reporting("compare"):
             write_bytes(json_path, dumps_json(data, json_path))
+    if plot_path is not None and comparison.changes:
+        from l0mem.plots import write_compare_plot
+
+        save_plot("compare", plot_path, lambda p: write_compare_plot(comparison, p))
 
     console = output(highlight=False, stderr=to_stdout(json_path))
     with rendering():

@@ -1,12 +1,14 @@
-"""Pictures of l0mem's reports: the audit, a run or watch, the peer copies of ``p2p``, the fleet matrix.
+"""Pictures of l0mem's reports: the audit, a run or watch, ``p2p``'s copies, the matrix, a comparison.
 
 :mod:`.figure` is the one way a figure is made and written (PNG or SVG,
 atomically, without pyplot's global state); :mod:`.audit` draws an audit's
 host cost against device memory per set-up with each run's fitted line,
 :mod:`.watch` a run or watch over time and against device memory,
 :mod:`.p2p` the copy bandwidth of every device pair as a heatmap with its
-route, and :mod:`.matrix` the fleet matrix of ``l0mem matrix`` as a heatmap of
-verdicts. Simulated numbers are labelled as the simulator's in every title.
+route, :mod:`.matrix` the fleet matrix of ``l0mem matrix`` as a heatmap of
+verdicts, and :mod:`.compare` the comparison of ``l0mem compare``: each run
+of both reports with its deciding slope before and now, over the verdict
+zones. Simulated numbers are labelled as the simulator's in every title.
 matplotlib is optional (the ``plot`` extra): without it a plot raises
 :class:`MissingDependencyError`, and nothing else of l0mem needs it.
 
@@ -15,6 +17,7 @@ What it may import: :mod:`l0mem.watch`, :mod:`l0mem.audit`,
 """
 
 from l0mem.plots.audit import plot_signal, write_audit_plot
+from l0mem.plots.compare import write_compare_plot
 from l0mem.plots.figure import PLOT_FORMATS, MissingDependencyError, new_figure, save_figure
 from l0mem.plots.matrix import write_matrix_plot
 from l0mem.plots.p2p import write_p2p_plot
@@ -27,6 +30,7 @@ __all__ = [
     "plot_signal",
     "save_figure",
     "write_audit_plot",
+    "write_compare_plot",
     "write_matrix_plot",
     "write_p2p_plot",
     "write_watch_plot",
