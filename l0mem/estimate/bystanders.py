@@ -14,40 +14,52 @@ measures the steps again.
 A component is a **bystander** of a run only where all of these hold:
 
 - the steps do not move it: in a third of the allocation windows at least
-  (three at least) it moved by at most :data:`STILL_MIB`, where steps that
+  (three at least) it moved by at most :data:`STILL_MIB` (and at most
+  :data:`STILL_OF_STEP` of the window's device memory), where steps that
   moved it would have moved it in every one;
-- something else does: between the windows, where device memory held
-  still, it moved by :data:`ELSEWHERE_MIB` or more in all;
-- its moves inside windows do not follow the steps: no two of the windows
-  it moved in, in the step's direction, moved it by one share of their
-  device memory (within :data:`STILL_MIB`). A driver that puts the mirror
-  of only some allocations in it (i915's shmem-backed objects for some
-  sizes, say) moves it by the same share each time; a neighbour's sizes
-  are its own.
+- something else does: somewhere between the windows, where device memory
+  held still, it moved by :data:`ELSEWHERE_MIB` or more from one read to
+  the next (a quiet machine's jitter, summed over a run, would pass any
+  total);
+- it does not follow the steps: no two of the windows it moved in, and no
+  two of the steps' whole cycles (from one window's start to the next
+  one's, so a cost paid after the window closed counts), moved it the
+  step's way by one share of their device memory (within
+  :data:`STILL_MIB`). A driver that puts the mirror of some or all
+  allocations in it, inside the call or late, moves it by the same share
+  each time; a neighbour's sizes are its own.
 
 Nothing else changes: where no component is a bystander (an anonymous
 mirror beside an anonymous neighbour, the case no signal can tell apart)
-the windows stand as they were, and the median and its rejection cope as
-before. Taking a neighbour out can only move a window back towards what
-the steps cost, whichever verdict that is; the climb's check
-(:mod:`l0mem.estimate.climbs`) still stands against a clean the run's
-whole climb contradicts.
+the samples stand as they were, and the median and its rejection cope as
+before. The limit this shares with the windows: a driver that mirrors only
+one or two of a job's steps, by different shares, looks like a neighbour in
+those windows, and the other windows' clean stands unless the climb
+contradicts it (the audit climbs again, and such a step then recurs in
+every climb; a watched job climbs once).
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 
 from l0mem.estimate.model import Sample
-from l0mem.estimate.signals import signal_info
+from l0mem.estimate.signals import MIB, signal_info
 from l0mem.estimate.steps import Window, reads, windows
 
-# A component moved by at most this much in a window is still there (MiB).
+# A component moved by at most this much in a window is still there (MiB) ...
 STILL_MIB = 2.0
-# ... and it must have moved by this much in all between the windows to be another process's.
+# ... and by no more than this share of the window's device memory: a mirror at a
+# tenth of a small step must not pass for still.
+STILL_OF_STEP = 1 / 64
+# It must have moved by this much from one read to the next, somewhere between the
+# windows, to be another process's (jitter summed over a run reaches tens of MiB).
 ELSEWHERE_MIB = 16.0
+# Reads this close in time are one read (a window's edge).
+_EDGE = 1e-6
 # The fewest allocation windows that must leave a component still, and the least share
 # of them: steps that moved it would have moved it in every one (a driver that moves
 # it in some steps only is :func:`_follows_steps`).
@@ -76,38 +88,36 @@ def component_name(component: Component) -> str:
     )
 
 
-def _moves(samples: Sequence[Sample], component: Component) -> dict[int, float] | None:
-    """Return the component's move (MiB, more used positive) in each step window, by step."""
-    out: dict[int, float] = {}
+def _levels(samples: Sequence[Sample], component: Component) -> dict[float, float] | None:
+    """Return the component's level (MiB, more used positive) at each time all its signals were read."""
+    out: dict[float, float] | None = None
     for signal, sign in component:
         try:
-            found = {w.step: w.cost_mib for w in windows(samples, signal)}
+            read = dict(reads(samples, signal))
         except ValueError:
             return None
-        if not found:
-            return None
-        out = {
-            step: out.get(step, 0.0) + sign * cost
-            for step, cost in found.items()
-            if not out or step in out
-        }
-    return out
+        out = (
+            {t: sign * v for t, v in read.items()}
+            if out is None
+            else {t: level + sign * read[t] for t, level in out.items() if t in read}
+        )
+    return out or None
 
 
-def _elsewhere(samples: Sequence[Sample], component: Component, found: Sequence[Window]) -> float:
-    """Return how far the component moved in all outside ``found``'s windows (MiB)."""
-    spans = [(w.t - w.seconds, w.t) for w in found]
-    total = 0.0
-    for signal, _ in component:
-        for (t0, c0), (t1, c1) in itertools.pairwise(reads(samples, signal)):
-            if not any(a - 1e-6 <= t0 and t1 <= b + 1e-6 for a, b in spans):
-                total += abs(c1 - c0)
-    return total
+def _at(times: Sequence[float], levels: Mapping[float, float], t: float) -> float | None:
+    """Return the level read at ``t`` (a window's edge is a read), or None where none was."""
+    k = bisect.bisect_left(times, t - _EDGE)
+    return levels[times[k]] if k < len(times) and abs(times[k] - t) <= _EDGE else None
 
 
-def _follows_steps(moved: Sequence[Window], moves: Mapping[int, float]) -> bool:
-    """Return whether two windows moved the component, the step's way, by one share of their device memory."""
-    ahead = [(w, moves[w.step]) for w in moved if moves[w.step] * w.device_bytes > 0]
+def still_limit(w: Window) -> float:
+    """Return how far a component may move in window ``w`` and still be still there (MiB)."""
+    return min(STILL_MIB, abs(w.device_bytes) / MIB * STILL_OF_STEP)
+
+
+def _follows_steps(moved: Sequence[tuple[Window, float]]) -> bool:
+    """Return whether two of ``moved`` (window, move) moved the component, the step's way, by one share of it."""
+    ahead = [(w, m) for w, m in moved if m * w.device_bytes > 0 and abs(m) > still_limit(w)]
     return any(
         abs(ma - mb / b.gib * a.gib) <= STILL_MIB
         for (a, ma), (b, mb) in itertools.combinations(ahead, 2)
@@ -117,26 +127,52 @@ def _follows_steps(moved: Sequence[Window], moves: Mapping[int, float]) -> bool:
 def bystanders(
     samples: Sequence[Sample], total: str, found: Sequence[Window]
 ) -> dict[Component, dict[int, float]]:
-    """Return, per bystander component of ``total`` in this run, its move in each window (by step)."""
+    """Return, per bystander component of ``total`` in this run, its move in each window it moved in (by step)."""
     out: dict[Component, dict[int, float]] = {}
-    grow = [w for w in found if w.device_bytes > 0]
+    order = sorted(found, key=lambda w: w.t)
+    grow = [w for w in order if w.device_bytes > 0]
     if len(grow) < MIN_WINDOWS:
         return out
     for component in HELD_BY.get(total, ()):
-        moves = _moves(samples, component)
-        if moves is None:
+        levels = _levels(samples, component)
+        if levels is None:
             continue
-        seen = [w for w in grow if w.step in moves]
-        still = sum(abs(moves[w.step]) <= STILL_MIB for w in seen)
-        if still < max(MIN_WINDOWS, STILL_SHARE * len(seen)):
+        times = sorted(levels)
+        edges = {
+            w.step: (_at(times, levels, w.t - w.seconds), _at(times, levels, w.t)) for w in order
+        }
+        if any(a is None or b is None for a, b in edges.values()):
             continue
-        moved = [w for w in found if w.step in moves and abs(moves[w.step]) > STILL_MIB]
-        if not moved or _follows_steps(moved, moves):
+        move = {step: b - a for step, (a, b) in edges.items()}  # type: ignore[operator]
+        still = sum(abs(move[w.step]) <= still_limit(w) for w in grow)
+        if still < max(MIN_WINDOWS, STILL_SHARE * len(grow)):
             continue
-        if _elsewhere(samples, component, found) < ELSEWHERE_MIB:
+        moved = [(w, move[w.step]) for w in order if abs(move[w.step]) > still_limit(w)]
+        # Each step's whole cycle, from its window's start to the next one's: a cost the
+        # step pays late (after its window closed) moves the component there, step after step.
+        cycles = [
+            (w, edges[nxt.step][0] - edges[w.step][0])  # type: ignore[operator]
+            for w, nxt in itertools.pairwise(order)
+            if w.device_bytes > 0
+        ]
+        if not moved or _follows_steps(moved) or _follows_steps(cycles):
             continue
-        out[component] = {w.step: moves[w.step] for w in moved}
+        if not _moved_elsewhere(times, levels, order):
+            continue
+        out[component] = {w.step: m for w, m in moved}
     return out
+
+
+def _moved_elsewhere(
+    times: Sequence[float], levels: Mapping[float, float], order: Sequence[Window]
+) -> bool:
+    """Return whether the component moved by :data:`ELSEWHERE_MIB` from one read to the next outside every window."""
+    spans = [(w.t - w.seconds, w.t) for w in order]
+    return any(
+        abs(levels[t1] - levels[t0]) >= ELSEWHERE_MIB
+        and not any(a - _EDGE <= t0 and t1 <= b + _EDGE for a, b in spans)
+        for t0, t1 in itertools.pairwise(times)
+    )
 
 
 def without_bystanders(

@@ -43,10 +43,8 @@ from l0mem.estimate.signals import GIB, MIB, signal_info, value
 
 # A window further than this many robust deviations from the median line was disturbed.
 REJECT_SIGMAS = 4.0
-# ... and never one closer than this: a quiet machine's jitter is not a neighbour. No
-# more than that: 16 MiB off a watched job's 128 MiB window reads 128 MiB/GiB, past the
-# clean threshold, and a neighbour that small then kept a clean run from deciding.
-REJECT_FLOOR_MIB = 8.0
+# ... and never one closer than this: a quiet machine's jitter is not a neighbour.
+REJECT_FLOOR_MIB = 16.0
 # Rejection stops short of this share of the windows: past it, the median must cope alone.
 MAX_REJECTED = 0.25
 # Up to this many windows, a group of them that agrees on one slope may stand for the run.
