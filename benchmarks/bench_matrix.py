@@ -1,4 +1,4 @@
-"""How long ``l0mem matrix`` takes over many reports (goal: 1,000 reports in under 5 s).
+"""How long ``l0mem matrix`` takes over many reports, and its peak memory (goal: 1,000 reports in under 5 s).
 
     python -m benchmarks.bench_matrix                 # 1000 reports, 3 repeats
     python -m benchmarks.bench_matrix --reports 5000
@@ -7,12 +7,15 @@ The reports are written with l0mem's own writer: each holds two set-ups with
 eight steps, on one of 20 driver stacks and 100 machines. The time is the
 whole command as a user runs it (reading, validating, analysing, building,
 rendering), measured in this run; nothing is compared with a stored number.
+The peak memory is the command's largest resident set (``ru_maxrss`` of the
+children this benchmark waited for).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import resource
 import subprocess
 import sys
 import tempfile
@@ -75,10 +78,14 @@ def main(argv: list[str] | None = None) -> int:
             if proc.returncode != 0:
                 print(proc.stderr, file=sys.stderr)
                 return 6
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
     best = min(times)
     print(f"l0mem matrix over {args.reports} reports: {', '.join(f'{t:.2f}' for t in times)} s")
     print(
         f"best {best:.2f} s, {1000 * best / args.reports:.2f} ms per report; goal for 1000: < {GOAL_S:.0f} s"
+    )
+    print(
+        f"peak memory of the command: {peak_mib:.0f} MiB ({peak_mib * 1024 / args.reports:.0f} KiB per report)"
     )
     return 0
 

@@ -17,9 +17,9 @@ def main() -> None:
     """Import and run the l0mem command line."""
     try:
         from l0mem.cli import main as cli_main
-        from l0mem.cli._supervise import enable
+        from l0mem.cli import supervise_driver_calls
     except KeyboardInterrupt:
         sys.stderr.write("l0mem: interrupted by SIGINT\n")
         raise SystemExit(128 + signal.SIGINT) from None
-    enable()  # a driver that crashes in a call takes only a child (l0mem.cli._supervise)
+    supervise_driver_calls()  # a driver that crashes in a call takes only a child
     cli_main()

@@ -232,4 +232,11 @@ def _command_word() -> str:
     return word if word in _COMMANDS else ""
 
 
-__all__ = ["cli", "main"]
+def supervise_driver_calls() -> None:
+    """Run the commands that call the driver in this process in a child (the console script's choice)."""
+    from l0mem.cli._supervise import enable
+
+    enable()
+
+
+__all__ = ["cli", "main", "supervise_driver_calls"]

@@ -180,7 +180,7 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.USAGE,
         "`--plot` without matplotlib installed (`pip install 'l0mem[plot]'`)",
-        _only("audit", "run", "watch", "p2p", "matrix"),
+        _only("audit", "run", "watch", "p2p", "matrix", "compare"),
     ),
     Row(
         ExitCode.USAGE,
