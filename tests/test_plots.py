@@ -31,23 +31,11 @@ from l0mem.plots import p2p as p2p_plot
 from l0mem.plots.audit import FULL_MIRROR, climbs_of
 from l0mem.plots.matrix import VERDICT_COLOURS, cell_ratio
 from l0mem.plots.p2p import pair_grid
+from tests.support.plots import capture
 from tests.test_analysis import synthetic_report, synthetic_run
 
 GIB = 1 << 30
 MIB = 1 << 20
-
-
-def _capture(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[Any]:
-    """Keep every figure ``module`` saves (it is still written)."""
-    figures: list[Any] = []
-    save = module.save_figure
-
-    def keep(fig: Any, fmt: str, path: Any) -> None:
-        figures.append(fig)
-        save(fig, fmt, path)
-
-    monkeypatch.setattr(module, "save_figure", keep)
-    return figures
 
 
 @pytest.fixture
@@ -86,7 +74,7 @@ def test_png_is_laptop_sized_and_written_atomically(tmp_path: Path, report: Audi
 def test_each_run_has_its_fitted_line_at_the_analysis_slope(
     tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    figures = _capture(monkeypatch, audit_plot)
+    figures = capture(monkeypatch, audit_plot)
     write_audit_plot(report, tmp_path / "audit.png")
     axes = {ax.get_title(): ax for ax in figures[0].axes if ax.get_title()}
     for run in report.runs:
@@ -104,7 +92,7 @@ def test_each_run_has_its_fitted_line_at_the_analysis_slope(
 def test_references_are_over_the_data_and_labelled(
     tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    figures = _capture(monkeypatch, audit_plot)
+    figures = capture(monkeypatch, audit_plot)
     write_audit_plot(report, tmp_path / "audit.png")
     for ax in (a for a in figures[0].axes if a.lines):
         refs = {ln.get_gid(): ln for ln in ax.lines if str(ln.get_gid()).startswith("ref-")}
@@ -123,7 +111,7 @@ def test_references_are_over_the_data_and_labelled(
 def test_legends_lie_outside_the_axes(
     tmp_path: Path, report: AuditReport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    figures = _capture(monkeypatch, audit_plot)
+    figures = capture(monkeypatch, audit_plot)
     write_audit_plot(report, tmp_path / "audit.png")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -271,7 +259,7 @@ def test_p2p_cells_are_the_measured_bandwidth_of_each_pairs_route(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     result = _p2p()
-    figures = _capture(monkeypatch, p2p_plot)
+    figures = capture(monkeypatch, p2p_plot)
     write_p2p_plot(result, tmp_path / "p2p.png")
     grid = pair_grid(result, 1 << 20)
     assert [[c.route for c in row] for row in grid] == [
@@ -322,7 +310,7 @@ def test_matrix_cells_are_coloured_by_verdict_and_labelled_with_the_median_ratio
         clean, runs=[dataclasses.replace(r, simulated=True) for r in clean.runs]
     )
     matrices = build([("a.json", mirror), ("b.json", clean)])
-    figures = _capture(monkeypatch, matrix_plot)
+    figures = capture(monkeypatch, matrix_plot)
     write_matrix_plot(matrices, tmp_path / "matrix.png")
     fig = figures[0]
     panels = [ax for ax in fig.axes if ax.patches]

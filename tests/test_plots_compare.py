@@ -20,6 +20,7 @@ from l0mem.plots import write_compare_plot
 from l0mem.plots.compare import REGRESSION_COLOUR
 from l0mem.plots.figure import DPI, FULL_MIRROR, REFERENCE_ZORDER
 from tests.support.cli import run_l0mem
+from tests.support.plots import capture
 from tests.test_analysis import synthetic_report, synthetic_run
 
 DATA = Path(__file__).parent / "data" / "reports"
@@ -91,21 +92,8 @@ def _comparison(**kw: Any) -> Comparison:
     return Comparison(**{**fields, **kw})
 
 
-def _capture(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Keep every figure the compare plot saves (it is still written)."""
-    figures: list[Any] = []
-    save = compare_plot.save_figure
-
-    def keep(fig: Any, fmt: str, path: Any) -> None:
-        figures.append(fig)
-        save(fig, fmt, path)
-
-    monkeypatch.setattr(compare_plot, "save_figure", keep)
-    return figures
-
-
 def _drawn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[Any, Any]:
-    figures = _capture(monkeypatch)
+    figures = capture(monkeypatch, compare_plot)
     write_compare_plot(_comparison(**kw), tmp_path / "compare.png")
     (fig,) = figures
     (ax,) = fig.axes
@@ -333,7 +321,7 @@ def test_a_comparison_of_real_reports(tmp_path: Path, monkeypatch: pytest.Monkey
     after = synthetic_report([synthetic_run(1.0, setup="l0"), synthetic_run(1.0, setup="x")])
     comparison = compare_reports(before, after)
     assert comparison.changes[1].baseline_slope is None  # inconclusive: no deciding slope
-    figures = _capture(monkeypatch)
+    figures = capture(monkeypatch, compare_plot)
     write_compare_plot(comparison, tmp_path / "real.svg")
     drawn = _by_gid(figures[0].axes[0])
     assert {"before-0", "now-0", "arrow-0", "now-1"} <= set(drawn)

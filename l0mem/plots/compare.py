@@ -23,6 +23,7 @@ from l0mem.files import PathLike
 from l0mem.plots.figure import (
     DATA_ZORDER,
     FULL_MIRROR,
+    MIRROR_REFERENCE,
     REFERENCE_ZORDER,
     new_figure,
     save_figure,
@@ -106,15 +107,7 @@ def write_compare_plot(comparison: Comparison, path: PathLike) -> None:
         span.set(alpha=ZONE_ALPHA, zorder=0, label=label, gid=f"zone-{verdict}")
     for i, change in enumerate(changes):
         _draw_row(ax, i, change, MIN_ARROW * (hi - lo))
-    ax.axvline(
-        FULL_MIRROR,
-        ls=":",
-        lw=1.8,
-        color="black",
-        label="1:1 mirror (1024 MiB per GiB)",
-        zorder=REFERENCE_ZORDER,
-        gid="ref-mirror",
-    )
+    ax.axvline(FULL_MIRROR, **MIRROR_REFERENCE)
     ax.set_xlim(lo, hi)
     ax.set_ylim(len(changes) - 0.5, -0.5)
     ax.set_yticks(range(len(changes)), [row_label(c) for c in changes], fontsize="small")

@@ -73,18 +73,20 @@ def simulator_suffix(simulated: list[bool], no_hardware: bool = False) -> str:
     return text
 
 
+# How every plot draws the 1:1 mirror: one look wherever it appears.
+MIRROR_REFERENCE: dict[str, Any] = {
+    "ls": ":",
+    "lw": 1.8,
+    "color": "black",
+    "label": "1:1 mirror (1024 MiB per GiB)",
+    "zorder": REFERENCE_ZORDER,
+    "gid": "ref-mirror",
+}
+
+
 def draw_references(ax: Any, top: float) -> None:
     """Draw the 1:1 mirror (up to ``top`` GiB) and the 0 references over the data, labelled."""
-    ax.plot(
-        [0.0, top],
-        [0.0, FULL_MIRROR * top],
-        ":",
-        lw=1.8,
-        color="black",
-        label="1:1 mirror (1024 MiB per GiB)",
-        zorder=REFERENCE_ZORDER,
-        gid="ref-mirror",
-    )
+    ax.plot([0.0, top], [0.0, FULL_MIRROR * top], **MIRROR_REFERENCE)
     ax.axhline(
         0.0,
         ls="-",
@@ -100,6 +102,7 @@ __all__ = [
     "DATA_ZORDER",
     "DPI",
     "FULL_MIRROR",
+    "MIRROR_REFERENCE",
     "PLOT_FORMATS",
     "REFERENCE_ZORDER",
     "MissingDependencyError",
