@@ -27,7 +27,13 @@ A component is a **bystander** of a run only where all of these hold:
   step's way by one share of their device memory (within
   :data:`STILL_MIB`). A driver that puts the mirror of some or all
   allocations in it, inside the call or late, moves it by the same share
-  each time; a neighbour's sizes are its own.
+  each time; a neighbour's sizes are its own;
+- it did not rise between the allocation windows, over the climb, by the
+  clean threshold's share of the device memory or more: taking it out
+  takes it out of the climb too, and the climb is what shows a cost paid
+  after the windows closed (a residency made later, all at once). Such a
+  rise may be the run's own as well as another process's growth; nothing
+  tells the two apart, so the component stays in and the climb may speak.
 
 Nothing else changes: where no component is a bystander (an anonymous
 mirror beside an anonymous neighbour, the case no signal can tell apart)
@@ -125,7 +131,7 @@ def _follows_steps(moved: Sequence[tuple[Window, float]]) -> bool:
 
 
 def bystanders(
-    samples: Sequence[Sample], total: str, found: Sequence[Window]
+    samples: Sequence[Sample], total: str, found: Sequence[Window], late_share: float = 0.10
 ) -> dict[Component, dict[int, float]]:
     """Return, per bystander component of ``total`` in this run, its move in each window it moved in (by step)."""
     out: dict[Component, dict[int, float]] = {}
@@ -157,10 +163,42 @@ def bystanders(
         ]
         if not moved or _follows_steps(moved) or _follows_steps(cycles):
             continue
-        if not _moved_elsewhere(times, levels, order):
+        if not _moved_elsewhere(times, levels, order) or _climbed_between(
+            times, levels, order, move, late_share
+        ):
             continue
         out[component] = {w.step: m for w, m in moved}
     return out
+
+
+def _climbed_between(
+    times: Sequence[float],
+    levels: Mapping[float, float],
+    order: Sequence[Window],
+    move: Mapping[int, float],
+    late_share: float,
+) -> bool:
+    """Return whether the component rose between the allocation windows by what may be the run's late cost.
+
+    Taking a bystander out takes its level out of the climb too, and the
+    climb is what shows a cost paid after the windows closed (a residency
+    made later, pages committed late). A rise between the windows, over the
+    climb, of ``late_share`` of its device memory or more (the clean
+    threshold: the least late cost that turns a clean) may be such a
+    cost as well as another process's growth; nothing tells the two apart,
+    so the component is left in and the climb may speak.
+    """
+    grow = [w for w in order if w.device_bytes > 0]
+    start, end = grow[0].t - grow[0].seconds, grow[-1].t
+    # To the last read before memory was given back (or the run ended): a cost paid
+    # after the last window lands there.
+    freed = min(
+        (w.t - w.seconds for w in order if w.device_bytes < 0 and w.t > end), default=times[-1]
+    )
+    last = max((t for t in times if end <= t <= freed + _EDGE), default=end)
+    first = min(times, key=lambda t: abs(t - start))
+    between = levels[last] - levels[first] - sum(move[w.step] for w in grow)
+    return between >= late_share * sum(w.device_bytes for w in grow) / MIB
 
 
 def _moved_elsewhere(
@@ -176,7 +214,7 @@ def _moved_elsewhere(
 
 
 def without_bystanders(
-    samples: Sequence[Sample], totals: Sequence[str]
+    samples: Sequence[Sample], totals: Sequence[str], late_share: float = 0.10
 ) -> tuple[list[Sample], dict[str, tuple[str, ...]]]:
     """Return ``samples`` with each total's bystanders added back to it, and their names by total.
 
@@ -191,7 +229,7 @@ def without_bystanders(
         found = windows(samples, total) if info is not None else []
         comps = [
             c
-            for c in bystanders(samples, total, found)
+            for c in bystanders(samples, total, found, late_share)
             if all(all(n in s.values for n, _ in c) for s in samples if total in s.values)
         ]
         if comps:

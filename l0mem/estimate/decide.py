@@ -170,7 +170,7 @@ def analyze_samples(
     what the user can do for more evidence, for an inconclusive run's advice.
     """
     config = config or AnalysisConfig()
-    samples, bystanders = without_bystanders(samples, config.totals)
+    samples, bystanders = without_bystanders(samples, config.totals, config.clean_threshold)
     alloc = [s for s in samples if s.phase == "alloc"]
     max_device = max((s.device_bytes for s in samples), default=0)
     fits = [fit_signal(samples, name, config) for name in recorded_signals(samples)]
