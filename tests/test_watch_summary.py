@@ -270,3 +270,35 @@ def test_memory_made_resident_after_its_allocation_is_never_clean() -> None:
     assert summary.verdict == "mirror", summary.analysis.reason
     assert summary.analysis.slope == pytest.approx(1024, abs=1)
     assert "made resident on a peer" in summary.analysis.reason
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_memory_made_resident_later_is_judged_when_the_allocations_cannot_be(seed: int) -> None:
+    # As above, but another process takes a few MiB in two of the allocations' windows: they
+    # cannot decide (their interval spans clean and partial; no climb says anything), and
+    # the residency calls still show the mirror. Where the allocations' verdict named no
+    # signal, that was left unsaid.
+    rng = random.Random(seed)
+    base = WatchSample(0.0, {"host.available": AVAILABLE})
+    samples, t, allocated, resident, other = [], 0.0, 0, 0, 0
+    for phase in ("allocate", "reside"):
+        for k in range(8):
+            for i in range(3):
+                t += 0.5 / 3
+                if phase == "allocate" and i == 0 and k in (2, 5):
+                    other += rng.randrange(11, 15) * MIB
+                totals = {
+                    "devices": [
+                        {"index": 0, "allocated": allocated, "resident_on": {"1": resident}}
+                    ]
+                }
+                values = {"host.available": AVAILABLE - resident - other, **trace_values(totals)}
+                samples.append(WatchSample(round(t, 4), values, pids=1))
+            if phase == "allocate":
+                allocated += 128 * MIB
+            else:
+                resident += 128 * MIB
+    summary = summarize(Series(base, tuple(samples), {}, tracing=True))
+    assert summary.verdict == "mirror", summary.analysis.reason
+    assert "made resident on a peer" in summary.analysis.reason
+    assert summary.per_resident_gib is not None

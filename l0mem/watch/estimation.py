@@ -54,10 +54,13 @@ def device_series(series: Series) -> list[int | None]:
     them the first allocation would have no read before it, and no window.
     """
     xs = [series.device_growth(s) for s in series.samples]
-    if series.tracing:
-        first = next((i for i, x in enumerate(xs) if x is not None), 0)
-        xs[:first] = [0] * first
-    return xs
+    return traced_from_zero(xs) if series.tracing else xs
+
+
+def traced_from_zero(xs: list[int | None]) -> list[int | None]:
+    """Return a traced quantity's reads with those before the tracer's first record as 0."""
+    first = next((i for i, x in enumerate(xs) if x is not None), 0)
+    return [0] * first + xs[first:]
 
 
 def as_setup_run(
@@ -196,5 +199,6 @@ __all__ = [
     "as_setup_run",
     "at_the_change",
     "device_series",
+    "traced_from_zero",
     "watch_config",
 ]

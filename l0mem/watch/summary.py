@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, disputed, fit_signal, separated
+from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, disputed
 from l0mem.estimate.model import AnalysisConfig, SetupAnalysis, SignalFit
 from l0mem.watch.estimation import (
     MORE_EVIDENCE,
@@ -19,6 +19,7 @@ from l0mem.watch.estimation import (
     as_setup_run,
     at_the_change,
     device_series,
+    traced_from_zero,
     watch_config,
 )
 from l0mem.watch.series import (
@@ -162,8 +163,9 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     run = as_setup_run(series, xs, config)
     analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
     analysis = at_the_change(series, xs, analysis, config)
-    resident = _resident_fit(series, _judged_signal(analysis), config)
-    analysis = _by_residency(analysis, resident, config)
+    by_residency = _resident_analysis(series, config)
+    resident = _resident_fit(by_residency, _judged_signal(analysis))
+    analysis = _by_residency(analysis, by_residency)
     if all(x is None for x in xs) or not series.samples:
         analysis = dataclasses.replace(analysis, reason=_no_device_reason(series))
     host_name = host_signal(series)
@@ -213,59 +215,60 @@ def _judged_signal(analysis: SetupAnalysis) -> str | None:
     return next((n for n, why in analysis.passed_over.items() if disputed(why)), None)
 
 
-def _resident_fit(series: Series, signal: str | None, config: AnalysisConfig) -> SignalFit | None:
-    """Return ``signal`` fitted against the traced bytes made resident on a peer."""
-    if not series.tracing or signal is None:
+def _resident_analysis(series: Series, config: AnalysisConfig) -> SetupAnalysis | None:
+    """Return the host's cost judged against the traced bytes made resident on a peer, or None.
+
+    Windows at each residency call, as at each allocation: a workload that
+    allocates first and makes its memory resident on a peer later pays the
+    host at the residency calls, outside every allocation's window.
+    """
+    if not series.tracing:
         return None
     base = resident_bytes(series.baseline.values) or 0
-    xs: list[int | None] = []
-    for s in series.samples:
-        now = resident_bytes(s.values)
-        xs.append(None if now is None else max(0, now - base))
+    xs = traced_from_zero(
+        [
+            None if (now := resident_bytes(s.values)) is None else max(0, now - base)
+            for s in series.samples
+        ]
+    )
     if not any(xs):
         return None
-    fit = fit_signal(as_setup_run(series, xs, config).samples, signal, config)
-    return fit if fit.slope is not None else None
+    run = as_setup_run(series, xs, config)
+    return analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
 
 
-def _by_residency(
-    analysis: SetupAnalysis, resident: SignalFit | None, config: AnalysisConfig
-) -> SetupAnalysis:
-    """Return ``analysis``, or the residency's verdict when the allocations looked clean but it is not.
+def _resident_fit(by_residency: SetupAnalysis | None, signal: str | None) -> SignalFit | None:
+    """Return the fit against the bytes made resident: of ``signal``, else of the residency's own deciding signal."""
+    if by_residency is None:
+        return None
+    fit = by_residency.fit(signal or by_residency.deciding_signal or "")
+    return fit if fit is not None and fit.slope is not None else None
+
+
+def _by_residency(analysis: SetupAnalysis, by_residency: SetupAnalysis | None) -> SetupAnalysis:
+    """Return ``analysis``, or the residency's verdict when the allocations looked clean or undecided but it is not.
 
     A workload may allocate first and make its memory resident on a peer
     later: the host pays at the residency call, outside every allocation's
-    window (the climb then contradicts those windows). The tracer sees those
-    calls; where the bytes made resident show a mirror, that is the answer,
-    never "clean".
+    window (the climb then contradicts those windows, or a neighbour leaves
+    them undecided). The tracer sees those calls; where the bytes made
+    resident show a mirror, that is the answer, never "clean".
     """
     if (
         analysis.verdict not in ("clean", "inconclusive")
-        or resident is None
-        or resident.slope is None
+        or by_residency is None
+        or by_residency.verdict not in ("mirror", "partial")
     ):
         return analysis
-    verdict = separated(resident, config)
-    if verdict not in ("mirror", "partial"):
-        return analysis
+    resident = by_residency.fit(by_residency.deciding_signal or "")
+    assert resident is not None and resident.slope is not None
     low, high = resident.interval or (resident.slope, resident.slope)
     reason = (
         f"{resident.signal}: {resident.slope:.0f} MiB host per GiB made resident on a peer "
-        f"({low:.0f} to {high:.0f}); the allocations themselves cost nothing: the host paid "
-        f"at the residency calls (the allocations said: {analysis.reason})"
+        f"({low:.0f} to {high:.0f}); the host paid at the residency calls, not at the "
+        f"allocations (the allocations said: {analysis.reason})"
     )
-    # The deciding signal's fit becomes the residency's, so that slope and interval agree.
-    host = [resident if f.signal == resident.signal else f for f in analysis.host]
-    return dataclasses.replace(
-        analysis,
-        verdict=verdict,
-        deciding_signal=resident.signal,
-        ratio=resident.ratio,
-        reason=reason,
-        released=None,
-        host=host,
-        next_steps=None,
-    )
+    return dataclasses.replace(by_residency, reason=reason, released=None, next_steps=None)
 
 
 def _device_peaks(series: Series, pdev: str) -> DevicePeaks:
