@@ -197,7 +197,10 @@ def _climbed_between(
     )
     last = max((t for t in times if end <= t <= freed + _EDGE), default=end)
     first = min(times, key=lambda t: abs(t - start))
-    between = levels[last] - levels[first] - sum(move[w.step] for w in grow)
+    inside = sum(
+        move[w.step] for w in order if first - _EDGE <= w.t - w.seconds and w.t <= last + _EDGE
+    )
+    between = levels[last] - levels[first] - inside
     return between >= late_share * sum(w.device_bytes for w in grow) / MIB
 
 
