@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=positive, default=1000)
     parser.add_argument("--repeats", type=positive, default=3)
-    parser.add_argument("--steps", type=positive, default=8, help="steps per set-up (150: reports of about 100 KB)")
+    parser.add_argument(
+        "--steps", type=positive, default=8, help="steps per set-up (150: reports of about 100 KB)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="l0mem-bench-matrix-") as tmp:
         folder = Path(tmp)
