@@ -21,6 +21,12 @@ A component is a **bystander** of a run only where all of these hold:
   held still, it moved by :data:`ELSEWHERE_MIB` or more from one read to
   the next (a quiet machine's jitter, summed over a run, would pass any
   total);
+- the run pays elsewhere: in two allocation windows at least, the total
+  showed the run's cost (one share of the step, the clean threshold's or
+  more) while the component stayed still. Without that, a driver that puts
+  the mirror of some steps in this very component, beside a neighbour that
+  moves it too, could pass for a neighbour alone; so a clean run is never
+  helped by a bystander, and a clean is never made by taking one out;
 - it does not follow the steps: no two of the windows it moved in, and no
   two of the steps' whole cycles (from one window's start to the next
   one's, so a cost paid after the window closed counts), moved it the
@@ -162,6 +168,11 @@ def bystanders(
             if w.device_bytes > 0
         ]
         if not moved or _follows_steps(moved) or _follows_steps(cycles):
+            continue
+        # The run's cost is paid elsewhere: two windows where the total shows one share
+        # of the step while the component stayed still.
+        shown = [(w, w.cost_mib) for w in grow if abs(move[w.step]) <= still_limit(w)]
+        if not _follows_steps([(w, c) for w, c in shown if c >= late_share * w.device_bytes / MIB]):
             continue
         if not _moved_elsewhere(times, levels, order) or _climbed_between(
             times, levels, order, move, late_share
