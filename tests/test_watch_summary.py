@@ -302,3 +302,68 @@ def test_memory_made_resident_later_is_judged_when_the_allocations_cannot_be(see
     assert summary.verdict == "mirror", summary.analysis.reason
     assert "made resident on a peer" in summary.analysis.reason
     assert summary.per_resident_gib is not None
+
+
+def _resident_later(
+    calls: int, size: int, reads: int, cost: float, peers: int = 1, other: int = 0
+) -> Series:
+    """Return a traced job: eight 128 MiB allocations, then ``calls`` residency calls of ``size``.
+
+    Each residency costs ``cost`` per byte made resident (per peer), ``reads``
+    reads apart; ``other`` MiB of another process's memory come at every
+    read of the residency phase.
+    """
+    base = WatchSample(0.0, {"host.available": AVAILABLE})
+    samples, t, allocated, resident, taken = [], 0.0, 0, 0, 0
+    plan = [("allocate", 8, 3), ("reside", calls, reads)]
+    for phase, steps, per in plan:
+        for _ in range(steps):
+            for _ in range(per):
+                t += 0.5 / 3
+                if phase == "reside":
+                    taken += other * MIB
+                devices = [
+                    {
+                        "index": 0,
+                        "allocated": allocated,
+                        "resident_on": {str(p): resident for p in range(1, peers + 1)},
+                    }
+                ]
+                values = {
+                    "host.available": AVAILABLE - int(cost * resident * peers) - taken,
+                    **trace_values({"devices": devices}),
+                }
+                samples.append(WatchSample(round(t, 4), values, pids=1))
+            if phase == "allocate":
+                allocated += 128 * MIB
+            else:
+                resident += size
+    return Series(base, tuple(samples), {}, tracing=True)
+
+
+@pytest.mark.parametrize("calls", [3, 4, 5])
+def test_a_few_residency_calls_never_overrule_the_allocations(calls: int) -> None:
+    # Fewer than six calls: a line, with no window's interval and no climb to check it. A
+    # neighbour growing through them would read as the calls' cost.
+    summary = summarize(_resident_later(calls, GIB // calls, 3, 0.0, other=40))
+    assert summary.verdict in ("clean", "inconclusive"), summary.analysis.reason
+    assert "made resident on a peer" not in summary.analysis.reason
+
+
+def test_residency_calls_at_every_read_never_overrule_the_allocations() -> None:
+    # No read between two calls: no pause to measure another process's steady growth in.
+    summary = summarize(_resident_later(32, 32 * MIB, 1, 0.0, other=4))
+    assert "made resident on a peer" not in summary.analysis.reason
+
+
+def test_memory_resident_on_two_peers_is_not_judged_per_byte_made_resident() -> None:
+    # 1 GiB made resident on two peers is 2 GiB of residency: per byte of it, a 1:1
+    # mirror would read as a half.
+    summary = summarize(_resident_later(8, 128 * MIB, 3, 1.0, peers=2))
+    assert summary.verdict != "partial", summary.analysis.reason
+
+
+def test_residency_calls_standing_apart_are_judged() -> None:
+    summary = summarize(_resident_later(8, 128 * MIB, 3, 1.0))
+    assert summary.verdict == "mirror", summary.analysis.reason
+    assert "made resident on a peer" in summary.analysis.reason

@@ -9,6 +9,7 @@ GiB made resident, and which device the host's side was charged to.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, disputed
@@ -234,7 +235,42 @@ def _resident_analysis(series: Series, config: AnalysisConfig) -> SetupAnalysis 
     if not any(xs):
         return None
     run = as_setup_run(series, xs, config)
-    return analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
+    found = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
+    # Judged, it may stand for the run only where the calls were steps of their own.
+    return (
+        found
+        if _apart(xs, device_series(series))
+        else dataclasses.replace(found, verdict="inconclusive")
+    )
+
+
+def _apart(resident: list[int | None], allocated: list[int | None]) -> bool:
+    """Return whether the residency calls stand apart enough to be judged as steps of their own.
+
+    Most of them came while the allocated bytes held still (made resident
+    with its allocation, a buffer is the allocations' window's, and judged
+    there); most of them had a still read before the next (a drift is
+    measured in those pauses: calls at every read leave none); and no more
+    bytes were made resident than allocated (memory resident on several
+    peers would halve the cost per byte).
+    """
+    changes = [
+        i
+        for i in range(1, len(resident))
+        if resident[i] is not None
+        and resident[i - 1] is not None
+        and resident[i] != resident[i - 1]
+    ]
+    if not changes:
+        return False
+    alone = sum(allocated[i] == allocated[i - 1] for i in changes)
+    paused = sum(b - a >= 2 for a, b in itertools.pairwise(changes))
+    peak = max((x for x in resident if x is not None), default=0)
+    return (
+        2 * alone > len(changes)
+        and 2 * paused >= len(changes) - 1
+        and peak <= max((x for x in allocated if x is not None), default=0)
+    )
 
 
 def _resident_fit(by_residency: SetupAnalysis | None, signal: str | None) -> SignalFit | None:
@@ -262,6 +298,8 @@ def _by_residency(analysis: SetupAnalysis, by_residency: SetupAnalysis | None) -
         return analysis
     resident = by_residency.fit(by_residency.deciding_signal or "")
     assert resident is not None and resident.slope is not None
+    if resident.method != "steps":
+        return analysis  # a line over a few calls: no window's interval, no climb to check it
     low, high = resident.interval or (resident.slope, resident.slope)
     reason = (
         f"{resident.signal}: {resident.slope:.0f} MiB host per GiB made resident on a peer "
