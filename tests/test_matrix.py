@@ -210,11 +210,16 @@ def test_any_text_stands_in_one_cell_shown_as_written(seed: int) -> None:
     text = "".join(rng.choice(HOSTILE) for _ in range(rng.randint(0, 40)))
     table = f"| {md_text(text)} | x |\n| --- | --- |\n| {md_text(text[::-1])} | y |\n"
     (header, row) = _md_tables(table)[0]
-    shown = "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text)
+    shown = "".join(
+        f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text
+    )
     assert header == [shown.strip(), "x"]
-    assert row[0] == "".join(
-        f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text[::-1]
-    ).strip()
+    assert (
+        row[0]
+        == "".join(
+            f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text[::-1]
+        ).strip()
+    )
     assert all(ord(c) >= 0x20 and not 0x7F <= ord(c) < 0xA0 for c in md_text(text))
 
 
@@ -224,11 +229,20 @@ def test_a_report_named_again_counts_once(reports: Path, tmp_path: Path) -> None
     link = tmp_path / "link.json"
     link.symlink_to(reports / "b4.json")
     once = json.loads(
-        run_l0mem("matrix", [str(reports / "b3.json"), str(reports / "b4.json"), "--json", "-"], {}).stdout
+        run_l0mem(
+            "matrix", [str(reports / "b3.json"), str(reports / "b4.json"), "--json", "-"], {}
+        ).stdout
     )
     again = run_l0mem(
         "matrix",
-        [str(reports / "b3.json"), str(reports / "b4.json"), str(reports), str(link), "--json", "-"],
+        [
+            str(reports / "b3.json"),
+            str(reports / "b4.json"),
+            str(reports),
+            str(link),
+            "--json",
+            "-",
+        ],
         {},
     )
     assert again.returncode == 0, again.stderr
@@ -247,7 +261,11 @@ def test_a_heading_keeps_a_trailing_hash() -> None:
 
     from l0mem.audit.matrix import md_text
 
-    (inline,) = [t for t in MarkdownIt("commonmark").parse(f"### {md_text('group #')}\n") if t.type == "inline"]
+    (inline,) = [
+        t
+        for t in MarkdownIt("commonmark").parse(f"### {md_text('group #')}\n")
+        if t.type == "inline"
+    ]
     assert inline.content.replace("\\", "") == "group #"
     assert "".join(c.content for c in inline.children or []) == "group #"
 
@@ -281,7 +299,11 @@ def test_every_fingerprint_field_of_any_type_is_read_or_refused_in_one_line(
     from l0mem.audit.model import ReportFormatError
 
     good = {
-        "host": {"kernel_release": "6.8", "machine_id": "m1", "packages": {"dpkg": {"libze1": "1.8"}}},
+        "host": {
+            "kernel_release": "6.8",
+            "machine_id": "m1",
+            "packages": {"dpkg": {"libze1": "1.8"}},
+        },
         "compute_runtime": {"driver_versions": ["26.05.1"]},
         "loader": {"components": [{"name": "loader", "version": "1.8"}]},
         "sycl": {"runtime": {"dpctl": "0.21.1"}},
@@ -336,7 +358,11 @@ def test_control_characters_in_reports_are_shown_never_sent(tmp_path: Path) -> N
     a = _report(tmp_path / "a.json", hostile, "m1", 1.0, env={"X": "v\x1b[31m"})
     b = _report(tmp_path / "b.json", hostile, "m2", 0.0, env={"X": "v\x1b[31m"})
     md, csv_path = tmp_path / "m.md", tmp_path / "m.csv"
-    proc = run_l0mem("matrix", [str(a), str(b), "--markdown", str(md), "--csv", str(csv_path)], {"COLUMNS": "200"})
+    proc = run_l0mem(
+        "matrix",
+        [str(a), str(b), "--markdown", str(md), "--csv", str(csv_path)],
+        {"COLUMNS": "200"},
+    )
     assert proc.returncode in (0, 1), proc.stderr
     compared = run_l0mem("compare", [str(a), str(b)], {"COLUMNS": "200"})
     assert compared.returncode in (0, 1), compared.stderr
@@ -350,7 +376,10 @@ def test_control_characters_in_reports_are_shown_never_sent(tmp_path: Path) -> N
     }
     for name, text in outputs.items():
         assert not any(c in text for c in RAW_CONTROL), (name, text[:400])
-    assert "\\x1b[2J" in outputs["matrix stdout"].replace("\n", "") or "\\x1b" in outputs["matrix stdout"]
+    assert (
+        "\\x1b[2J" in outputs["matrix stdout"].replace("\n", "")
+        or "\\x1b" in outputs["matrix stdout"]
+    )
     assert "\\x1b" in outputs["markdown"] and "\\x1b" in outputs["csv"]
 
 
@@ -358,7 +387,9 @@ def test_a_schema_name_of_any_length_is_counted_by_a_short_name(tmp_path: Path) 
     for i, digits in enumerate((5000, 60)):
         (tmp_path / f"r{i}.json").write_text(json.dumps({"schema": "l0mem.audit/" + "9" * digits}))
     out = tmp_path / "m.json"
-    proc = run_l0mem("matrix", [str(tmp_path / "r0.json"), str(tmp_path / "r1.json"), "--json", str(out)], {})
+    proc = run_l0mem(
+        "matrix", [str(tmp_path / "r0.json"), str(tmp_path / "r1.json"), "--json", str(out)], {}
+    )
     assert proc.returncode == 0, proc.stderr
     kinds = json.loads(out.read_text())["not_audit_reports"]
     # Both names cut to one short label: counted together, and no line carries 5000 digits.
@@ -383,3 +414,22 @@ def test_every_verdict_ratio_machine_count_and_stack_setting_is_whole(
                 values += [f"{cell['slope_mib_per_gib']:.0f}", f"(n={cell['machines']})"]
     assert "EnableDeferBacking=0" in " ".join(values)
     assert_whole_at(proc.stdout, columns, values)
+
+
+def test_a_matrix_keeps_no_report_s_samples_and_the_same_cells() -> None:
+    # A fleet's 10,000 reports held every sample at once (1.9 GB); the cells need the verdicts.
+    from l0mem.audit.matrix import build, summarized, to_dict
+
+    reports = [
+        (
+            f"r{i}.json",
+            synthetic_report(
+                [synthetic_run(r, setup=PEER, seed=i), synthetic_run(0.0, setup=PLAIN, seed=i + 9)],
+                analysed=False,
+            ),
+        )
+        for i, r in enumerate((1.0, 0.0, 0.5))
+    ]
+    light = [(src, summarized(rep)) for src, rep in reports]
+    assert all(run.samples == [] and run.result is not None for _, rep in light for run in rep.runs)
+    assert to_dict(build(light), [], None, {}) == to_dict(build(reports), [], None, {})

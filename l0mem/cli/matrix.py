@@ -71,7 +71,7 @@ def _paths(reports: tuple[Path, ...]) -> list[Path]:
 def _read(paths: list[Path]) -> tuple[list[tuple[str, Any]], dict[str, int]]:
     """Return the audit reports among ``paths`` and how many files of each other kind there were."""
     from l0mem.audit.loading import load_json_data, report_from_data
-    from l0mem.audit.matrix import from_watch
+    from l0mem.audit.matrix import from_watch, summarized
     from l0mem.audit.model import ReportFormatError
 
     reports: list[tuple[str, Any]] = []
@@ -91,7 +91,8 @@ def _read(paths: list[Path]) -> tuple[list[tuple[str, Any]], dict[str, int]]:
                 kind = kind[: KIND_CHARS - 3] + "..."
             apart[kind] = apart.get(kind, 0) + 1
             continue
-        reports.append((str(path), report_from_data(data, path)))
+        # Read one at a time and kept without samples: a fleet's reports never all in memory.
+        reports.append((str(path), summarized(report_from_data(data, path))))
     return reports, apart
 
 
