@@ -152,3 +152,37 @@ def test_the_peer_resident_job_says_when_there_is_no_peer() -> None:
     result = _job(1, "--quiet")
     assert result.returncode == 3, result.stderr
     assert "peer_resident_job: needs two devices" in result.stderr
+
+
+NOTEBOOK_LINE = re.compile(r"^(allocate \+ make resident|allocate only): median (-?\d+) MiB/GiB")
+
+
+@pytest.mark.parametrize(("mode", "resident_truth"), [("peer-resident", 1024.0), ("none", 0.0)])
+def test_the_notebook_measures_its_own_allocations(mode: str, resident_truth: float) -> None:
+    # Run whole, as its first cell says; on the quiet host model, since the question is
+    # whether the notebook measures what the simulator costs, not how busy this machine is.
+    env = own_memory.host_env(sim.sim_env(devices=2, mirror=mode))
+    env["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "host_cost_notebook.py")],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    medians = {
+        m.group(1): float(m.group(2))
+        for m in map(NOTEBOOK_LINE.match, result.stdout.splitlines())
+        if m
+    }
+    assert medians["allocate + make resident"] == pytest.approx(resident_truth, abs=TOLERANCE)
+    assert medians["allocate only"] == pytest.approx(0.0, abs=TOLERANCE)
+
+
+def test_the_notebook_says_when_there_is_no_peer() -> None:
+    env = sim.sim_env(devices=1)
+    env["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "host_cost_notebook.py")],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "needs two Level Zero devices" in result.stderr
