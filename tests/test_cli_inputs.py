@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -214,3 +215,36 @@ def test_absurd_option_numbers_are_usage_errors(
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, (result.output, result.exception)
     assert "Traceback" not in result.output
+
+
+def _float_options() -> list[tuple[str, click.Option]]:
+    from l0mem.cli import cli
+
+    found: list[tuple[str, click.Option]] = []
+    ctx = click.Context(cli)
+
+    def walk(name: str, command: click.Command) -> None:
+        if isinstance(command, click.Group):
+            for sub in command.list_commands(ctx):
+                walk(f"{name} {sub}".strip(), command.get_command(ctx, sub))  # type: ignore[arg-type]
+            return
+        found.extend(
+            (name, p)
+            for p in command.params
+            if isinstance(p, click.Option) and isinstance(p.type, click.FloatRange)
+        )
+
+    walk("", cli)
+    return found
+
+
+@pytest.mark.parametrize("text", ["nan", "NaN", "-nan", "inf", "-inf"])
+def test_no_number_option_of_any_command_takes_nan_or_infinity(text: str) -> None:
+    # click's FloatRange lets nan through (every comparison with it is false): a nan
+    # tolerance once let matrix --slope-tolerance report no regression at all.
+    options = _float_options()
+    assert len(options) >= 8, options
+    for name, option in options:
+        ctx = click.Context(click.Command(name))
+        with pytest.raises(click.BadParameter):
+            option.process_value(ctx, text)
