@@ -16,10 +16,10 @@ import sys
 def main() -> None:
     """Import and run the l0mem command line."""
     try:
+        from l0mem.cli import as_console_script
         from l0mem.cli import main as cli_main
-        from l0mem.cli import supervise_driver_calls
     except KeyboardInterrupt:
         sys.stderr.write("l0mem: interrupted by SIGINT\n")
         raise SystemExit(128 + signal.SIGINT) from None
-    supervise_driver_calls()  # a driver that crashes in a call takes only a child
+    as_console_script()
     cli_main()

@@ -9,10 +9,13 @@ same process asks the simulator how much device memory is still allocated.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +97,9 @@ def test_p2p_on_sigterm_writes_and_shows_the_copies_that_finished(tmp_path: Path
     # Six copies make the run (two same-device, two direct, two staged); two finished.
     assert len(data["copies"]) == 2
     assert all(len(c["samples_ns"]) == 3 for c in data["copies"])
-    assert any(n.startswith("interrupted: 2 copy timing(s) and 0 check(s) finished") for n in data["notes"])
+    assert any(
+        n.startswith("interrupted: 2 copy timing(s) and 0 check(s) finished") for n in data["notes"]
+    )
     assert "Copy bandwidth" in proc.stdout and "interrupted: 2 copy timing(s)" in proc.stdout
 
 
@@ -125,8 +130,7 @@ def test_bench_kernels_on_sigterm_in_warm_up_writes_a_run_without_kernels(tmp_pa
     proc = _run_signalled("kernels", "time_ops", 1, signal.SIGTERM, args)
     assert proc.returncode == 143, proc.stderr
     assert _lines(proc.stderr) == [
-        "l0mem bench kernels: interrupted by SIGTERM; device memory was freed, "
-        "partial results kept"
+        "l0mem bench kernels: interrupted by SIGTERM; device memory was freed, partial results kept"
     ]
     assert _live(proc.stderr) == [0, 0]
     data = json.loads(out.read_text())
@@ -144,8 +148,7 @@ def test_bench_kernels_on_sigint_writes_and_shows_the_repetitions_taken(tmp_path
     proc = _run_signalled("kernels", "launch_elementwise", 5, signal.SIGINT, args)
     assert proc.returncode == 130, proc.stderr
     assert _lines(proc.stderr) == [
-        "l0mem bench kernels: interrupted by SIGINT; device memory was freed, "
-        "partial results kept"
+        "l0mem bench kernels: interrupted by SIGINT; device memory was freed, partial results kept"
     ]
     assert _live(proc.stderr) == [0, 0]
     data = json.loads(out.read_text())
@@ -225,3 +228,89 @@ def test_a_command_interrupted_outside_a_measuring_block_exits_128_plus_n(
         signal.signal(signal.SIGHUP, before)
     assert result.exit_code == 129, result.output
     assert result.output == "l0mem compare: error: interrupted by SIGHUP\n"
+
+
+def _late_second_stop(
+    command: list[str], tmp_path: Path, first: int, second: int, gap: float
+) -> None:
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "l0mem", *command[:1], "--quiet", "--interval", "0.05",
+         "--json", str(report), *command[1:]],
+        cwd=Path(__file__).resolve().parent.parent, env={**os.environ, **sim.sim_env()},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.5)
+    proc.send_signal(first)
+    time.sleep(gap)
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(second)
+    _, err = proc.communicate(timeout=60)
+    # Whichever was handled first names the code, the line and the report alike; the other
+    # never ends l0mem by its default action while it writes or exits.
+    assert proc.returncode > 128, (proc.returncode, err)
+    name = signal.Signals(proc.returncode - 128).name
+    assert f"interrupted by {name}" in err, err
+    assert json.loads(report.read_text())["stop_signal"] == name
+    assert "Traceback" not in err
+
+
+_PAIRS = [
+    (signal.SIGTERM, signal.SIGHUP),
+    (signal.SIGINT, signal.SIGTERM),
+    (signal.SIGINT, signal.SIGINT),
+    (signal.SIGHUP, signal.SIGINT),
+]
+
+
+@pytest.mark.parametrize("gap", [0.015, 0.04])
+@pytest.mark.parametrize(("first", "second"), _PAIRS)
+def test_a_late_second_stop_never_changes_runs_exit_code(
+    tmp_path: Path, first: int, second: int, gap: float
+) -> None:
+    _late_second_stop(["run", "--", "sleep", "30"], tmp_path, first, second, gap)
+
+
+@pytest.mark.parametrize(("first", "second"), _PAIRS[:2])
+def test_a_late_second_stop_never_changes_watchs_exit_code(
+    tmp_path: Path, first: int, second: int
+) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        _late_second_stop(["watch", "--pid", str(sleeper.pid)], tmp_path, first, second, 0.025)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+_LEFT = """
+import signal, sys
+from l0mem.cli._signals import stop_signals_interrupt
+try:
+    with stop_signals_interrupt(ignore_late={late}):
+        raise {exc}
+except BaseException:
+    pass
+print(*(signal.getsignal(s) is signal.SIG_IGN for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("late", "exc", "ignored"),
+    [
+        (True, "KeyboardInterrupt()", "True True True"),
+        (True, "SystemExit(143)", "True True True"),
+        (True, "SystemExit(1)", "False False False"),
+        (True, "ValueError()", "False False False"),
+        (False, "KeyboardInterrupt()", "False False False"),
+    ],
+)
+def test_a_console_script_stopped_ignores_every_later_stop(
+    late: bool, exc: str, ignored: str
+) -> None:
+    # The race above, decided: a stop that comes while l0mem writes its reports or exits
+    # would end it by the signal's default action, with that signal's code. In-process
+    # callers (late=False) get their own handlers back.
+    code = _LEFT.format(late=late, exc=exc)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ignored.split(), out.stderr

@@ -135,7 +135,7 @@ class _LazyGroup(click.Group):
             _interrupted_early(exc)
 
         try:
-            with stop_signals_interrupt():
+            with stop_signals_interrupt(ignore_late=_AS_CONSOLE_SCRIPT[0]):
                 if ctx.meta.get(_FIRST) in DRIVER_IN_PROCESS:
                     # A driver that crashes in a call takes only a child (the console script's).
                     supervised(lambda: self._name(ctx))
@@ -232,11 +232,22 @@ def _command_word() -> str:
     return word if word in _COMMANDS else ""
 
 
-def supervise_driver_calls() -> None:
-    """Run the commands that call the driver in this process in a child (the console script's choice)."""
+# Whether l0mem runs as its console script (the process exits after the command).
+_AS_CONSOLE_SCRIPT = [False]
+
+
+def as_console_script() -> None:
+    """Set up the command line as the console script's process, which exits after the command.
+
+    The commands that call the driver in this process run in a child
+    (:mod:`l0mem.cli._supervise`), and a command that ends on a stop
+    ignores any stop signal after it. An in-process caller (a test's
+    ``CliRunner``) keeps its own process's signal handlers.
+    """
     from l0mem.cli._supervise import enable
 
     enable()
+    _AS_CONSOLE_SCRIPT[0] = True
 
 
-__all__ = ["cli", "main", "supervise_driver_calls"]
+__all__ = ["as_console_script", "cli", "main"]

@@ -64,13 +64,36 @@ def handling(
             signal.signal(number, signal.SIG_IGN if ignore else previous)
 
 
-def stop_signals_interrupt() -> contextlib.AbstractContextManager[None]:
-    """Make SIGTERM and SIGHUP raise :class:`Interrupted` in the block, as Ctrl-C raises."""
+def _stopping() -> bool:
+    """Return whether the exception under way ends the command on a stop signal."""
+    exc = sys.exc_info()[1]
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    stops = {128 + int(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    return isinstance(exc, SystemExit) and exc.code in stops
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt(*, ignore_late: bool = False) -> Iterator[None]:
+    """Make SIGTERM and SIGHUP raise :class:`Interrupted` in the block, as Ctrl-C raises.
+
+    With ``ignore_late`` (the console script, which exits next), a block that
+    ends on a stop leaves every stop signal ignored: a second one coming as
+    l0mem exits would otherwise end it by the signal's default action, with
+    that signal's exit code where the line and the report name the first.
+    """
 
     def handler(signum: int, frame: Any) -> None:
         raise Interrupted(signum)
 
-    return handling((signal.SIGTERM, signal.SIGHUP), handler)
+    late = _stopping if ignore_late else None
+    with handling((signal.SIGTERM, signal.SIGHUP), handler, ignore_after=late):
+        try:
+            yield
+        finally:
+            if ignore_late and _stopping():
+                with contextlib.suppress(ValueError):  # off the main thread: no handler to set
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _forwarded(signum: int) -> type[BaseException]:
