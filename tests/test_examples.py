@@ -162,7 +162,6 @@ def test_the_notebook_measures_its_own_allocations(mode: str, resident_truth: fl
     # Run whole, as its first cell says; on the quiet host model, since the question is
     # whether the notebook measures what the simulator costs, not how busy this machine is.
     env = own_memory.host_env(sim.sim_env(devices=2, mirror=mode))
-    env["PYTHONPATH"] = str(ROOT)
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / "host_cost_notebook.py")],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
@@ -179,7 +178,6 @@ def test_the_notebook_measures_its_own_allocations(mode: str, resident_truth: fl
 
 def test_the_notebook_says_when_there_is_no_peer() -> None:
     env = sim.sim_env(devices=1)
-    env["PYTHONPATH"] = str(ROOT)
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / "host_cost_notebook.py")],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
