@@ -433,3 +433,11 @@ def test_a_matrix_keeps_no_report_s_samples_and_the_same_cells() -> None:
     light = [(src, summarized(rep)) for src, rep in reports]
     assert all(run.samples == [] and run.result is not None for _, rep in light for run in rep.runs)
     assert to_dict(build(light), [], None, {}) == to_dict(build(reports), [], None, {})
+
+
+def test_a_directory_holding_no_report_is_exit_4(tmp_path: Path) -> None:
+    # Inputs that hold nothing: once a legend alone and exit 0, as if the fleet were fine.
+    (tmp_path / "notes.txt").write_text("not a report")
+    proc = run_l0mem("matrix", [str(tmp_path)], {})
+    assert proc.returncode == 4, proc.stderr
+    assert one_line(proc.stderr).startswith(f"l0mem matrix: no report in {tmp_path}")

@@ -251,7 +251,7 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.BAD_INPUT,
-        "`matrix`: a report is missing, unreadable or malformed",
+        "`matrix`: a report is missing, unreadable or malformed, or a directory holds none",
         _only("matrix"),
     ),
     Row(

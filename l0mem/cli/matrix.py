@@ -154,6 +154,13 @@ def matrix(
     from l0mem.audit import matrix as mx
 
     paths = _paths(reports)
+    if not paths:
+        named = ", ".join(str(r) for r in reports)
+        fail(
+            "matrix",
+            ExitCode.BAD_INPUT,
+            f"no report in {named} (a directory is read for its *.json)",
+        )
     check_outputs(
         "matrix",
         [
