@@ -440,4 +440,4 @@ def test_a_directory_holding_no_report_is_exit_4(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a report")
     proc = run_l0mem("matrix", [str(tmp_path)], {})
     assert proc.returncode == 4, proc.stderr
-    assert one_line(proc.stderr).startswith(f"l0mem matrix: no report in {tmp_path}")
+    assert one_line(proc, "matrix").startswith(f"l0mem matrix: no report in {tmp_path}")
