@@ -126,6 +126,16 @@ def job(
     return out
 
 
+def _never_taken_out(runs: list[list[Sample]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Assert no run's Shmem or AnonPages is a bystander, and the verdicts are as without any."""
+    for seed, samples in enumerate(runs):
+        comps = B.bystanders(samples, "host.available", windows(samples, "host.available"))
+        assert B.SHMEM not in comps and B.ANON not in comps, seed
+    verdicts = [analyze_samples(s, AnalysisConfig()).verdict for s in runs]
+    monkeypatch.setattr(B, "HELD_BY", {})
+    assert verdicts == [analyze_samples(s, AnalysisConfig()).verdict for s in runs]
+
+
 def truth(ratio: float) -> str:
     """Return the verdict a ratio deserves."""
     return "clean" if ratio < 0.1 else ("partial" if ratio < 0.75 else "mirror")
@@ -285,12 +295,7 @@ def test_a_mirror_paid_after_its_window_is_never_taken_out(
         job(seed, ratio, kind, kind, late=True, in_windows=0.15, in_pauses=0.0)
         for seed in range(20)
     ]
-    for seed, samples in enumerate(runs):
-        comps = B.bystanders(samples, "host.available", windows(samples, "host.available"))
-        assert B.SHMEM not in comps and B.ANON not in comps, seed
-    verdicts = [analyze_samples(s, AnalysisConfig()).verdict for s in runs]
-    monkeypatch.setattr(B, "HELD_BY", {})
-    assert verdicts == [analyze_samples(s, AnalysisConfig()).verdict for s in runs]
+    _never_taken_out(runs, monkeypatch)
 
 
 def test_a_mirror_of_a_tenth_of_a_small_step_is_not_still() -> None:
@@ -320,9 +325,4 @@ def test_a_mirror_paid_at_once_after_the_last_window_is_never_taken_out(
         job(seed, 8.0, kind, kind, late=True, mirrored=frozenset({8}), in_windows=0.25)
         for seed in range(20)
     ]
-    for seed, samples in enumerate(runs):
-        comps = B.bystanders(samples, "host.available", windows(samples, "host.available"))
-        assert B.SHMEM not in comps and B.ANON not in comps, seed
-    verdicts = [analyze_samples(s, AnalysisConfig()).verdict for s in runs]
-    monkeypatch.setattr(B, "HELD_BY", {})
-    assert verdicts == [analyze_samples(s, AnalysisConfig()).verdict for s in runs]
+    _never_taken_out(runs, monkeypatch)

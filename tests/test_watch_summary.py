@@ -249,24 +249,7 @@ def test_a_reading_during_a_traced_call_is_left_out_of_the_fit(flagged: bool) ->
 def test_memory_made_resident_after_its_allocation_is_never_clean() -> None:
     # Eight allocations of 128 MiB, 0.5 s apart, with no host cost; then all of it made
     # resident on the peer, 128 MiB every 0.5 s, each time mirrored 1:1.
-    base = WatchSample(0.0, {"host.available": AVAILABLE})
-    samples, t, allocated, resident = [], 0.0, 0, 0
-    for phase in ("allocate", "reside"):
-        for _ in range(8):
-            for _ in range(3):
-                t += 0.5 / 3
-                totals = {
-                    "devices": [
-                        {"index": 0, "allocated": allocated, "resident_on": {"1": resident}}
-                    ]
-                }
-                values = {"host.available": AVAILABLE - resident, **trace_values(totals)}
-                samples.append(WatchSample(round(t, 4), values, pids=1))
-            if phase == "allocate":
-                allocated += 128 * MIB
-            else:
-                resident += 128 * MIB
-    summary = summarize(Series(base, tuple(samples), {}, tracing=True))
+    summary = summarize(_resident_later(8, 128 * MIB, 3, 1.0))
     assert summary.verdict == "mirror", summary.analysis.reason
     assert summary.analysis.slope == pytest.approx(1024, abs=1)
     assert "made resident on a peer" in summary.analysis.reason
@@ -279,49 +262,40 @@ def test_memory_made_resident_later_is_judged_when_the_allocations_cannot_be(see
     # the residency calls still show the mirror. Where the allocations' verdict named no
     # signal, that was left unsaid.
     rng = random.Random(seed)
-    base = WatchSample(0.0, {"host.available": AVAILABLE})
-    samples, t, allocated, resident, other = [], 0.0, 0, 0, 0
-    for phase in ("allocate", "reside"):
-        for k in range(8):
-            for i in range(3):
-                t += 0.5 / 3
-                if phase == "allocate" and i == 0 and k in (2, 5):
-                    other += rng.randrange(11, 15) * MIB
-                totals = {
-                    "devices": [
-                        {"index": 0, "allocated": allocated, "resident_on": {"1": resident}}
-                    ]
-                }
-                values = {"host.available": AVAILABLE - resident - other, **trace_values(totals)}
-                samples.append(WatchSample(round(t, 4), values, pids=1))
-            if phase == "allocate":
-                allocated += 128 * MIB
-            else:
-                resident += 128 * MIB
-    summary = summarize(Series(base, tuple(samples), {}, tracing=True))
+    taken = {(2, 0): rng.randrange(11, 15), (5, 0): rng.randrange(11, 15)}
+    summary = summarize(_resident_later(8, 128 * MIB, 3, 1.0, while_allocating=taken))
     assert summary.verdict == "mirror", summary.analysis.reason
     assert "made resident on a peer" in summary.analysis.reason
     assert summary.per_resident_gib is not None
 
 
 def _resident_later(
-    calls: int, size: int, reads: int, cost: float, peers: int = 1, other: int = 0
+    calls: int,
+    size: int,
+    reads: int,
+    cost: float,
+    peers: int = 1,
+    other: int = 0,
+    while_allocating: dict[tuple[int, int], int] | None = None,
 ) -> Series:
     """Return a traced job: eight 128 MiB allocations, then ``calls`` residency calls of ``size``.
 
     Each residency costs ``cost`` per byte made resident (per peer), ``reads``
     reads apart; ``other`` MiB of another process's memory come at every
-    read of the residency phase.
+    read of the residency phase, and ``while_allocating[(k, i)]`` MiB at read
+    ``i`` after allocation ``k``.
     """
     base = WatchSample(0.0, {"host.available": AVAILABLE})
     samples, t, allocated, resident, taken = [], 0.0, 0, 0, 0
     plan = [("allocate", 8, 3), ("reside", calls, reads)]
     for phase, steps, per in plan:
-        for _ in range(steps):
-            for _ in range(per):
+        for k in range(steps):
+            for i in range(per):
                 t += 0.5 / 3
                 if phase == "reside":
                     taken += other * MIB
+                else:
+                    taken += (while_allocating or {}).get((k, i), 0) * MIB
                 devices = [
                     {
                         "index": 0,
@@ -361,9 +335,3 @@ def test_memory_resident_on_two_peers_is_not_judged_per_byte_made_resident() -> 
     # mirror would read as a half.
     summary = summarize(_resident_later(8, 128 * MIB, 3, 1.0, peers=2))
     assert summary.verdict != "partial", summary.analysis.reason
-
-
-def test_residency_calls_standing_apart_are_judged() -> None:
-    summary = summarize(_resident_later(8, 128 * MIB, 3, 1.0))
-    assert summary.verdict == "mirror", summary.analysis.reason
-    assert "made resident on a peer" in summary.analysis.reason
