@@ -232,3 +232,18 @@ def test_json_to_dev_stdout_redirected_to_a_file_keeps_the_file_the_shell_opened
     report, end = json.JSONDecoder().raw_decode(text)
     assert report["regression"] is False
     assert "regression" in proc.stderr + text[end:]
+
+
+@pytest.mark.parametrize("command", ["compare", "matrix"])
+def test_a_report_to_a_reader_that_left_is_exit_4(command: str, tmp_path: Path) -> None:
+    # The reader closed its end before l0mem wrote: the report was not delivered, and
+    # exit 0 (or 1) would tell a CI job it was.
+    code = tmp_path / "code"
+    same = DATA / "current-same.json"
+    proc = _shell(
+        f"{{ L0MEM {command} {BASELINE} {same} --json -; echo $? > {shlex.quote(str(code))}; }}"
+        " | sh -c 'exec 0<&-; sleep 2'",
+        dict(os.environ),
+    )
+    assert code.read_text().strip() == "4", proc.stderr
+    assert f"l0mem {command}:" in proc.stderr
