@@ -220,6 +220,7 @@ def _stop_while_hung(
         ("p2p", "alloc", signal.SIGINT),
         ("allreduce", "alloc", signal.SIGTERM),
         ("bench", "free", signal.SIGINT),
+        ("p2p", "copy", signal.SIGTERM),
     ],
 )
 def test_a_driver_that_hangs_in_a_call_never_makes_a_command_unstoppable(
@@ -249,7 +250,14 @@ def test_a_second_stop_ends_a_command_hung_in_the_driver_at_once() -> None:
 
 @pytest.mark.parametrize(
     ("command", "where"),
-    [("p2p", "alloc"), ("allreduce", "alloc"), ("bench", "free"), ("p2p", "free")],
+    [
+        ("p2p", "alloc"),
+        ("allreduce", "alloc"),
+        ("bench", "free"),
+        ("p2p", "free"),
+        ("p2p", "copy"),
+        ("allreduce", "copy"),
+    ],
 )
 def test_a_driver_that_aborts_in_a_later_call_ends_the_command_with_its_line(
     command: str, where: str

@@ -542,10 +542,11 @@ int sim_config_load(void)
         if (!strcmp(key, "hang_in") || !strcmp(key, "abort_in")) {
             /* Read by sim_fault_point (faults.c), not here; only the value is checked. */
             const char *v = eq + 1;
-            if (strcmp(v, "init") && strcmp(v, "alloc") && strcmp(v, "free") &&
+            if (strcmp(v, "init") && strcmp(v, "alloc") && strcmp(v, "free") && strcmp(v, "copy") &&
                 (strcmp(v, "load") || !strcmp(key, "hang_in"))) {
                 snprintf(err, sizeof(err), "%s=%s: expected %s", where, v,
-                         strcmp(key, "hang_in") ? "load, init, alloc or free" : "init, alloc or free");
+                         strcmp(key, "hang_in") ? "load, init, alloc, free or copy"
+                                                : "init, alloc, free or copy");
                 goto out;
             }
             continue;

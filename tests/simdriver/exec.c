@@ -389,6 +389,7 @@ ze_result_t ZE_APICALL sim_zeCommandListAppendMemoryCopy(ze_command_list_handle_
                                                          ze_event_handle_t sig, uint32_t nwait,
                                                          ze_event_handle_t *waits)
 {
+    sim_fault_point("copy"); /* before SIM_APPEND_BEGIN: a hang holds no lock */
     SIM_APPEND_BEGIN(h, CMD_COPY, sig, nwait, waits);
     if (!dst || !src)
         SIM_APPEND_FAIL(ZE_RESULT_ERROR_INVALID_NULL_POINTER);

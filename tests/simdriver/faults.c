@@ -98,7 +98,8 @@ SIM_EXPORT uint64_t zesim_peer_copies(void)
  * (not ZESIM_CONFIG: "load" comes before zeInit reads any configuration):
  * ZESIM_HANG_IN and ZESIM_ABORT_IN name one point each, "load" (the library's
  * constructor, when the loader opens it; abort only), "init" (zeInit),
- * "alloc" (zeMemAllocDevice) or "free" (zeMemFree). A hang sleeps for ever
+ * "alloc" (zeMemAllocDevice), "free" (zeMemFree) or "copy"
+ * (zeCommandListAppendMemoryCopy). A hang sleeps for ever
  * in the call, without sim_lock held, and only SIGKILL or a signal's default
  * action ends the process; an abort calls abort(). This is the ground truth
  * for l0mem's guard against drivers that never return or take the process
