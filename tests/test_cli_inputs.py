@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -248,3 +249,20 @@ def test_no_number_option_of_any_command_takes_nan_or_infinity(text: str) -> Non
         ctx = click.Context(click.Command(name))
         with pytest.raises(click.BadParameter):
             option.process_value(ctx, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("all", math.inf), ("ALL", math.inf), ("0", 0.0), ("2.5", 2.5)]
+)
+def test_follow_takes_seconds_or_all(text: str, seconds: float) -> None:
+    from l0mem.cli._options import parse_follow
+
+    assert parse_follow(click.Context(click.Command("run")), None, text) == seconds  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["nan", "-1", "inf", "1e99", "forever", ""])
+def test_follow_refuses_what_is_no_time(text: str) -> None:
+    from l0mem.cli._options import parse_follow
+
+    with pytest.raises(click.BadParameter):
+        parse_follow(click.Context(click.Command("run")), None, text)  # type: ignore[arg-type]

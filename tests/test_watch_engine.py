@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import signal
 import subprocess
@@ -486,7 +487,9 @@ def test_processes_that_outlive_the_first_are_followed_and_the_floor_kept_for_th
     assert result.outlived is not None and result.outlived.processes == 1
     assert result.floor_stop is not None  # the child was stopped for the floor, not left running
     pid = int(child.read_text())
-    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert (
+        not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    )
     assert time.monotonic() - started < 30
 
 
@@ -500,13 +503,10 @@ def test_a_workload_whose_children_end_with_it_has_nothing_outlived() -> None:
 
 
 def test_processes_still_running_after_the_follow_are_named_and_left_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     # A daemon the workload leaves behind: run follows it for a while, then ends and
     # names it, without stopping it (it is no longer the workload's to wait for).
-    import l0mem.watch.loop as loop_module
-
-    monkeypatch.setattr(loop_module, "FOLLOW_AFTER_FIRST_S", 0.5)
     child = tmp_path / "child.pid"
     code = (
         "import subprocess, sys, time; "
@@ -514,7 +514,7 @@ def test_processes_still_running_after_the_follow_are_named_and_left_alone(
         f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(0.3)"
     )
     started = time.monotonic()
-    result = run_workload(Watch(interval=0.02), _py(code), prober=_Prober(64 * GIB))
+    result = run_workload(Watch(interval=0.02), _py(code), prober=_Prober(64 * GIB), follow=0.5)
     pid = int(child.read_text())
     try:
         assert result.returncode == 0
@@ -524,3 +524,19 @@ def test_processes_still_running_after_the_follow_are_named_and_left_alone(
         assert Path(f"/proc/{pid}").exists()  # left alone
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+def test_follow_all_waits_for_every_process_the_workload_left() -> None:
+    # --follow all: the floor is kept while any of them lives, and none is left running.
+    code = (
+        "import subprocess, sys; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1.5)'], start_new_session=True)"
+    )
+    started = time.monotonic()
+    result = run_workload(
+        Watch(interval=0.02), _py(code), prober=_Prober(64 * GIB), follow=math.inf
+    )
+    assert result.returncode == 0
+    assert result.outlived is not None and result.outlived.left_running == ()
+    assert result.outlived.seconds >= 1.0
+    assert time.monotonic() - started < 15

@@ -81,7 +81,18 @@ prometheus_option = click.option(
 
 # Label names l0mem's own metrics carry: a --label may not take one of them.
 OWN_LABELS = frozenset(
-    {"mode", "pid", "command", "setup", "remedy", "backend", "platform", "verdict", "pdev", "device"}
+    {
+        "mode",
+        "pid",
+        "command",
+        "setup",
+        "remedy",
+        "backend",
+        "platform",
+        "verdict",
+        "pdev",
+        "device",
+    }
 )
 _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -99,7 +110,9 @@ def _labels(
                 "(letters, digits, _; not starting with a digit or __)"
             )
         if key in OWN_LABELS:
-            raise click.BadParameter(f"{key!r} is a label of l0mem's own metrics: choose another name")
+            raise click.BadParameter(
+                f"{key!r} is a label of l0mem's own metrics: choose another name"
+            )
         if key in out:
             raise click.BadParameter(f"{key!r} given twice")
         out[key] = text
@@ -247,6 +260,19 @@ def sizes_option(
 
 
 SMALLEST_FLOOR = 64 << 20
+
+
+def parse_follow(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    """Click callback for ``--follow``: seconds (0 to a year), or ``all`` (until every process ends)."""
+    if value.strip().lower() == "all":
+        return math.inf
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: seconds, or all") from None
+    if not 0.0 <= seconds <= 365 * 86400.0:  # nan fails too
+        raise click.BadParameter(f"{value!r}: seconds from 0 to a year, or all")
+    return seconds
 
 
 def parse_floor(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:

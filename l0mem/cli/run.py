@@ -11,6 +11,7 @@ l0mem's own lines go to stderr under ``run`` (stdout is the workload's).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -38,6 +39,7 @@ from l0mem.cli._options import (
     json_option,
     label_option,
     parse_floor,
+    parse_follow,
     plot_option,
     prometheus_option,
 )
@@ -183,6 +185,15 @@ def _stop_on_signals(watch: Watch) -> contextlib.AbstractContextManager[None]:
     help="How long a stopped workload may take to end before SIGKILL.",
 )
 @click.option(
+    "--follow",
+    default="10",
+    show_default=True,
+    callback=parse_follow,
+    metavar="SECONDS|all",
+    help="How long processes of the workload that outlive its first one are followed (the "
+    "floor kept for them) before they are named as left running; all: until every one ends.",
+)
+@click.option(
     "--trace",
     is_flag=True,
     help="Trace the workload's Level Zero allocations and residency calls (a driver proxy "
@@ -201,6 +212,7 @@ def run(
     host_floor: int | None,
     no_host_floor: bool,
     grace: float,
+    follow: float,
     trace: bool,
     no_peer_residency: bool,
     interval: float,
@@ -266,7 +278,13 @@ def run(
             with reporting("run"), progress:
                 # A report on standard output is l0mem's alone: the workload's lines go to stderr.
                 result = run_workload(
-                    watch, command, env, stdout=2 if to_stdout(json_path, csv_path, plot_path, prometheus_path) else None
+                    watch,
+                    command,
+                    env,
+                    stdout=2
+                    if to_stdout(json_path, csv_path, plot_path, prometheus_path)
+                    else None,
+                    follow=follow,
                 )
         except CommandError as exc:
             fail("run", exc.code, str(exc))
@@ -282,6 +300,7 @@ def run(
                 "look": watch.look,
                 "host_floor": host_floor,
                 "grace": grace,
+                "follow": None if math.isinf(follow) else follow,
                 "trace": session is not None,
                 "no_peer_residency": no_peer_residency,
                 "sysman": not no_sysman,

@@ -76,11 +76,14 @@ def run_workload(
     source_factory: SourceFactory = TreeSource,
     prober: Any = None,
     stdout: int | None = None,
+    follow: float = FOLLOW_AFTER_FIRST_S,
 ) -> WatchResult:
     """Start ``command`` and sample its tree until it ends; keep the floor, forward a stop.
 
     ``stdout``: the file descriptor the workload writes its standard output to
-    (None: l0mem's).
+    (None: l0mem's). ``follow``: how many seconds the processes that outlive
+    the first one are followed, the floor kept for them (``math.inf``: until
+    every one of them ends).
     """
     take_baseline(watch, prober)
     check_floor(watch)
@@ -135,7 +138,9 @@ def run_workload(
                 )
             if terminal is not None and job_stopped(proc.pid, pids):
                 follow_stop(terminal, proc.pid)  # Ctrl-Z: stop with the workload, as a shell job
-            if first_ended is not None and _done_following(watch, first_ended[0], stopped_at):
+            if first_ended is not None and _done_following(
+                watch, first_ended[0], stopped_at, follow
+            ):
                 # Past the follow (or a stop's grace and more): the rest is named, not awaited.
                 left_running = tuple(p for p in pids if p != proc.pid and _alive(p))
                 break
@@ -173,11 +178,13 @@ def run_workload(
 KILL_WAIT_S = 5.0
 
 
-def _done_following(watch: Watch, first_ended: float, stopped_at: float | None) -> bool:
+def _done_following(
+    watch: Watch, first_ended: float, stopped_at: float | None, follow: float
+) -> bool:
     """Return whether run stops following the processes that outlived the first one."""
     now = watch.clock()
     if stopped_at is None:
-        return now - first_ended >= FOLLOW_AFTER_FIRST_S
+        return now - first_ended >= follow
     return now - stopped_at >= watch.grace + KILL_WAIT_S
 
 
@@ -213,7 +220,11 @@ def watch_pid(
         while watch.stop_signal is None:
             if end is not None and watch.clock() >= end:
                 break
-            left = watch.next_interval() if end is None else min(watch.next_interval(), end - watch.clock())
+            left = (
+                watch.next_interval()
+                if end is None
+                else min(watch.next_interval(), end - watch.clock())
+            )
             watch.wait(left, fd)
             if watch.stop_signal is not None:
                 break
