@@ -154,13 +154,6 @@ def matrix(
     from l0mem.audit import matrix as mx
 
     paths = _paths(reports)
-    if not paths:
-        named = ", ".join(str(r) for r in reports)
-        fail(
-            "matrix",
-            ExitCode.BAD_INPUT,
-            f"no report in {named} (a directory is read for its *.json)",
-        )
     check_outputs(
         "matrix",
         [
@@ -172,6 +165,13 @@ def matrix(
         [("REPORT", p) for p in paths],
     )
     check_plot("matrix", plot_path)
+    if not paths:  # after the command line's own errors (exit 2): an input error is 4
+        named = ", ".join(str(r) for r in reports)
+        fail(
+            "matrix",
+            ExitCode.BAD_INPUT,
+            f"no report in {named} (a directory is read for its *.json)",
+        )
     with reporting("matrix"):
         read, apart = _read(paths)
     matrices = mx.build(read)
