@@ -529,8 +529,9 @@ def test_processes_still_running_after_the_follow_are_named_and_left_alone(
 def test_follow_all_waits_for_every_process_the_workload_left() -> None:
     # --follow all: the floor is kept while any of them lives, and none is left running.
     code = (
-        "import subprocess, sys; "
-        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1.5)'], start_new_session=True)"
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1.5)'], start_new_session=True); "
+        "time.sleep(0.3)"  # seen in the tree while its parent lives, as a real job's are
     )
     started = time.monotonic()
     result = run_workload(
