@@ -138,7 +138,7 @@ class _LazyGroup(click.Group):
             with stop_signals_interrupt(ignore_late=_AS_CONSOLE_SCRIPT[0]):
                 if ctx.meta.get(_FIRST) in DRIVER_IN_PROCESS:
                     # A driver that crashes in a call takes only a child (the console script's).
-                    supervised(lambda: self._name(ctx))
+                    supervised(lambda: self._name(ctx), _AS_CONSOLE_SCRIPT[0])
                     # The driver is called on this process's thread: keep the main one free.
                     return in_worker(
                         lambda: super(_LazyGroup, self).invoke(ctx), lambda: self._name(ctx)
@@ -244,9 +244,6 @@ def as_console_script() -> None:
     ignores any stop signal after it. An in-process caller (a test's
     ``CliRunner``) keeps its own process's signal handlers.
     """
-    from l0mem.cli._supervise import enable
-
-    enable()
     _AS_CONSOLE_SCRIPT[0] = True
 
 

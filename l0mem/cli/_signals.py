@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from l0mem.cli._common import error, interrupt_signal, signal_exit
+from l0mem.cli._common import STOP_SIGNALS, error, interrupt_signal, signal_exit
 
 _T = TypeVar("_T")
 # How long a stopped command may take to free its device memory and keep what it measured,
@@ -69,8 +69,7 @@ def _stopping() -> bool:
     exc = sys.exc_info()[1]
     if isinstance(exc, KeyboardInterrupt):
         return True
-    stops = {128 + int(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    return isinstance(exc, SystemExit) and exc.code in stops
+    return isinstance(exc, SystemExit) and exc.code in {128 + int(s) for s in STOP_SIGNALS}
 
 
 @contextlib.contextmanager

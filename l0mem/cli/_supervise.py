@@ -15,7 +15,7 @@ a hang-up) reach the child itself, being in the same process group, and
 are not sent twice (a second stop ends a command at once). The child
 stops as on SIGTERM when the parent dies. In-process callers (the tests'
 ``CliRunner``, ``l0mem.cli.main`` imported) never fork: only the console
-script asks for it (:func:`enable`).
+script asks for it (:func:`l0mem.cli.as_console_script`).
 """
 
 from __future__ import annotations
@@ -27,19 +27,12 @@ import signal
 import sys
 from collections.abc import Callable
 
-from l0mem.cli._exits import STOP_SIGNALS, ExitCode
+from l0mem.cli._exits import STOP_SIGNALS, ExitCode, signal_exit
 
 # si_code of a signal the kernel sent (a terminal's Ctrl-C, a hang-up), not a process.
 _SI_KERNEL = 0x80
 _PR_SET_PDEATHSIG = 1
 _WAIT_S = 0.1
-_enabled = False
-
-
-def enable() -> None:
-    """Let the commands that call the driver in process run in a child (the console script only)."""
-    global _enabled
-    _enabled = hasattr(os, "fork") and hasattr(signal, "sigtimedwait")
 
 
 def _flush() -> None:
@@ -63,14 +56,14 @@ def _end(status: int, command: str) -> int:
     if not os.WIFSIGNALED(status):
         return os.waitstatus_to_exitcode(status)
     signum = os.WTERMSIG(status)
-    name = signal.Signals(signum).name if signum in signal.valid_signals() else f"signal {signum}"
+    code, name = signal_exit(signum)
     if signum in STOP_SIGNALS:
-        return 128 + signum
+        return code
     if signum == signal.SIGKILL:
         error(
             command, "l0mem's process was killed by SIGKILL (the kernel's OOM killer, or kill -9)"
         )
-        return 128 + signum
+        return code
     error(
         command,
         f"the driver or runtime crashed l0mem's process inside a call ({name}); nothing after "
@@ -79,13 +72,14 @@ def _end(status: int, command: str) -> int:
     return int(ExitCode.DRIVER_ERROR)
 
 
-def supervised(command: Callable[[], str]) -> None:
+def supervised(command: Callable[[], str], console_script: bool) -> None:
     """Return in a child that runs the command; in the parent, wait for it and exit with its code.
 
-    Does nothing unless :func:`enable` was called. ``command`` names the
-    command for the parent's line.
+    Does nothing unless ``console_script`` (the process exits after the
+    command) and the platform can fork and wait for signals. ``command``
+    names the command for the parent's line.
     """
-    if not _enabled:
+    if not (console_script and hasattr(os, "fork") and hasattr(signal, "sigtimedwait")):
         return
     stops = set(STOP_SIGNALS)
     _flush()
@@ -114,4 +108,4 @@ def supervised(command: Callable[[], str]) -> None:
     os._exit(code)
 
 
-__all__ = ["enable", "supervised"]
+__all__ = ["supervised"]
