@@ -245,7 +245,7 @@ def test_a_component_that_moved_only_inside_windows_is_not_taken_out() -> None:
     for seed in range(30):
         samples = job(seed, 0.0, "anon", "shmem", in_pauses=0.0)
         found = windows(samples, "host.available")
-        assert B.bystanders(samples, "host.available", found) == {}, seed
+        assert B.bystanders(samples, "host.available", found) == (), seed
 
 
 def test_the_page_cache_comes_out_of_memfree_only() -> None:

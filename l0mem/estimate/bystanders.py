@@ -138,13 +138,13 @@ def _follows_steps(moved: Sequence[tuple[Window, float]]) -> bool:
 
 def bystanders(
     samples: Sequence[Sample], total: str, found: Sequence[Window], late_share: float = 0.10
-) -> dict[Component, dict[int, float]]:
-    """Return, per bystander component of ``total`` in this run, its move in each window it moved in (by step)."""
-    out: dict[Component, dict[int, float]] = {}
+) -> tuple[Component, ...]:
+    """Return the bystander components of ``total`` in this run (its windows ``found``)."""
+    out: list[Component] = []
     order = sorted(found, key=lambda w: w.t)
     grow = [w for w in order if w.device_bytes > 0]
     if len(grow) < MIN_WINDOWS:
-        return out
+        return ()
     for component in HELD_BY.get(total, ()):
         levels = _levels(samples, component)
         if levels is None:
@@ -178,8 +178,8 @@ def bystanders(
             times, levels, order, move, late_share
         ):
             continue
-        out[component] = {w.step: m for w, m in moved}
-    return out
+        out.append(component)
+    return tuple(out)
 
 
 def _climbed_between(
@@ -237,29 +237,29 @@ def without_bystanders(
     windows are checked against (:mod:`l0mem.estimate.climbs`) leaves it
     out too.
     """
-    shifts: dict[str, list[Component]] = {}
+    shifts: dict[str, tuple[int, list[Component]]] = {}  # total -> (its sense, components)
     for total in totals:
         info = signal_info(total)
-        found = windows(samples, total) if info is not None else []
+        if info is None:
+            continue
         comps = [
             c
-            for c in bystanders(samples, total, found, late_share)
+            for c in bystanders(samples, total, windows(samples, total), late_share)
             if all(all(n in s.values for n, _ in c) for s in samples if total in s.values)
         ]
         if comps:
-            shifts[total] = comps
+            shifts[total] = (info.sense, comps)
     if not shifts:
         return list(samples), {}
     out = []
     for s in samples:
         values = dict(s.values)
-        for total, comps in shifts.items():
+        for total, (sense, comps) in shifts.items():
             if total in values:
-                sense = signal_info(total).sense  # type: ignore[union-attr]
                 # cost = sense * value; the component's cost (its level) comes out of it.
                 values[total] -= sense * sum(sign * s.values[n] for c in comps for n, sign in c)
         out.append(dataclasses.replace(s, values=values))
-    return out, {t: tuple(component_name(c) for c in comps) for t, comps in shifts.items()}
+    return out, {t: tuple(component_name(c) for c in comps) for t, (_, comps) in shifts.items()}
 
 
 __all__ = [

@@ -164,9 +164,17 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     run = as_setup_run(series, xs, config)
     analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
     analysis = at_the_change(series, xs, analysis, config)
-    by_residency = _resident_analysis(series, config)
+    resident_xs = _resident_series(series)
+    by_residency = None
+    if resident_xs is not None:
+        run = as_setup_run(series, resident_xs, config)
+        by_residency = analyze_samples(
+            run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE
+        )
     resident = _resident_fit(by_residency, _judged_signal(analysis))
-    analysis = _by_residency(analysis, by_residency)
+    if resident_xs is not None and _apart(resident_xs, xs):
+        # Judged, it may stand for the run only where the calls were steps of their own.
+        analysis = _by_residency(analysis, by_residency)
     if all(x is None for x in xs) or not series.samples:
         analysis = dataclasses.replace(analysis, reason=_no_device_reason(series))
     host_name = host_signal(series)
@@ -216,8 +224,8 @@ def _judged_signal(analysis: SetupAnalysis) -> str | None:
     return next((n for n, why in analysis.passed_over.items() if disputed(why)), None)
 
 
-def _resident_analysis(series: Series, config: AnalysisConfig) -> SetupAnalysis | None:
-    """Return the host's cost judged against the traced bytes made resident on a peer, or None.
+def _resident_series(series: Series) -> list[int | None] | None:
+    """Return the traced bytes made resident on a peer beyond the baseline at each sample, or None.
 
     Windows at each residency call, as at each allocation: a workload that
     allocates first and makes its memory resident on a peer later pays the
@@ -232,16 +240,7 @@ def _resident_analysis(series: Series, config: AnalysisConfig) -> SetupAnalysis 
             for s in series.samples
         ]
     )
-    if not any(xs):
-        return None
-    run = as_setup_run(series, xs, config)
-    found = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
-    # Judged, it may stand for the run only where the calls were steps of their own.
-    return (
-        found
-        if _apart(xs, device_series(series))
-        else dataclasses.replace(found, verdict="inconclusive")
-    )
+    return xs if any(xs) else None
 
 
 def _apart(resident: list[int | None], allocated: list[int | None]) -> bool:
