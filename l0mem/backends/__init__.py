@@ -12,6 +12,17 @@ pinned host memory (:mod:`.host`), host-staged copies through a pinned ring
 (:mod:`.staging`), and the device inventory with
 :func:`open_backend` (:mod:`.select`), which the CLI and library users share.
 
+Threads: a backend may be called from several threads. Its operations run
+one at a time (a lock per backend: Level Zero's command lists take one caller
+at a time); ``close()`` from any thread waits for the operation under way and
+for other threads' event waits, then refuses every new call with
+:class:`BackendClosedError` (or ValueError naming the closed buffer). A
+buffer's ``close()`` waits for the operation under way too. No handle is ever
+destroyed under a call (``tests/contracts/test_threads.py``). Work that
+hung: a ``close()`` waits for another thread's wait on it only up to the
+watchdog's bound, then leaves the contexts to the process's end (a
+:class:`l0mem.core.ReleaseWarning` says so).
+
 What it may import: :mod:`l0mem._ze`, :mod:`l0mem.core`, :mod:`l0mem.sycl` and
 the leaf modules (``units``, ``files``, ``bf16``, ``keepalive``). The measurement, audit and
 CLI layers import from here, never the other way.

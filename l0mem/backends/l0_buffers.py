@@ -50,6 +50,15 @@ class L0Buffer(BufferBase):
         return L0Buffer(self._alloc, self._device, offset, nbytes, backend=self.backend)
 
     def close(self) -> None:
-        """Free the allocation (a no-op for views and for already closed buffers)."""
-        if self._owner:
+        """Free the allocation (a no-op for views and for already closed buffers).
+
+        It waits for the backend's operation under way in another thread, which
+        may be using it.
+        """
+        if not self._owner:
+            return
+        if self.backend is None:
+            self._alloc.close()
+            return
+        with self.backend.gate.lock:
             self._alloc.close()

@@ -12,6 +12,7 @@ work waits for.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -19,6 +20,7 @@ from typing import Protocol
 
 from l0mem._ze.errors import NotReadyError
 from l0mem.backends.base import CopyTimeout
+from l0mem.backends.common import Gate
 from l0mem.core import Context, Device, EventPool
 from l0mem.core import Event as CoreEvent
 from l0mem.keepalive import KeepAlive
@@ -38,6 +40,7 @@ class L0Event:
         index: int,
         seq: int,
         on_submit: Callable[[L0Event], None] | None = None,
+        gate: Gate | None = None,
     ) -> None:
         """Take an event from ``recycler`` for work on ``device``; it goes back when this is collected.
 
@@ -45,7 +48,8 @@ class L0Event:
         ``index`` is the device's index in its backend, ``seq`` the event's
         place in the order the backend made its events; ``on_submit(self)``
         runs once its command is queued, while :attr:`after` holds the other
-        devices' events that command waits for.
+        devices' events that command waits for; a wait is counted in ``gate``
+        (the backend's close destroys no event while one is under way).
         """
         event = recycler.take()
         self._event = event
@@ -56,6 +60,7 @@ class L0Event:
         self.seq = seq
         self.after: list[L0Event] = []
         self._on_submit = on_submit
+        self._gate = gate
         weakref.finalize(self, recycler.give_back, event)
 
     @property
@@ -77,6 +82,15 @@ class L0Event:
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the operation has finished; raise CopyTimeout after ``timeout`` seconds."""
+        with self._counted() as live:
+            if live:
+                self._wait(timeout)
+
+    def _counted(self) -> contextlib.AbstractContextManager[bool]:
+        # False once the backend's close is past every wait: its events are finished or gone.
+        return contextlib.nullcontext(True) if self._gate is None else self._gate.waiting()
+
+    def _wait(self, timeout: float | None) -> None:
         if self._event.closed:
             return  # the backend's close finished it, or gave it up as hung
         ns = None if timeout is None else max(int(timeout * 1e9), 0)
@@ -95,15 +109,16 @@ class L0Event:
         NOT_READY for the timestamp of an event the wait saw signalled (seen on
         a real driver): the timing routine then falls back to the host clock.
         """
-        if self._event.closed:
-            return None
-        done = self._event.wait()
-        try:
-            return self._event.duration_ns(self._device)
-        except NotReadyError:
-            if not done:
-                raise
-            return None
+        with self._counted() as live:
+            if not live or self._event.closed:
+                return None
+            done = self._event.wait()
+            try:
+                return self._event.duration_ns(self._device)
+            except NotReadyError:
+                if not done:
+                    raise
+                return None
 
 
 class Awaited(Protocol):

@@ -12,11 +12,11 @@ What it may import: :mod:`l0mem.core`; the backend's other modules
 from __future__ import annotations
 
 import ctypes
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from l0mem.backends.base import DeviceBuffer, Event
+from l0mem.backends.common import one_at_a_time
 from l0mem.backends.kernels import (
     SPIRV_RESOURCE,
     check_launch_args,
@@ -53,33 +53,33 @@ class L0Kernels:
         """Start with no module built."""
         self._modules: dict[int, Module] = {}
         self._kernels: dict[tuple[int, str], Kernel] = {}
-        self._lock = threading.Lock()
 
     def _drop_kernels(self) -> None:
         """Forget every kernel and module (their context is being released)."""
         self._kernels.clear()
         self._modules.clear()
 
+    @one_at_a_time
     def kernel(self, name: str, device: int) -> Kernel:
         """Return l0mem's kernel ``name`` built for ``device`` (built once per device)."""
         i = self._index(device)
-        with self._lock:
-            k = self._kernels.get((i, name))
-            if k is None:
-                module = self._modules.get(i)
-                if module is None:
-                    module = self._ctx_of[i].create_module(self._devices[i], spirv_bytes())
-                    try:
-                        names = set(module.kernel_names())
-                        check_module_kernels(SPIRV_RESOURCE, names.__contains__)
-                    except BaseException:
-                        module.close()
-                        raise
-                    self._modules[i] = module
-                k = module.kernel(name)
-                self._kernels[(i, name)] = k
-            return k
+        k = self._kernels.get((i, name))
+        if k is None:
+            module = self._modules.get(i)
+            if module is None:
+                module = self._ctx_of[i].create_module(self._devices[i], spirv_bytes())
+                try:
+                    names = set(module.kernel_names())
+                    check_module_kernels(SPIRV_RESOURCE, names.__contains__)
+                except BaseException:
+                    module.close()
+                    raise
+                self._modules[i] = module
+            k = module.kernel(name)
+            self._kernels[(i, name)] = k
+        return k
 
+    @one_at_a_time
     def launch(
         self,
         kernel: str,

@@ -17,6 +17,7 @@ device (``zeContextMakeMemoryResident``) and Sysman's view of device memory.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -35,7 +36,7 @@ from l0mem.backends.base import (
     fill_size,
     is_simulator_name,
 )
-from l0mem.backends.common import CommonBackend
+from l0mem.backends.common import CommonBackend, Gate, one_at_a_time
 from l0mem.backends.host import HostMemory
 from l0mem.backends.l0_buffers import L0Buffer
 from l0mem.backends.l0_events import L0Event, Recycler, WaitGraph
@@ -48,7 +49,7 @@ from l0mem.backends.l0_info import (
 )
 from l0mem.backends.l0_kernels import L0Kernels
 from l0mem.backends.staging import Stager
-from l0mem.core import Context, Device, ImmediateCommandList
+from l0mem.core import Context, Device, ImmediateCommandList, ReleaseWarning
 from l0mem.core import Event as CoreEvent
 from l0mem.driverenv import no_hardware_reason
 
@@ -68,6 +69,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         """Open contexts and one immediate command list per device (see :func:`open_backend`)."""
         if context not in ("single", "multi"):
             raise ValueError(f"context must be 'single' or 'multi', got {context!r}")
+        self.gate = Gate()
         self._devices = list(devices)
         if not self._devices:
             raise ValueError("the backend needs at least one device")
@@ -162,6 +164,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
             index=device,
             seq=self._seq,
             on_submit=self._graph.queued,
+            gate=self.gate,
         )
 
     def _hang_on(self, device: int) -> Callable[[float], None]:
@@ -194,6 +197,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         self._check_open()
         return buf
 
+    @one_at_a_time
     def allocate(self, device: int, nbytes: int, *, export_dmabuf: bool = False) -> L0Buffer:
         """Return a new device allocation of ``nbytes`` on ``device`` (``zeMemAllocDevice``).
 
@@ -207,6 +211,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         )
         return L0Buffer(alloc, i, backend=self)
 
+    @one_at_a_time
     def make_resident(self, buf: DeviceBuffer, device: int) -> None:
         """Make ``buf`` resident on ``device`` too (``zeContextMakeMemoryResident``)."""
         b = self._buffer(buf)
@@ -215,6 +220,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
             raise ValueError(f"device {i} is not in the context of the buffer's device {b.device}")
         self._ctx_of[i].make_resident(self._devices[i], b.allocation)
 
+    @one_at_a_time
     def allocate_host(self, device: int, nbytes: int) -> HostMemory:
         """Return ``nbytes`` of pinned host memory in ``device``'s context (``zeMemAllocHost``)."""
         i = self._index(device)
@@ -234,6 +240,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         """Copy the start of ``src`` into the writable host buffer ``out``; return its event."""
         return self._host_copy(src, out, True, wait_for)
 
+    @one_at_a_time
     def _host_copy(
         self,
         buf: DeviceBuffer,
@@ -275,6 +282,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         copy(address, host, wait_for=waits, signal=ev.core)
         return ev.submitted(waits)
 
+    @one_at_a_time
     def copy(
         self,
         dst: DeviceBuffer,
@@ -313,6 +321,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         assert isinstance(up, L0Event)
         return up
 
+    @one_at_a_time
     def fill(
         self,
         dst: DeviceBuffer,
@@ -329,6 +338,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         self._lists[d.device].fill(d.address, pattern, n, wait_for=waits, signal=ev.core)
         return ev.submitted(waits)
 
+    @one_at_a_time
     def synchronize(self, device: int | None = None) -> None:
         """Wait until all work on ``device`` (default: every device) has finished."""
         targets = range(len(self._lists)) if device is None else [self._index(device)]
@@ -363,6 +373,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         """
         return int(self._hang_wait * 1e9) if self._hung else None
 
+    @one_at_a_time
     def close(self) -> None:
         """Finish outstanding work; release every list, module, event, allocation, then contexts."""
         if self._closed:
@@ -378,6 +389,15 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         except BaseException as err:
             cleanup([self._release], strict=False, after=err)
             raise
+        # Another thread's wait on an event: its work is done now, unless it hung.
+        if not self.gate.shut(self._hang_wait if self._hung else None):
+            warnings.warn(
+                "the Level Zero backend's contexts are left to the process's end: another "
+                "thread still waits on an event of work that hung",
+                ReleaseWarning,
+                stacklevel=2,
+            )
+            return
         self._release()
 
     def _release(self) -> None:

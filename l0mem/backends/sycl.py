@@ -35,7 +35,7 @@ from l0mem.backends.base import (
     fill_size,
     is_simulator_name,
 )
-from l0mem.backends.common import CommonBackend
+from l0mem.backends.common import CommonBackend, Gate, one_at_a_time
 from l0mem.backends.host import HostMemory
 from l0mem.backends.staging import Stager
 from l0mem.backends.sycl_buffers import SyclBuffer, SyclEvent, UsmHost, host_view, usm_allocate
@@ -86,6 +86,7 @@ class SyclBackend(SyclKernels, CommonBackend):
         work_group_size: int | None = None,
     ) -> None:
         """Open an in-order queue per device (default: :func:`.sycl_info.default_devices`)."""
+        self.gate = Gate()
         dpctl = load_dpctl()
         if context not in ("default", "single"):
             raise ValueError(f"context must be 'default' or 'single', got {context!r}")
@@ -212,6 +213,7 @@ class SyclBackend(SyclKernels, CommonBackend):
 
     # -- memory ------------------------------------------------------------
 
+    @one_at_a_time
     def allocate(self, device: int, nbytes: int) -> SyclBuffer:
         """Return a new USM device allocation (``malloc_device``) of ``nbytes`` on ``device``."""
         i = self._index(device)
@@ -221,6 +223,7 @@ class SyclBackend(SyclKernels, CommonBackend):
         self._buffers.add(buf)
         return buf
 
+    @one_at_a_time
     def allocate_host(self, device: int, nbytes: int) -> HostMemory:
         """Return ``nbytes`` of host USM (``malloc_host``) in ``device``'s context."""
         i = self._index(device)
@@ -241,6 +244,7 @@ class SyclBackend(SyclKernels, CommonBackend):
         """Copy the start of ``src`` into the writable host buffer ``out``; return its event."""
         return self._host_copy(src, out, True, wait_for)
 
+    @one_at_a_time
     def _host_copy(
         self,
         buf: DeviceBuffer,
@@ -273,6 +277,7 @@ class SyclBackend(SyclKernels, CommonBackend):
         """Return whether devices ``a`` and ``b`` share a context (so direct copies are possible)."""
         return bool(self._contexts[self._index(a)] == self._contexts[self._index(b)])
 
+    @one_at_a_time
     def copy(
         self,
         dst: DeviceBuffer,
@@ -314,6 +319,7 @@ class SyclBackend(SyclKernels, CommonBackend):
         assert isinstance(down, SyclEvent) and isinstance(up, SyclEvent)
         return self._event(d.device, [*down.dpctl_events, *up.dpctl_events])
 
+    @one_at_a_time
     def fill(
         self,
         dst: DeviceBuffer,
@@ -354,6 +360,7 @@ class SyclBackend(SyclKernels, CommonBackend):
 
     # -- lifetime ----------------------------------------------------------
 
+    @one_at_a_time
     def synchronize(self, device: int | None = None) -> None:
         """Wait until all work on ``device`` (default: every device) has finished."""
         targets = range(len(self._queues)) if device is None else [self._index(device)]
@@ -365,6 +372,7 @@ class SyclBackend(SyclKernels, CommonBackend):
             self._queues[i].wait()
             self._pending[i].clear()
 
+    @one_at_a_time
     def close(self) -> None:
         """Wait for outstanding work, free every allocation and drop queues and programs."""
         if self._closed:

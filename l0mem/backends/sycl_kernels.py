@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from l0mem.backends.base import DeviceBuffer, Event
+from l0mem.backends.common import one_at_a_time
 from l0mem.backends.kernels import (
     KERNELS,
     SPIRV_RESOURCE,
@@ -134,6 +135,7 @@ class SyclKernels:
                 size *= 2
         return size
 
+    @one_at_a_time
     def launch(
         self,
         kernel: str,
