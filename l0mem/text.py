@@ -4,7 +4,9 @@ A report's strings (a watched command's name, a stack label, a signal name
 read from a driver's files) reach terminals, CSV and Markdown. A control
 character among them (a terminal's escape sequence, a carriage return that
 rewrites the line) would act instead of being read: :func:`printable` shows
-each one as its code, ``\\x1b``.
+each one as its code, ``\\x1b``. An error quoting what it refuses quotes at
+most its start (:func:`excerpt`): a value of thousands of characters makes no
+error line of thousands.
 
 What it may import: nothing of l0mem (a leaf every layer may use).
 """
@@ -21,4 +23,9 @@ def printable(text: str, keep: str = "") -> str:
     return "".join(f"\\x{ord(ch):02x}" if _control(ord(ch), keep, ch) else ch for ch in text)
 
 
-__all__ = ["printable"]
+def excerpt(text: str, limit: int = 24) -> str:
+    """Return ``text``, or its first ``limit - 3`` characters and "..." where it is longer than ``limit``."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+__all__ = ["excerpt", "printable"]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -25,7 +26,7 @@ from tests.support.cli import DeviceReached, never_reach_a_device
 
 SEED = 9
 FILE_CASES = 150
-OPTION_CASES = 200
+OPTION_CASES = 600
 CASE_SECONDS = 5.0
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 130}
 DATA = Path(__file__).parent / "data" / "reports"
@@ -213,59 +214,136 @@ def test_compare_fuzz(tmp_path: Path, per_case_limit: Callable[[], None]) -> Non
     assert {0, 1, 2, 4} <= codes, codes
 
 
-_OPTIONS: dict[str, list[tuple[str, list[str]]]] = {
-    "p2p": [
-        ("--sizes", HOSTILE_SIZES),
-        ("--reps", HOSTILE_NUMBERS),
-        ("--warmup", HOSTILE_NUMBERS),
-        ("--sub-devices", HOSTILE_NUMBERS),
-        ("--backend", ["auto", "l0", "sycl", "cuda", ""]),
-        ("--device", ["0", "99999999999999999999", "level_zero:gpu", ",", "x", "\u00b2"]),
-    ],
-    "allreduce": [
-        ("--seed", HOSTILE_NUMBERS),
-        ("--threshold", HOSTILE_NUMBERS),
-        ("--count", HOSTILE_NUMBERS),
-        ("--sizes", HOSTILE_SIZES),
-        ("--reps", HOSTILE_NUMBERS),
-        ("--transport", ["auto", "staged", "none"]),
-    ],
-    "bench kernels": [
-        ("--elements", HOSTILE_NUMBERS),
-        ("--work-group-size", HOSTILE_NUMBERS),
-        ("--warmup", HOSTILE_NUMBERS),
-        ("--context", ["default", "single", "many"]),
-    ],
-    "audit": [
-        ("--steps", HOSTILE_NUMBERS),
-        ("--settle", HOSTILE_NUMBERS),
-        ("--floor", HOSTILE_SIZES),
-        ("--size", HOSTILE_SIZES),
-        ("--env", ["A=1", "=", "noequals", "A=" + "x" * 1000]),
-        ("--device", ["0", "0,1", "1" * 5000, "\u00b2", "99999", ",", "level_zero:gpu"]),
-    ],
-}
+# Values for options by what they take (the rest: strings anyone might type).
+HOSTILE_TEXT = ["", " ", "\x00", "x" * 5000, "\u00b2", "-", "--", "\x1b[31mred", "a,,b", "=", "A=1"]
+HOSTILE_DEVICES = [
+    "0",
+    "0,1",
+    "1" * 5000,
+    "\u00b2",
+    "99999",
+    ",",
+    "level_zero:gpu",
+    "opencl:cpu",
+    "-1",
+]
+# String options that take a size, and --follow (SECONDS or all): numbers, refused alike.
+SIZE_TEXT = {"--size", "--floor", "--host-floor"}
 
 
-def test_option_fuzz(monkeypatch: pytest.MonkeyPatch, per_case_limit: Callable[[], None]) -> None:
+def _commands() -> list[tuple[str, click.Command]]:
+    """Return every leaf command of the CLI by its words ("bench kernels")."""
+    out: list[tuple[str, click.Command]] = []
+
+    def walk(cmd: click.Command, words: list[str]) -> None:
+        if isinstance(cmd, click.Group):
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None
+                walk(sub, [*words, name])
+        else:
+            out.append((" ".join(words), cmd))
+
+    walk(cli, [])
+    return out
+
+
+def _numeric(option: click.Option) -> bool:
+    """Return whether ``option`` takes a number or a size (so an absurd one is a usage error)."""
+    kinds = (click.types.IntParamType, click.types.FloatParamType)
+    return (
+        isinstance(option.type, kinds)
+        or type(option.type).__name__ == "SizeList"
+        or option.name in {"size", "floor", "host_floor", "follow"}
+    )
+
+
+def _values(option: click.Option, where: Path) -> list[str]:
+    """Return hostile (and a few valid) values for ``option``, by the type it takes."""
+    if isinstance(option.type, click.Choice):
+        return [*map(str, option.type.choices), "", "bogus", "\x00", "AUTO"]
+    if type(option.type).__name__ == "SizeList" or option.opts[-1] in SIZE_TEXT:
+        return HOSTILE_SIZES
+    if option.opts[-1] == "--follow":
+        return [*HOSTILE_NUMBERS, "all", "ALL", "none"]
+    if isinstance(option.type, (click.types.IntParamType, click.types.FloatParamType)):
+        return HOSTILE_NUMBERS
+    if isinstance(option.type, click.Path):
+        fifo = where / "fifo"
+        if not fifo.exists():
+            os.mkfifo(fifo)
+        return [str(where / "out.x"), str(where), "/dev/null/x", "", "x" * 5000, str(fifo), "-"]
+    if option.opts[-1] in ("--device", "--sycl-device"):
+        return HOSTILE_DEVICES
+    return HOSTILE_TEXT
+
+
+def _positionals(words: str, rng: random.Random) -> list[str]:
+    """Return the arguments a command needs to get past its own usage check (reports, a workload)."""
+    if words == "compare":
+        return [
+            str(DATA / "baseline.json"),
+            str(DATA / rng.choice(["current-same.json", "baseline.json"])),
+        ]
+    if words == "matrix":
+        return [str(rng.choice(REPORTS)) for _ in range(rng.randrange(1, 3))]
+    if words == "run" and rng.random() < 0.8:
+        return ["--", "true"]
+    return []
+
+
+def _stop_before_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every way to a device, a workload, a tracer build or a demo step raise DeviceReached."""
     never_reach_a_device(monkeypatch)
+
+    def _reached(*args: object, **kwargs: object) -> None:
+        raise DeviceReached
+
+    for target in ("l0mem.cli.run.Watch", "l0mem.cli.run.TraceSession", "l0mem.cli.demo._step"):
+        monkeypatch.setattr(target, _reached)
+
+
+def test_option_fuzz_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_case_limit: Callable[[], None]
+) -> None:
+    """Every option of every command, given values of its type that no user should be punished for."""
+    _stop_before_work(monkeypatch)
     rng = random.Random(SEED)
     runner = CliRunner()
-    for _ in range(OPTION_CASES):
-        command = rng.choice(sorted(_OPTIONS))
-        args = command.split()
-        final: dict[str, str] = {}  # click keeps the last value of a repeated option
+    commands = _commands()
+    seen: set[tuple[str, str]] = set()
+    for n in range(OPTION_CASES):
+        words, command = commands[n % len(commands)]
+        options = [p for p in command.params if isinstance(p, click.Option)]
+        where = tmp_path / str(n)
+        where.mkdir()
+        args = words.split()
+        final: dict[str, tuple[click.Option, str | None]] = {}
         for _ in range(rng.randrange(1, 4)):
-            name, values = rng.choice(_OPTIONS[command])
-            final[name] = rng.choice(values)
-            args += [name, final[name]]
-        if rng.random() < 0.1:
-            args.append(rng.choice(["--bogus", "-x", "extra", "--help"]))
+            option = rng.choice(options)
+            name = rng.choice(option.opts)
+            seen.add((words, option.opts[-1]))
+            if option.is_flag or option.count or option.opts[-1] in ("--help",):
+                args.append(name)
+                final[option.opts[-1]] = (option, None)
+                continue
+            value = rng.choice(_values(option, where))
+            args += [name, value]
+            final[option.opts[-1]] = (option, value)
+        if rng.random() < 0.05:
+            args.append(rng.choice(["--bogus", "-x", "extra"]))
+        args += _positionals(words, rng)
         per_case_limit()
+        absurd = [n for n, (o, v) in final.items() if v in ABSURD and _numeric(o)]
         try:
             result = runner.invoke(cli, args)
         except DeviceReached:
-            # The options passed: none may have been absurd (it is exit 2, not a device run).
-            assert not ABSURD.intersection(final.values()), args
+            # The options passed: none may have been absurd (that is exit 2, not work begun).
+            assert not absurd, (args, absurd)
             continue
         _check(result, args)
+        if absurd and "--help" not in args:
+            assert result.exit_code == 2, (args, absurd, result.exit_code, result.output)
+    every = {(w, p.opts[-1]) for w, c in commands for p in c.params if isinstance(p, click.Option)}
+    assert len(seen) >= 0.9 * len(every), sorted(every - seen)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from l0mem.audit.model import AuditReport, ReportFormatError, parse_schema
+from l0mem.text import excerpt
 
 PathLike = str | os.PathLike[str]
 
@@ -96,7 +97,7 @@ def _too_deep(raw: bytes) -> bool:
 def _parse_int(text: str) -> int:
     # Checked on the digits, before int() (whose own limit, 4300 digits, is far too lax).
     if len(text.lstrip("-")) > 20 or abs(int(text)) >= _MAX_INT:
-        raise ValueError(f"integer {text[:24]}{'...' if len(text) > 24 else ''} out of range")
+        raise ValueError(f"integer {excerpt(text, 27)} out of range")
     return int(text)
 
 
@@ -104,7 +105,7 @@ def _parse_float(text: str) -> float:
     value = float(text)
     # The integers' bound too: a finite 1e308 still overflows a difference or round().
     if not math.isfinite(value) or abs(value) >= _MAX_INT:
-        raise ValueError(f"number {text[:24]}{'...' if len(text) > 24 else ''} out of range")
+        raise ValueError(f"number {excerpt(text, 27)} out of range")
     return value
 
 

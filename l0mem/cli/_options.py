@@ -9,16 +9,18 @@ one byte, not one GiB). Bad values are usage errors (exit 2) before any work.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
 from l0mem.cli._common import ExitCode, fail
 from l0mem.probe import MeminfoError, read_meminfo
+from l0mem.text import excerpt
 from l0mem.units import format_bytes, format_size, parse_size
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -130,31 +132,39 @@ label_option = click.option(
 )
 
 
-def _device_indices_in_range(
+def _device_specs_well_formed(
     ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]
 ) -> tuple[str, ...]:
-    """Click callback stopping a device index that no machine has before any work.
+    """Click callback refusing a device index of digits int() must not take (exit 2).
 
     str.isdigit() also takes digits int() refuses (superscripts) or converts
-    slowly (thousands of them); those must not reach device selection. Such
-    a spec is malformed (exit 2); a well-formed index no machine has is what
-    an index this machine lacks is in every command, exit 3.
+    slowly (thousands of them); those must not reach device selection.
+    """
+    for spec in value:
+        for part in (p.strip() for p in spec.split(",")):
+            if part.isdigit() and not part.isascii():
+                raise click.BadParameter(f"device index {excerpt(part)!r} is not a decimal number")
+    return value
+
+
+def _device_indices_in_range(command: str, value: tuple[str, ...]) -> None:
+    """Stop a device index that no machine has before any work (exit 3).
+
+    A well-formed index no machine has is what an index this machine lacks
+    is in every command, exit 3; it is checked once every option was parsed,
+    so that a usage error anywhere on the command line (exit 2) comes first.
     """
     for spec in value:
         for part in (p.strip() for p in spec.split(",")):
             if not part.isdigit():
                 continue
-            if not part.isascii():
-                raise click.BadParameter(f"device index {part[:24]!r} is not a decimal number")
             digits = part.lstrip("0") or "0"
             if len(digits) > 4 or int(digits) >= MAX_DEVICES:
-                shown = part if len(part) <= 24 else part[:21] + "..."
                 fail(
-                    _command_name(ctx),
+                    command,
                     ExitCode.NO_DEVICE,
-                    f"no device {shown}: device indices run from 0 to {MAX_DEVICES - 1} at most",
+                    f"no device {excerpt(part)}: device indices run from 0 to {MAX_DEVICES - 1} at most",
                 )
-    return value
 
 
 def _command_name(ctx: click.Context | None) -> str:
@@ -171,13 +181,24 @@ def _command_name(ctx: click.Context | None) -> str:
 def device_option(default_note: str = "") -> Callable[[_F], _F]:
     """Return the repeatable ``--device`` option; ``default_note`` ends its help text."""
     text = "Device index as `l0mem info` lists it (or a comma list), or a SYCL filter string; repeatable."
-    return click.option(
+    option = click.option(
         "--device",
         "device_specs",
         multiple=True,
-        callback=_device_indices_in_range,
+        callback=_device_specs_well_formed,
         help=f"{text} {default_note}" if default_note else text,
     )
+
+    def decorate(f: _F) -> _F:
+        @functools.wraps(f)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            ctx = click.get_current_context()
+            _device_indices_in_range(_command_name(ctx), kwargs.get("device_specs", ()))
+            return f(*args, **kwargs)
+
+        return option(cast(_F, checked))
+
+    return decorate
 
 
 def _count_option(name: str, minimum: int, default: int, text: str) -> Callable[[_F], _F]:

@@ -251,9 +251,9 @@ def allreduce(
     from l0mem.bench.allreduce import check_sizes, measure
 
     if old_count is not None:
-        notice("allreduce", "--devices N is deprecated: use --count N")
         if count is not None and count != old_count:
             raise click.UsageError("--devices is the old name of --count: give one of them")
+        notice("allreduce", "--devices N is deprecated: use --count N")
         count = old_count
     check_outputs("allreduce", [("--json", json_path)])
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from l0mem.sycl._runtime import SyclNoDeviceError, load_dpctl
+from l0mem.text import excerpt
 
 BACKENDS = ("level_zero", "opencl", "cuda", "hip")
 DEVICE_TYPES = ("gpu", "cpu", "accelerator")
@@ -40,28 +41,31 @@ class SyclDeviceInfo:
 def parse_filter(text: str) -> DeviceFilter:
     """Return the parsed form of ``backend[:type[:index]]`` or ``type``; '*' matches anything."""
     parts = [p.strip().lower() for p in text.split(":")]
+    shown = excerpt(text, 40)
     if len(parts) > 3:
-        raise ValueError(f"bad SYCL device filter {text!r}: expected backend[:type[:index]]")
+        raise ValueError(f"bad SYCL device filter {shown!r}: expected backend[:type[:index]]")
     if len(parts) == 1 and parts[0] in DEVICE_TYPES:
         parts = ["*", parts[0]]
     backend = None if parts[0] in _ANY else parts[0]
     if backend is not None and backend not in BACKENDS:
         raise ValueError(
-            f"bad SYCL device filter {text!r}: unknown backend {parts[0]!r} "
+            f"bad SYCL device filter {shown!r}: unknown backend {excerpt(parts[0])!r} "
             f"(expected one of {', '.join(BACKENDS)} or *)"
         )
     device_type = None
     if len(parts) > 1 and parts[1] not in _ANY:
         if parts[1] not in DEVICE_TYPES:
             raise ValueError(
-                f"bad SYCL device filter {text!r}: unknown device type {parts[1]!r} "
+                f"bad SYCL device filter {shown!r}: unknown device type {excerpt(parts[1])!r} "
                 f"(expected one of {', '.join(DEVICE_TYPES)} or *)"
             )
         device_type = parts[1]
     index = None
     if len(parts) == 3:
         if not parts[2].isdigit():
-            raise ValueError(f"bad SYCL device filter {text!r}: index {parts[2]!r} is not a number")
+            raise ValueError(
+                f"bad SYCL device filter {shown!r}: index {excerpt(parts[2])!r} is not a number"
+            )
         index = int(parts[2])
     return DeviceFilter(backend, device_type, index)
 
