@@ -222,6 +222,27 @@ def test_equal_weights_give_the_unweighted_interval() -> None:
         assert median_interval(xs, 0.95, [0.125] * n) == median_interval(xs, 0.95)
 
 
+def test_the_weighted_interval_of_values_negated_is_the_interval_negated() -> None:
+    """Both ends are the same order statistic counted from their own side, for any weights."""
+    rng = random.Random(5)
+    for _ in range(2000):
+        n = rng.randrange(1, 30)
+        xs = [rng.choice([rng.uniform(-5, 5), float(rng.randrange(-3, 4))]) for _ in range(n)]
+        ws = [rng.choice([1.0, 64.0, rng.uniform(0.01, 100.0)]) for _ in range(n)]
+        iv = median_interval(xs, 0.95, ws)
+        neg = median_interval([-x for x in xs], 0.95, ws)
+        assert (neg.low, neg.high, neg.median) == pytest.approx((-iv.high, -iv.low, -iv.median))
+        assert iv.low <= iv.median <= iv.high
+
+
+def test_a_light_window_at_either_end_does_not_bound_the_interval() -> None:
+    # A 1 MiB allocation whose window caught 1.5 MiB of the runtime's own beside
+    # six 64 MiB steps that cost nothing: the light window is not the upper end.
+    xs, ws = [1536.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], [1.0, *[64.0] * 6]
+    assert median_interval(xs, 0.95, ws).high == 1.0
+    assert median_interval([-x for x in xs], 0.95, ws).low == -1.0
+
+
 def test_a_few_large_windows_are_not_outvoted_by_many_small_ones() -> None:
     # Eight 128 MiB allocations mirrored, 24 pooled 2 MiB ones not: by bytes, 96% mirrored.
     big = [Window(i, float(i), 0.01, 128 * MIB, 128.0) for i in range(1, 9)]

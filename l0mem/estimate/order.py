@@ -68,10 +68,12 @@ def median_interval(
     Unweighted, the interval is ``[x(k), x(n+1-k)]`` of the sorted values for
     the rank :func:`rank` gives. With ``weights`` (a window's device bytes),
     the median and the interval's ends are the values where the cumulative
-    weight reaches the same shares (``1/2``, ``k/n`` and ``(n+1-k)/n``), with
-    ``n`` the effective number of values, ``(sum w)^2 / sum w^2``: equal
-    weights give the unweighted answer, and a few large windows are not
-    outvoted by many small ones.
+    weight reaches the same shares (``1/2``; from below ``k/n``, and from
+    above ``k/n`` too, so that the interval of the values negated is this
+    one negated), with ``n`` the effective number of values,
+    ``(sum w)^2 / sum w^2``: equal weights give the unweighted answer, a few
+    large windows are not outvoted by many small ones, and a light window at
+    either end bounds the interval no more than at the other.
     """
     if not values:
         raise ValueError("no values")
@@ -82,7 +84,12 @@ def median_interval(
     n = max(1, math.floor(sum(w) ** 2 / sum(x * x for x in w) + 1e-9))
     k, coverage = rank(n, confidence)
     median = (_quantile(pairs, 0.5) + _quantile(pairs, 0.5, strict=True)) / 2.0
-    return Interval(median, _quantile(pairs, k / n), _quantile(pairs, (n + 1 - k) / n), coverage, n)
+    # The upper end mirrors the lower one (the smallest value past the share n-k of n, where
+    # the lower is the first to reach k of n): a light window at either end weighs as little.
+    low, high = _quantile(pairs, k / n), _quantile(pairs, (n - k) / n, strict=True)
+    if n == 1:  # one effective value (one weight outweighs the rest): no rank covers; all of them
+        low, high = pairs[0][0], pairs[-1][0]
+    return Interval(median, low, high, coverage, n)
 
 
 __all__ = ["Interval", "median_interval", "rank"]
