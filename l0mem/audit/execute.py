@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from l0mem._ze.guard import TIMEOUT_ENV
 from l0mem.audit.guard import Guard
 from l0mem.audit.model import ReportFormatError, Sample, SetupRun
 from l0mem.audit.process import (
@@ -229,7 +230,17 @@ class _Watch:
         elif self.ready and (why := _watch(guard)) is not None:
             self._stop(child, signal.SIGTERM, ("stopped-early", why), now)
         elif now - self.last_output > timeout_s:
-            why = f"the child wrote nothing for {timeout_s:.0f} s"
+            last = self.samples[-1] if self.samples else None
+            where = (
+                "before its first sample"
+                if last is None
+                else f"after its {last.phase} sample"
+                + ("" if last.step is None else f" of step {last.step}")
+            )
+            why = (
+                f"the child wrote nothing for {timeout_s:.0f} s {where}: a driver call that did "
+                f"not return (allow it more time with ${TIMEOUT_ENV})"
+            )
             self._stop(child, signal.SIGTERM, ("failed", why), now)
 
     def _stop(self, child: ChildProcess, signum: int, status: tuple[str, str], now: float) -> None:

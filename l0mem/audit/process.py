@@ -193,6 +193,18 @@ def discovery_timeout() -> float:
     return timeout_from_env() if os.environ.get(TIMEOUT_ENV, "").strip() else DISCOVERY_TIMEOUT_S
 
 
+def silence_timeout(settle_s: float, default: float) -> float:
+    """Return how long a set-up's child may write nothing: ``$L0MEM_DRIVER_TIMEOUT`` plus the settle time, where set.
+
+    The child writes a sample at least once per settle time between driver
+    calls, so a silence past the driver's timeout is a call that did not
+    return. Unset: ``default`` (a step of a slow real driver may take long).
+    """
+    from l0mem._ze.guard import TIMEOUT_ENV, timeout_from_env
+
+    return timeout_from_env() + settle_s if os.environ.get(TIMEOUT_ENV, "").strip() else default
+
+
 def discover_one(
     python: str, args: list[str], env: dict[str, str], cancel: threading.Event
 ) -> dict[str, Any]:
@@ -267,4 +279,5 @@ __all__ = [
     "exit_text",
     "request_cancel",
     "signal_name",
+    "silence_timeout",
 ]

@@ -37,6 +37,7 @@ from l0mem.audit.process import (
     discover,
     request_cancel,
     signal_name,
+    silence_timeout,
 )
 from l0mem.audit.remedies import KNOWN_REMEDIES, Remedy, custom_remedy, remedies_for
 from l0mem.audit.runs import REASON_DISCOVERY
@@ -243,7 +244,7 @@ def run_audit(
                 on_sample=on_sample,
                 cancel=cancel,
                 python=options.python,
-                timeout_s=options.child_timeout_s,
+                timeout_s=silence_timeout(options.settle_s, options.child_timeout_s),
             )
             runs.append(run)
             notify(RunEvent("end", plan=plan, run=run))

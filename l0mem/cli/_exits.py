@@ -289,7 +289,9 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.DRIVER_ERROR,
-        "`audit`: a set-up failed, or device discovery did (the report is written)",
+        "`audit`: a set-up failed (its driver crashed, or a call did not return: its child "
+        "wrote nothing for `$L0MEM_DRIVER_TIMEOUT` seconds plus the settle time where that is "
+        "set, 300 s otherwise), or device discovery did (the report is written)",
         _only("audit"),
     ),
     Row(

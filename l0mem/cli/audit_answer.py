@@ -14,7 +14,7 @@ from l0mem.audit.costs import remedy_advice
 from l0mem.audit.model import AuditReport, SetupRun
 from l0mem.cli.audit_view import PLATFORM_MARKS
 
-MAX_LINES = 5  # affected (or not), clean, what to do, what was not decided
+MAX_LINES = 5  # affected (or not), clean, what to do, ended early, what was not decided
 
 
 def _remedies_tried(report: AuditReport) -> str:
@@ -55,6 +55,14 @@ def answer_lines(report: AuditReport) -> list[str]:
         lines.append("Clean: " + ", ".join(clean))
     if taken:
         lines.append(remedy_advice(report) or _remedies_tried(report))
+    # A verdict stands on what was measured; how the set-up then ended is said too.
+    ended = [r for r in paths if r.status != "ok" and r not in open_]
+    if ended:
+        lines.append(
+            "Ended early after deciding: "
+            + ", ".join(f"{r.label} ({r.status})" for r in ended)
+            + "; below: why"
+        )
     if open_:
         lines.append(
             "Not decided: "
