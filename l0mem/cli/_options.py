@@ -64,13 +64,41 @@ json_option = click.option(
     "- is standard output).",
 )
 
+
+def _answer_or_every_signal(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """Click callback of ``-q`` and ``-v``: the two together are a usage error (exit 2, one line)."""
+    other = "verbose" if param.name == "answer_only" else "answer_only"
+    if value and ctx.params.get(other):
+        fail(
+            _command_name(ctx),
+            ExitCode.USAGE,
+            "-q/--quiet (the answer only) and -v/--verbose (every signal) contradict each "
+            "other: give one of them",
+        )
+    return value
+
+
 answer_only_option = click.option(
     "-q",
     "--quiet",
     "answer_only",
     is_flag=True,
+    callback=_answer_or_every_signal,
     help="Print the answer only (its first lines), no tables; --json still has everything.",
 )
+
+
+def verbose_option(signals: str) -> Callable[[_F], _F]:
+    """Return ``-v/--verbose``: the default output and then ``signals``; not with ``-q``."""
+    return click.option(
+        "-v",
+        "--verbose",
+        "verbose",
+        is_flag=True,
+        callback=_answer_or_every_signal,
+        help=f"Show every signal after the tables: {signals} (not with -q).",
+    )
+
 
 prometheus_option = click.option(
     "--prometheus",

@@ -64,6 +64,7 @@ from l0mem.cli._options import (
     reps_option,
     sizes_option,
     sub_devices_option,
+    verbose_option,
     warmup_option,
 )
 from l0mem.units import MAX_SIZE, format_bytes
@@ -125,8 +126,10 @@ def answer_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render(report: dict[str, Any], console: Console, *, answer_only: bool = False) -> None:
-    """Print an all-reduce report: the answer, then a rich table (80 columns, no number cut)."""
+def render(
+    report: dict[str, Any], console: Console, *, answer_only: bool = False, verbose: bool = False
+) -> None:
+    """Print an all-reduce report: the answer, a rich table (80 columns, no number cut), ``verbose``: all."""
     if not report.get("no_hardware"):
         for line in answer_lines(report):
             console.print(escape(line))
@@ -178,6 +181,10 @@ def render(report: dict[str, Any], console: Console, *, answer_only: bool = Fals
         "err/bound <= 1 means within the bound the path's BF16/FP32 roundings allow (vs. an "
         "FP64 sum). --json has every sample and the wire rate."
     )
+    if verbose:
+        from l0mem.cli.verbose_view import render_allreduce
+
+        render_allreduce(report, console)
     if report["simulated"]:
         console.print(
             "[yellow]Simulated driver: these are a simulator's numbers, not hardware results.[/yellow]"
@@ -230,6 +237,10 @@ def _whole_fp32(nbytes: int) -> None:
 @hang_after_option
 @json_option
 @answer_only_option
+@verbose_option(
+    "each call's time per repetition, the critical path, the wire rate, bytes crossed per "
+    "pair, copies and launches, the error and its bound, the routes, the driver environment"
+)
 def allreduce(
     backend: str,
     device_specs: tuple[str, ...],
@@ -245,6 +256,7 @@ def allreduce(
     hang_after: float,
     json_path: Path | None,
     answer_only: bool,
+    verbose: bool,
 ) -> None:
     """Time the FP32 and BF16-compressed all-reduce and check its sums against FP64."""
     from l0mem.backends import NoDeviceError, SyclBackend
@@ -262,7 +274,12 @@ def allreduce(
         if json_path is not None:
             save_json("allreduce", json_path, report)
         with rendering():
-            render(report, output(stderr=to_stdout(json_path)), answer_only=answer_only)
+            render(
+                report,
+                output(stderr=to_stdout(json_path)),
+                answer_only=answer_only,
+                verbose=verbose,
+            )
 
     # Interrupted, the rows that finished are written and shown, marked incomplete.
     with measuring("allreduce", keep), open_backend(backend, device_specs, sub_devices) as b:

@@ -15,6 +15,7 @@ the one table).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from l0mem.cli._options import (
     device_option,
     json_option,
     reps_option,
+    verbose_option,
     warmup_option,
 )
 from l0mem.units import MIB
@@ -68,8 +70,15 @@ def answer_lines(result: Any) -> list[str]:
     return lines
 
 
-def render(result: Any, console: Console, *, answer_only: bool = False) -> None:
-    """Print a kernel benchmark result: the answer, then the table."""
+def render(
+    result: Any,
+    console: Console,
+    *,
+    answer_only: bool = False,
+    verbose: bool = False,
+    launch: Sequence[tuple[str, str]] = (),
+) -> None:
+    """Print a kernel benchmark result: the answer, the table; ``verbose``: every signal, ``launch`` too."""
     title = escape(
         f"Kernel bandwidth on {result.device} ({result.backend}, {result.elements:,} elements)"
     )
@@ -126,6 +135,10 @@ def render(result: Any, console: Console, *, answer_only: bool = False) -> None:
             "[yellow]Simulated driver: these are a simulator's "
             "numbers, not hardware results.[/yellow]"
         )
+    if verbose:
+        from l0mem.cli.verbose_view import render_kernels
+
+        render_kernels(result, console, launch)
 
 
 def _sycl_only(work_group_size: int | None, kind: str, backend: str) -> None:
@@ -169,6 +182,10 @@ def bench() -> None:
 )
 @json_option
 @answer_only_option
+@verbose_option(
+    "each operation's time per repetition in the round-robin order, the exact bytes moved, "
+    "the context and work-group size, the driver environment"
+)
 def kernels(
     backend: str,
     device_specs: tuple[str, ...],
@@ -179,6 +196,7 @@ def kernels(
     work_group_size: int | None,
     json_path: Path | None,
     answer_only: bool,
+    verbose: bool,
 ) -> None:
     """Measure each kernel's bandwidth against the same device's copy bandwidth."""
     from l0mem._ze.guard import check_drivers_load
@@ -201,7 +219,16 @@ def kernels(
         if json_path is not None:
             save_json("bench kernels", json_path, result.to_dict())
         with rendering():
-            render(result, output(stderr=to_stdout(json_path)), answer_only=answer_only)
+            render(
+                result,
+                output(stderr=to_stdout(json_path)),
+                answer_only=answer_only,
+                verbose=verbose,
+                launch=launch,
+            )
+
+    # How the kernels were launched, read once they ran (shown by -v only).
+    launch: list[tuple[str, str]] = []
 
     # Interrupted, the repetitions taken are written and shown, marked incomplete.
     with measuring("bench kernels", keep), open_backend(kind, chosen[:1], context=context) as b:
@@ -221,4 +248,34 @@ def kernels(
             what=f"--elements {elements:,} (14 bytes each)",
         )
         result = run_kernel_bench(b, 0, elements=elements, repetitions=reps, warmup=warmup)
+        if verbose:
+            launch.extend(launch_facts(b, context, elements, work_group_size))
     keep(result)
+
+
+def launch_facts(
+    b: Any, context: str, elements: int, work_group_size: int | None
+) -> list[tuple[str, str]]:
+    """Return how the kernels were launched: the context and each kernel's work-group size."""
+    from l0mem.backends import SyclBackend
+    from l0mem.backends.kernels import KERNELS
+
+    where = "the runtime's multi-device one" if context == "default" else "the device alone"
+    facts = [("context", f"{context} ({where})"), ("work-items", f"{elements:,} per launch")]
+    if not isinstance(b, SyclBackend):
+        facts.append(
+            (
+                "work-group size",
+                "the Level Zero driver's suggestion for each launch "
+                "(zeKernelSuggestGroupSize), not recorded",
+            )
+        )
+        return facts
+    given = "" if work_group_size is None else " (--work-group-size)"
+    for name in KERNELS:
+        try:
+            size = f"{b.work_group_size(0, name, elements):,}{given}"
+        except ValueError as err:
+            size = str(err)
+        facts.append((f"work-group {name}", size))
+    return facts

@@ -60,6 +60,7 @@ from l0mem.cli._options import (
     reps_option,
     sizes_option,
     sub_devices_option,
+    verbose_option,
     warmup_option,
 )
 from l0mem.units import format_size
@@ -125,8 +126,10 @@ def answer_lines(result: Any) -> list[str]:
     return lines[:MAX_ANSWER]
 
 
-def render(result: Any, console: Console, *, answer_only: bool = False) -> None:
-    """Print a :class:`l0mem.bench.p2p.P2PResult`: the answer first, then rich tables (numbers never cut)."""
+def render(
+    result: Any, console: Console, *, answer_only: bool = False, verbose: bool = False
+) -> None:
+    """Print a :class:`l0mem.bench.p2p.P2PResult`: the answer, rich tables (numbers never cut), ``verbose``: all."""
     for line in answer_lines(result):
         # Wrapped between words: its tokens (pairs, GB/s, sizes) are short, none is cut.
         console.print(escape(line))
@@ -156,6 +159,10 @@ def render(result: Any, console: Console, *, answer_only: bool = False) -> None:
     if not result.verify_only:
         _render_timings(result, console)
     _render_checks(result, console)
+    if verbose:
+        from l0mem.cli.verbose_view import render_p2p
+
+        render_p2p(result, console)
     if len(result.devices) < 2:
         console.print("Only one device: no pairs to measure (SYCL: try --sub-devices 2).")
     for note in result.notes:
@@ -303,6 +310,10 @@ def _render_staging(result: Any, console: Console) -> None:
 @hang_after_option
 @json_option
 @answer_only_option
+@verbose_option(
+    "each copy's time per repetition and its clock, every route and why, every copy checked, "
+    "the driver environment"
+)
 @plot_option(
     "the median bandwidth of every device pair, per size, as a heatmap with each cell's route "
     "(same device, direct, host-staged)"
@@ -319,6 +330,7 @@ def p2p(
     hang_after: float,
     json_path: Path | None,
     answer_only: bool,
+    verbose: bool,
     plot_path: Path | None,
 ) -> None:
     """Show peer access, measure direct, host-staged and same-device copies, and check their bytes."""
@@ -337,7 +349,12 @@ def p2p(
 
             save_plot("p2p", plot_path, lambda p: write_p2p_plot(result, p))
         with rendering():
-            render(result, output(stderr=to_stdout(json_path)), answer_only=answer_only)
+            render(
+                result,
+                output(stderr=to_stdout(json_path)),
+                answer_only=answer_only,
+                verbose=verbose,
+            )
 
     # Interrupted, the copies that finished are written and shown, marked incomplete.
     with measuring("p2p", keep), open_backend(backend, device_specs, sub_devices) as b:
