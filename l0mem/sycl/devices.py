@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from l0mem.sycl._runtime import SyclNoDeviceError, load_dpctl
-from l0mem.text import excerpt
 
 BACKENDS = ("level_zero", "opencl", "cuda", "hip")
 DEVICE_TYPES = ("gpu", "cpu", "accelerator")
@@ -38,10 +37,15 @@ class SyclDeviceInfo:
     max_compute_units: int
 
 
+def _start(text: str, limit: int = 24) -> str:
+    # l0mem.text.excerpt's rule; this layer imports nothing of l0mem.
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def parse_filter(text: str) -> DeviceFilter:
     """Return the parsed form of ``backend[:type[:index]]`` or ``type``; '*' matches anything."""
     parts = [p.strip().lower() for p in text.split(":")]
-    shown = excerpt(text, 40)
+    shown = _start(text, 40)
     if len(parts) > 3:
         raise ValueError(f"bad SYCL device filter {shown!r}: expected backend[:type[:index]]")
     if len(parts) == 1 and parts[0] in DEVICE_TYPES:
@@ -49,14 +53,14 @@ def parse_filter(text: str) -> DeviceFilter:
     backend = None if parts[0] in _ANY else parts[0]
     if backend is not None and backend not in BACKENDS:
         raise ValueError(
-            f"bad SYCL device filter {shown!r}: unknown backend {excerpt(parts[0])!r} "
+            f"bad SYCL device filter {shown!r}: unknown backend {_start(parts[0])!r} "
             f"(expected one of {', '.join(BACKENDS)} or *)"
         )
     device_type = None
     if len(parts) > 1 and parts[1] not in _ANY:
         if parts[1] not in DEVICE_TYPES:
             raise ValueError(
-                f"bad SYCL device filter {shown!r}: unknown device type {excerpt(parts[1])!r} "
+                f"bad SYCL device filter {shown!r}: unknown device type {_start(parts[1])!r} "
                 f"(expected one of {', '.join(DEVICE_TYPES)} or *)"
             )
         device_type = parts[1]
@@ -64,7 +68,7 @@ def parse_filter(text: str) -> DeviceFilter:
     if len(parts) == 3:
         if not parts[2].isdigit():
             raise ValueError(
-                f"bad SYCL device filter {shown!r}: index {excerpt(parts[2])!r} is not a number"
+                f"bad SYCL device filter {shown!r}: index {_start(parts[2])!r} is not a number"
             )
         index = int(parts[2])
     return DeviceFilter(backend, device_type, index)
