@@ -19,6 +19,7 @@ import pytest
 
 from tests.support import sim
 from tests.support.cli import run_l0mem
+from tests.support.own_memory import host_env
 
 TIMEOUT_S = 1.5
 
@@ -32,7 +33,7 @@ def _audit(tmp_path: Path, **faults: str) -> tuple[int, dict[str, object], str, 
     proc = run_l0mem(
         "audit",
         ["--setups", "l0", "--size", "64MiB", "--json", str(report)],
-        env,
+        host_env(env),  # the verdict before the fault: no other process may move it
         timeout=120,
     )
     took = time.monotonic() - started
