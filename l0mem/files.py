@@ -4,7 +4,7 @@ Every command and library function that writes JSON, JUnit, CSV or a plot
 goes through :func:`write_bytes` (or :func:`write_json`), so the rules of
 writing a file live in one place.
 
-What it may import: nothing of l0mem (a leaf every layer may use).
+What it may import: :mod:`l0mem.text` only (a leaf every layer may use).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from l0mem.text import printable
+
 PathLike = str | os.PathLike[str]
 
 
@@ -30,7 +32,7 @@ class ReportWriteError(OSError):
     @classmethod
     def of(cls, path: PathLike, exc: OSError) -> ReportWriteError:
         """Return the error for failing to write ``path`` because of ``exc``."""
-        err = cls(f"{path}: cannot write ({exc.strerror or exc})")
+        err = cls(f"{printable(str(path))}: cannot write ({exc.strerror or exc})")
         err.errno = exc.errno
         return err
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from l0mem.audit.model import AuditReport, ReportFormatError, parse_schema
-from l0mem.text import excerpt
+from l0mem.text import excerpt, printable
 
 PathLike = str | os.PathLike[str]
 
@@ -43,36 +43,37 @@ _AS_PARENS = bytes.maketrans(b"[]{}", b"()()")
 
 def _read_capped(p: Path) -> bytes:
     """Return the bytes of the regular file ``p``; raise ReportFormatError for anything else."""
+    name = printable(str(p))  # a newline in the name must not cut the reason off
     try:
         # stat first: opening a FIFO would block until a writer comes, and a
         # device could stream forever.
         st = p.stat()
     except FileNotFoundError:
-        raise ReportFormatError(f"{p}: no such file") from None
+        raise ReportFormatError(f"{name}: no such file") from None
     except OSError as exc:
-        raise ReportFormatError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        raise ReportFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
     if stat.S_ISDIR(st.st_mode):
-        raise ReportFormatError(f"{p}: is a directory, not a report file")
+        raise ReportFormatError(f"{name}: is a directory, not a report file")
     if not stat.S_ISREG(st.st_mode):
-        raise ReportFormatError(f"{p}: not a regular file (a FIFO, socket or device)")
+        raise ReportFormatError(f"{name}: not a regular file (a FIFO, socket or device)")
     if st.st_size > MAX_REPORT_BYTES:
         raise ReportFormatError(
-            f"{p}: too large for a report ({st.st_size} bytes, the limit is {MAX_REPORT_BYTES})"
+            f"{name}: too large for a report ({st.st_size} bytes, the limit is {MAX_REPORT_BYTES})"
         )
     try:
         # O_NONBLOCK: the path may have been swapped for a FIFO since the stat.
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise ReportFormatError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        raise ReportFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
     with os.fdopen(fd, "rb") as f:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ReportFormatError(f"{p}: not a regular file (a FIFO, socket or device)")
+                raise ReportFormatError(f"{name}: not a regular file (a FIFO, socket or device)")
             raw = f.read(MAX_REPORT_BYTES + 1)
         except OSError as exc:
-            raise ReportFormatError(f"{p}: cannot read ({exc.strerror or exc})") from None
+            raise ReportFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
     if len(raw) > MAX_REPORT_BYTES:
-        raise ReportFormatError(f"{p}: too large for a report (over {MAX_REPORT_BYTES} bytes)")
+        raise ReportFormatError(f"{name}: too large for a report (over {MAX_REPORT_BYTES} bytes)")
     return raw
 
 
@@ -116,9 +117,10 @@ def load_json_data(path: PathLike) -> dict[str, Any]:
     MAX_REPORT_DEPTH deep, with numbers of magnitude below 2**64, is read.
     """
     p = Path(path)
+    name = printable(str(p))
     raw = _read_capped(p)
     if _too_deep(raw):
-        raise ReportFormatError(f"{p}: not an l0mem report (nested over {MAX_REPORT_DEPTH} deep)")
+        raise ReportFormatError(f"{name}: not an l0mem report (nested over {MAX_REPORT_DEPTH} deep)")
     try:
         data = json.loads(
             raw.decode("utf-8"),
@@ -127,15 +129,15 @@ def load_json_data(path: PathLike) -> dict[str, Any]:
             parse_float=_parse_float,
         )
     except UnicodeDecodeError:
-        raise ReportFormatError(f"{p}: not JSON (not UTF-8 text)") from None
+        raise ReportFormatError(f"{name}: not JSON (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
         raise ReportFormatError(
-            f"{p}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            f"{name}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from None
     except (ValueError, RecursionError) as exc:
-        raise ReportFormatError(f"{p}: not JSON ({_one_line(exc)})") from None
+        raise ReportFormatError(f"{name}: not JSON ({_one_line(exc)})") from None
     if not isinstance(data, dict):
-        raise ReportFormatError(f"{p}: not an l0mem report (top level is not a JSON object)")
+        raise ReportFormatError(f"{name}: not an l0mem report (top level is not a JSON object)")
     return data
 
 

@@ -72,7 +72,9 @@ LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
 
 def notice(command: str, message: str) -> None:
     """Print the one line ``l0mem COMMAND: MESSAGE`` on stderr (``l0mem: MESSAGE`` without a command)."""
-    click.echo(f"l0mem {command}: {message}" if command else f"l0mem: {message}", err=True)
+    # Escapes are shown, not obeyed (click would drop them off a terminal, showing another name).
+    text = printable(message)
+    click.echo(f"l0mem {command}: {text}" if command else f"l0mem: {text}", err=True)
 
 
 def error(command: str, message: str) -> None:

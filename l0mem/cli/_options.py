@@ -58,7 +58,7 @@ sub_devices_option = click.option(
 json_option = click.option(
     "--json",
     "json_path",
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    type=click.Path(readable=False, allow_dash=True, path_type=Path),
     metavar="PATH",
     help="Also write the result as JSON to PATH (checked before any work, written atomically; "
     "- is standard output).",
@@ -103,7 +103,7 @@ def verbose_option(signals: str) -> Callable[[_F], _F]:
 prometheus_option = click.option(
     "--prometheus",
     "prometheus_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(readable=False, path_type=Path),
     metavar="PATH",
     help="Also write the metrics in node-exporter's textfile format (written atomically; "
     "name it *.prom in the collector's directory).",
@@ -404,7 +404,7 @@ def plot_option(what: str) -> Callable[[_F], _F]:
     return click.option(
         "--plot",
         "plot_path",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=click.Path(readable=False, path_type=Path),
         metavar="PATH",
         callback=_plot_path,
         help=f"Also plot {what} (.png or .svg; written atomically; needs the plot extra).",

@@ -285,7 +285,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
 @click.option(
     "--junit",
     "junit_path",
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    type=click.Path(readable=False, allow_dash=True, path_type=Path),
     metavar="PATH",
     help="Also write the report as JUnit XML (mirrors fail, failed set-ups error).",
 )

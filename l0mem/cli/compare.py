@@ -90,8 +90,8 @@ def _label(key: tuple[str, str | None]) -> str:
 
 
 @click.command("compare", epilog=exit_epilog("compare"))
-@click.argument("baseline", type=click.Path(path_type=Path))
-@click.argument("current", type=click.Path(path_type=Path))
+@click.argument("baseline", type=click.Path(readable=False, path_type=Path))
+@click.argument("current", type=click.Path(readable=False, path_type=Path))
 @click.option(
     "--slope-tolerance",
     # A slope is at most 1024 MiB/GiB (1:1); the cap only refuses absurd numbers.
@@ -120,7 +120,7 @@ def _label(key: tuple[str, str | None]) -> str:
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(path_type=Path),
+    type=click.Path(readable=False, path_type=Path),
     default=None,
     help="Also write the comparison as JSON (schema l0mem.compare/1) to this file.",
 )

@@ -106,7 +106,7 @@ def _write_text(command: str, path: Path, text: str) -> None:
 
 
 @click.command(epilog=exit_epilog("matrix"))
-@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("reports", nargs=-1, required=True, type=click.Path(readable=False, path_type=Path))
 @click.option(
     "--baseline",
     metavar="STACK",
@@ -126,14 +126,14 @@ def _write_text(command: str, path: Path, text: str) -> None:
 @click.option(
     "--markdown",
     "markdown_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(readable=False, path_type=Path),
     metavar="PATH",
     help="Also write the matrix as Markdown tables (for an issue).",
 )
 @click.option(
     "--csv",
     "csv_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(readable=False, path_type=Path),
     metavar="PATH",
     help="Also write one CSV row per cell.",
 )

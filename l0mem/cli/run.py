@@ -106,7 +106,7 @@ def _shared(func: _F) -> _F:
             click.option(
                 "--csv",
                 "csv_path",
-                type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+                type=click.Path(readable=False, allow_dash=True, path_type=Path),
                 metavar="PATH",
                 help="Also write the time series as CSV (one row per sample, one column per signal).",
             ),
