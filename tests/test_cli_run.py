@@ -534,3 +534,33 @@ def test_the_answer_comes_first_and_nothing_is_cut_at_80_or_120_columns(
     assert "…" not in full
     # A table is laid out to the width or stacked; a longer line is a sentence for the terminal to wrap.
     assert all(len(ln) <= columns for ln in lines if ln[:1] in set("┏┃┡│└")), full
+
+
+@pytest.mark.parametrize(
+    ("script", "code", "said"),
+    [
+        ("sleep 0.3; exit 3", 3, "the workload exited with 3; l0mem exits with 3"),
+        ("sleep 0.3; kill -SEGV $$", 139, "the workload was killed by SIGSEGV; l0mem exits with 139"),
+    ],
+)
+def test_the_workloads_own_exit_code_is_named_when_passed_on(
+    script: str, code: int, said: str
+) -> None:
+    # Passed on silently, 3 reads as l0mem's "no device" and 1 as a finding.
+    proc = run_l0mem("run", ["-qq", "--", "sh", "-c", script], host_env(sim.sim_env()))
+    assert proc.returncode == code, proc.stderr
+    assert f"l0mem run: {said}, as the workload did" in proc.stderr.splitlines()
+
+
+def test_no_device_memory_is_advised_as_such_and_trace_only_where_it_was_not_used() -> None:
+    from l0mem.estimate import DEFAULT_CONFIG
+    from l0mem.estimate.advice import next_steps
+    from l0mem.estimate.model import Sample
+    from l0mem.watch.estimation import more_evidence
+
+    idle = [Sample(0.1 * i, "idle", 0, {"host.available": 1 << 34}) for i in range(20)]
+    for tracing in (False, True):
+        advice = next_steps(idle, None, {}, DEFAULT_CONFIG, {}, more_evidence(tracing))
+        assert advice.text.startswith("no device memory was seen"), advice.text
+        assert ("--trace" in advice.text) is not tracing
+        assert "no total of the host's memory" not in advice.text

@@ -97,7 +97,7 @@ def test_run_writes_the_workloads_metrics(tmp_path: Path) -> None:
 
 def test_a_directory_is_refused_before_anything_runs(tmp_path: Path) -> None:
     proc = run_l0mem("run", ["--prometheus", str(tmp_path), "--", "true"], dict(os.environ))
-    assert proc.returncode == 2 and "is a directory" in proc.stderr, proc.stderr
+    assert proc.returncode == 4 and "cannot write (is a directory)" in proc.stderr, proc.stderr
 
 
 def test_watch_metrics_carry_vram_and_gtt_per_drm_device() -> None:

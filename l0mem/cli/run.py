@@ -28,6 +28,7 @@ from l0mem.cli._common import (
     ExitCode,
     exit_epilog,
     fail,
+    notice,
     output,
     reporting,
     signal_exit,
@@ -313,7 +314,17 @@ def run(
         )
         if result.floor_stop is not None:
             fail("run", ExitCode.NO_DEVICE, result.floor_stop.message)
-    raise SystemExit(run_exit_code(result, summary, fail_on_mirror))
+    code = run_exit_code(result, summary, fail_on_mirror)
+    workload = result.returncode
+    if workload and result.stop_signal is None:
+        # The workload's own code is passed on: say so, or it reads as one of l0mem's.
+        how = (
+            f"was killed by {signal_exit(-workload)[1]}"
+            if workload < 0
+            else f"exited with {workload}"
+        )
+        notice("run", f"the workload {how}; l0mem exits with {code}, as the workload did")
+    raise SystemExit(code)
 
 
 def _title(command: Sequence[str]) -> str:

@@ -48,6 +48,13 @@ def next_steps(
             "so no size or repeat decides; check the driver (l0mem info)"
         )
         return NextSteps(text, None, None, 0, None, None, missing, None)
+    if not any(s.device_bytes for s in samples):
+        # The host was read; the cost had nothing to be divided by.
+        text = (
+            "no device memory was seen while the host was sampled: there is nothing to divide "
+            f"its cost by; {more}"
+        )
+        return NextSteps(text, None, None, 0, None, None, missing, None)
     if total is None or total.slope is None:
         text = (
             "no total of the host's memory (host.available, MemAvailable) was read in enough "

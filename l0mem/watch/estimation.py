@@ -26,11 +26,20 @@ from l0mem.watch.windows import settled, step_windows
 # Fewer windows than this cannot give a 95% interval of their own (l0mem.estimate.steps.rank).
 WINDOWS_FOR_STEPS = 6
 
-# What a watch's user can do for more evidence (an inconclusive verdict's advice).
-MORE_EVIDENCE = (
-    "run with --trace (device memory from the allocation calls themselves), let the "
-    "workload allocate in more or larger steps, or run it when the machine is quieter"
-)
+
+def more_evidence(tracing: bool) -> str:
+    """Return what would give a watched job more evidence (``--trace`` only where it was not used)."""
+    rest = (
+        "let the workload allocate in more or larger steps, or run it when the machine is quieter"
+    )
+    if tracing:
+        return rest
+    # watch cannot trace: the advice names the command that can.
+    return (
+        "run it under l0mem run --trace (device memory from the allocation calls themselves), "
+        + rest
+    )
+
 
 # The audit reads this process's RSS; a watch reads the whole tree's.
 _RSS = "proc.VmRSS"
@@ -153,7 +162,8 @@ def at_the_change(
     if analysis.verdict != "inconclusive" and (wide is None or wide.method != "steps"):
         return analysis
     run = as_setup_run(series, xs, config, widen=False)
-    narrow = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
+    more = more_evidence(series.tracing)
+    narrow = analyze_samples(run.samples, config, unavailable=run.unavailable, more=more)
     fit = narrow.fit(narrow.deciding_signal) if narrow.deciding_signal else None
     if fit is None or fit.method != "steps" or fit.slope is None:
         return analysis
@@ -193,12 +203,12 @@ def at_the_change(
 
 
 __all__ = [
-    "MORE_EVIDENCE",
     "TREE_RSS",
     "WINDOWS_FOR_STEPS",
     "as_setup_run",
     "at_the_change",
     "device_series",
+    "more_evidence",
     "traced_from_zero",
     "watch_config",
 ]

@@ -15,11 +15,11 @@ from typing import Any
 from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, disputed
 from l0mem.estimate.model import AnalysisConfig, SetupAnalysis, SignalFit
 from l0mem.watch.estimation import (
-    MORE_EVIDENCE,
     TREE_RSS,
     as_setup_run,
     at_the_change,
     device_series,
+    more_evidence,
     traced_from_zero,
     watch_config,
 )
@@ -162,15 +162,14 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     config = watch_config(config)
     xs = device_series(series)
     run = as_setup_run(series, xs, config)
-    analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE)
+    more = more_evidence(series.tracing)
+    analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=more)
     analysis = at_the_change(series, xs, analysis, config)
     resident_xs = _resident_series(series)
     by_residency = None
     if resident_xs is not None:
         run = as_setup_run(series, resident_xs, config)
-        by_residency = analyze_samples(
-            run.samples, config, unavailable=run.unavailable, more=MORE_EVIDENCE
-        )
+        by_residency = analyze_samples(run.samples, config, unavailable=run.unavailable, more=more)
     resident = _resident_fit(by_residency, _judged_signal(analysis))
     if resident_xs is not None and _apart(resident_xs, xs):
         # Judged, it may stand for the run only where the calls were steps of their own.
