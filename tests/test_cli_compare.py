@@ -104,6 +104,9 @@ def test_exit_5_when_no_runs_in_common() -> None:
     assert result.exit_code == 5
     assert "no set-up run in common" in _one_line_error(result.stderr)
     assert "only in current: l0-dmabuf" in result.stdout
+    # Nothing was compared: a run missing now is not called a regression beside exit 5.
+    assert "only in baseline: l0 (it had a verdict)" in result.stdout
+    assert "REGRESSION" not in result.stdout
 
 
 def test_exit_5_on_schema_major_mismatch() -> None:

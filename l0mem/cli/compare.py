@@ -195,7 +195,13 @@ def compare(
             if c.note:
                 console.print(escape(f"{c.label}: {c.note}"))
         for key in comparison.missing:
-            lost = " (REGRESSION: it had a verdict)" if key in comparison.lost else ""
+            # A regression only where the comparison is one (exit 1), not beside exit 5.
+            judged = (
+                "REGRESSION: it had a verdict"
+                if code == ExitCode.REGRESSION
+                else "it had a verdict"
+            )
+            lost = f" ({judged})" if key in comparison.lost else ""
             line = escape(f"only in baseline: {_label(key)}") + lost
             console.print(line)
         for key in comparison.new:
