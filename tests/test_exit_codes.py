@@ -174,7 +174,8 @@ CASES: list[Case] = [
         "audit", "device too small", sim={"fail_alloc_at": 1}, needle="no set-up measured"
     ),
     Case("audit", "host too small", ("--floor", "99%"), needle="no set-up measured"),
-    Case("audit", "host too small", ("--size", "4000T"), needle="no set-up measured"),
+    # A size past the device's free memory is the device's limit, said so (not the host floor's).
+    Case("audit", "device too small", ("--size", "4000T"), needle="more than the device's free memory"),
     # Lost while the discovery child lists the devices (the SYCL CPU device is
     # still found), and in the set-up's child.
     Case("audit", "device lost", sim={"device_lost_on": "zeDriverGet"}, needle="set-up(s) failed"),

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from l0mem.audit.remedies import ALL_SETUPS, L0_SETUPS, SYCL_SETUPS, Remedy
 from l0mem.backends import NoDeviceError as BackendNoDeviceError
 from l0mem.backends.base import is_simulator_name
+from l0mem.units import format_size
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -245,6 +246,14 @@ def size_plan(
             size_bytes = DEFAULT_MAX_BYTES
         else:
             size_bytes = min(DEFAULT_MAX_BYTES, int(free_bytes * DEFAULT_FREE_FRACTION))
+    elif free_bytes is not None and size_bytes > free_bytes:
+        # The device's limit, named as such: the host's floor would refuse the first step too.
+        return (
+            0,
+            0,
+            f"--size {format_size(size_bytes)} is more than the device's free memory "
+            f"({format_size(free_bytes)}); lower --size",
+        )
     step = size_bytes // steps // STEP_ALIGN * STEP_ALIGN
     if step == 0:
         return (

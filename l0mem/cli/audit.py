@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import FrameType
@@ -18,7 +18,7 @@ import click
 from rich.console import Console
 
 from l0mem._ze.guard import timeout_from_env
-from l0mem.audit.model import AuditReport, ReportFormatError
+from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
 from l0mem.audit.remedies import ALL_SETUPS, parse_env_assignments
 from l0mem.audit.report import (
     write_json,
@@ -171,30 +171,36 @@ def exit_code(report: AuditReport, fail_on_mirror: bool) -> int:
     return outcome(report, fail_on_mirror)[0]
 
 
+def _why(runs: Sequence[SetupRun]) -> str:
+    """Return the first run's label and reason, and how many more the report holds (one line, -q too)."""
+    first = runs[0]
+    more = f"; {len(runs) - 1} more in the report" if len(runs) > 1 else ""
+    return f"{first.label}: {first.reason or first.status}{more}"
+
+
 def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]:
     """Return the exit code a finished audit ends with and its error line (None: no error)."""
     # One failed set-up already means the report lacks a measurement CI relies on;
     # a set-up skipped because discovering its devices failed (a device lost while
     # listing them) is a driver failure as in every command, not a missing device.
-    broken = [r.label for r in report.runs if r.status == "failed" or r.discovery_failed]
+    broken = [r for r in report.runs if r.status == "failed" or r.discovery_failed]
     if broken:
-        return ExitCode.DRIVER_ERROR, f"set-up(s) failed: {', '.join(broken)} (reasons above)"
+        return ExitCode.DRIVER_ERROR, f"set-up(s) failed: {_why(broken)}"
     ran = [r for r in report.runs if r.status != "skipped"]
     if not ran:
-        return ExitCode.NO_DEVICE, "every set-up was skipped (reasons above)"
+        return ExitCode.NO_DEVICE, f"every set-up was skipped: {_why(report.runs)}"
     if not any(s.phase == "alloc" for r in ran for s in r.samples):
         # Nothing measured: the class of what stopped the first step decides.
         if all(r.no_room for r in ran):
             return (
                 ExitCode.NO_DEVICE,
-                "no set-up measured a single step: no room for the first allocation "
-                "(reasons above)",
+                f"no set-up measured a single step: no room for the first allocation ({_why(ran)})",
             )
         stops = [r.stop_signal for r in ran if r.stop_signal is not None]
         if stops:
             code = signal_exit(getattr(signal.Signals, stops[0], signal.SIGINT))[0]
             return code, f"no set-up measured a single step: stopped by {stops[0]}"
-        return ExitCode.DRIVER_ERROR, "no set-up measured a single step (reasons above)"
+        return ExitCode.DRIVER_ERROR, f"no set-up measured a single step ({_why(ran)})"
     if fail_on_mirror and any(r.mirrors for r in ran):
         return ExitCode.REGRESSION, None
     return ExitCode.OK, None
