@@ -541,3 +541,24 @@ def test_follow_all_waits_for_every_process_the_workload_left() -> None:
     assert result.outlived is not None and result.outlived.left_running == ()
     assert result.outlived.seconds >= 1.0
     assert time.monotonic() - started < 15
+
+
+def test_watching_a_zombie_says_it_exited_unreaped() -> None:
+    from l0mem.watch.sources import TreeSource
+
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.01)
+        with pytest.raises(NoSuchProcess, match=r"has exited \(a zombie its parent has not reaped\)"):
+            watch_pid(Watch(), child, source_factory=TreeSource)
+    finally:
+        os.waitpid(child, 0)
+    with pytest.raises(NoSuchProcess, match=f"^no process {child}$"):
+        watch_pid(Watch(), child, source_factory=TreeSource)

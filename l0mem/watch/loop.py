@@ -18,7 +18,7 @@ import psutil
 
 from l0mem.units import format_bytes
 from l0mem.watch.engine import FloorStop, Outlived, Watch, WatchResult, available, baseline_values
-from l0mem.watch.sources import NoSuchProcess, Source, TreeSource, WatchError
+from l0mem.watch.sources import NoSuchProcess, Source, TreeSource, WatchError, no_process
 from l0mem.watch.workload import (
     follow_stop,
     foreground_terminal,
@@ -212,7 +212,7 @@ def watch_pid(
     source = source_factory(pid)
     first = source.sample()
     if first is None:
-        raise NoSuchProcess(f"no process {pid}")
+        raise NoSuchProcess(no_process(pid))
     watch.set_baseline(first.values, first.unavailable)
     end = None if duration is None else watch.clock() + duration
     fd = pidfd(pid)

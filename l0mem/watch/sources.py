@@ -13,6 +13,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+import psutil
+
 
 class Reading(Protocol):
     """What one sample of the tree gives: values, why signals are absent, the pids."""
@@ -81,6 +83,18 @@ class CommandError(WatchError):
 _SYSMAN = "not read (--no-sysman)"
 
 
+def no_process(pid: int) -> str:
+    """Return why there is nothing to watch at ``pid``: no process, or one that exited unreaped."""
+    try:
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return (
+                f"process {pid} has exited (a zombie its parent has not reaped): nothing to watch"
+            )
+    except psutil.Error:
+        pass
+    return f"no process {pid}"
+
+
 class TreeSource:
     """Samples the process tree of ``pid`` with the probe's :class:`~l0mem.probe.TreeProber`."""
 
@@ -91,7 +105,7 @@ class TreeSource:
         try:
             self._prober = TreeProber(pid, proc_root=proc_root, sys_root=sys_root)
         except ProcessGone:
-            raise NoSuchProcess(f"no process {pid}") from None
+            raise NoSuchProcess(no_process(pid)) from None
         except ProbeAccessError as exc:
             raise NotPermitted(str(exc)) from None
 
@@ -118,4 +132,5 @@ __all__ = [
     "TreeReading",
     "TreeSource",
     "WatchError",
+    "no_process",
 ]
