@@ -146,3 +146,43 @@ def test_no_color_and_a_dumb_terminal_are_honoured() -> None:
     assert colour.search(_in_a_terminal({"TERM": "xterm-256color"}))  # colours by default
     assert not colour.search(_in_a_terminal({"TERM": "xterm-256color", "NO_COLOR": "1"}))
     assert "\x1b[" not in _in_a_terminal({"TERM": "dumb"})
+
+
+@pytest.mark.parametrize(
+    ("make", "code", "said"),
+    [
+        ("script", 127, "cannot execute: a file it needs is not found (its interpreter /nonexistent/interp is not there)"),
+        ("directory", 126, "is a directory"),
+        ("on_path", 127, "command not found"),
+        ("plain", 126, "permission denied (not executable)"),
+        ("long", 127, "...: command not found"),
+    ],
+)
+def test_a_command_that_cannot_start_is_said_as_a_shell_would(
+    tmp_path: Path, make: str, code: int, said: str
+) -> None:
+    # The reason a shell gives, with its code: not "command not found" for a script whose
+    # interpreter is missing, nor "permission denied" for a directory.
+    env = dict(os.environ)
+    if make == "script":
+        name = tmp_path / "job.sh"
+        name.write_text("#!/nonexistent/interp\necho hi\n")
+        name.chmod(0o755)
+        command = str(name)
+    elif make == "directory":
+        command = str(tmp_path)
+    elif make == "on_path":
+        (tmp_path / "adir").mkdir()  # a shell skips a directory on PATH
+        env["PATH"] = f"{tmp_path}{os.pathsep}{env.get('PATH', '')}"
+        command = "adir"
+    elif make == "plain":
+        name = tmp_path / "data.txt"
+        name.write_text("not a program\n")
+        command = str(name)
+    else:
+        command = "x" * 5000
+    proc = run_l0mem("run", ["-qq", "--", command], env)
+    assert proc.returncode == code, proc.stderr
+    line = proc.stderr.strip()
+    assert line.startswith("l0mem run: ") and line.endswith(said), line
+    assert len(line) < 300, len(line)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from l0mem.text import excerpt
 from l0mem.watch.sources import CommandError
 
 
@@ -89,12 +92,43 @@ def start(
         return subprocess.Popen(
             list(command), env=None if env is None else dict(env), stdout=stdout, **group
         )
-    except FileNotFoundError:
-        raise CommandError(f"{command[0]}: command not found", 127) from None
-    except PermissionError:
-        raise CommandError(f"{command[0]}: permission denied (not executable)", 126) from None
     except OSError as exc:
-        raise CommandError(f"{command[0]}: cannot execute ({exc.strerror or exc})", 126) from None
+        raise _cannot_start(command[0], exc) from None
+
+
+def _cannot_start(name: str, exc: OSError) -> CommandError:
+    """Return why ``name`` could not start, as a shell would say it, with its exit code."""
+    shown = excerpt(name, 200)
+    path = Path(name)
+    if "/" not in name and shutil.which(name) is None:
+        # execvp also finds directories and unreadable files on PATH, which a shell skips.
+        return CommandError(f"{shown}: command not found", 127)
+    if isinstance(exc, FileNotFoundError) and path.is_file():
+        interpreter = _interpreter(path)
+        missing = (
+            f" (its interpreter {excerpt(interpreter, 200)} is not there)" if interpreter else ""
+        )
+        return CommandError(f"{shown}: cannot execute: a file it needs is not found{missing}", 127)
+    if isinstance(exc, FileNotFoundError):
+        return CommandError(f"{shown}: command not found", 127)
+    if path.is_dir():
+        return CommandError(f"{shown}: is a directory", 126)
+    if isinstance(exc, PermissionError):
+        return CommandError(f"{shown}: permission denied (not executable)", 126)
+    return CommandError(f"{shown}: cannot execute ({exc.strerror or exc})", 126)
+
+
+def _interpreter(path: Path) -> str | None:
+    """Return the interpreter a script's first line names (``#!``), or None."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].split()
+    return words[0].decode(errors="replace") if words else None
 
 
 def stopped(pid: int) -> bool:
