@@ -281,8 +281,38 @@ def test_without_level_zero_devices_auto_means_sycl(devices: int | None, message
     for name in ("inventory", "select", "select index"):
         assert out[name].startswith(message), out
         if devices is None:
-            # Without a driver, the line says what to install, and where to try l0mem without one.
-            assert "libze-intel-gpu1" in out[name] and "simulated driver" in out[name], out
+            # The loader was pointed at a driver that is not there: the line names the variable.
+            assert "ZE_ENABLE_ALT_DRIVERS names /nonexistent" in out[name], out
+            assert "fix or unset it" in out[name], out
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (None, None),
+        ("EXISTS", None),
+        ("EXISTS,/nonexistent/a.so", "names /nonexistent/a.so,"),
+        (", ", "names no library,"),
+    ],
+)
+def test_no_driver_names_the_variable_only_where_it_names_nothing_loadable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str | None, said: str | None
+) -> None:
+    from l0mem.backends import select
+
+    real = tmp_path / "libze_real.so"
+    real.write_bytes(b"")
+    if value is None:
+        monkeypatch.delenv("ZE_ENABLE_ALT_DRIVERS", raising=False)
+    else:
+        monkeypatch.setenv("ZE_ENABLE_ALT_DRIVERS", value.replace("EXISTS", str(real)))
+    found = select._alt_drivers_problem()
+    if said is None:
+        # No such variable, or every driver it names is there: the line says what to install.
+        assert found is None
+        assert "libze-intel-gpu1" in select.INSTALL_HINT and "simulated driver" in select.INSTALL_HINT
+    else:
+        assert found is not None and said in found and found.endswith("fix or unset it")
 
 
 SAME_CLASS = """

@@ -259,9 +259,14 @@ def _open(requested: str, origin: str) -> _Loaded:
         cdll = ctypes.CDLL(requested)
     except OSError as exc:
         reason = " ".join(str(exc).split())
+        todo = (
+            f"fix or unset {ENV_VAR}"
+            if origin == f"from {ENV_VAR}"
+            else f"install libze1 (Debian and Ubuntu) or set {ENV_VAR} to the path of "
+            "libze_loader.so.1"
+        )
         raise LoaderNotFoundError(
-            f"cannot load the Level Zero loader '{requested}' ({origin}): {reason}; "
-            f"install libze1 or set {ENV_VAR} to the path of libze_loader.so.1"
+            f"cannot load the Level Zero loader '{requested}' ({origin}): {reason}; {todo}"
         ) from None
     path = _resolve_path(cdll, requested)
     api, present, missing = _bind(cdll, path or requested)

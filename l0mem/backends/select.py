@@ -15,6 +15,7 @@ exit codes.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -44,6 +45,21 @@ class DeviceSelectionError(ValueError):
     """A device spec that cannot name a device (malformed, repeated, or for the wrong backend)."""
 
 
+def _alt_drivers_problem() -> str | None:
+    """Return what is wrong with $ZE_ENABLE_ALT_DRIVERS where it names no file, else None."""
+    value = os.environ.get("ZE_ENABLE_ALT_DRIVERS")
+    if value is None:
+        return None
+    missing = [p.strip() for p in value.split(",") if p.strip() and not os.path.isfile(p.strip())]
+    if value.strip(", ") and not missing:
+        return None
+    named = ", ".join(missing) if missing else "no library"
+    return (
+        f"ZE_ENABLE_ALT_DRIVERS names {named}, and the loader loads only the drivers "
+        "listed there: fix or unset it"
+    )
+
+
 def level_zero_devices() -> list[Any]:
     """Return every Level Zero device of every driver, in l0mem's index order; NoDeviceError if none."""
     # core.drivers() asks for Sysman before zeInit, for device-side memory values.
@@ -53,12 +69,12 @@ def level_zero_devices() -> list[Any]:
     try:
         found = drivers()
     except LoaderError as err:
-        raise NoDeviceError(
-            f"no usable Level Zero loader: {err}: install it (Debian and Ubuntu: libze1), "
-            f"and {INSTALL_HINT}"
-        ) from None
+        # The loader's error says what to do about it; a driver comes after.
+        raise NoDeviceError(f"no usable Level Zero loader: {err}") from None
     except UninitializedError as err:
-        raise NoDeviceError(f"no Level Zero driver found ({err}): {INSTALL_HINT}") from None
+        raise NoDeviceError(
+            f"no Level Zero driver found ({err}): {_alt_drivers_problem() or INSTALL_HINT}"
+        ) from None
     except ZeError as err:
         # A driver that cannot initialize leaves no usable driver; a driver
         # that fails after it did (a lost device listing drivers) is a driver
