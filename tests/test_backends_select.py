@@ -351,3 +351,18 @@ def test_auto_picks_sycl_for_a_filter_string_even_under_the_simulator() -> None:
     code = "import sys; sys.argv[1:] = ['opencl:cpu']\n" + SAME_CLASS
     out = _run(code, env)
     assert out == {"kind": "sycl", "cli": "SyclBackend", "library": "SyclBackend", "same": True}
+
+
+@pytest.mark.parametrize("spec", ["-1", "bogus", "level_zero:gpu:x", "a:b:c:d"])
+def test_a_malformed_filter_is_the_command_lines_error_before_any_device_is_looked_for(
+    monkeypatch: pytest.MonkeyPatch, spec: str
+) -> None:
+    from l0mem.backends import select
+
+    def none_found() -> list[object]:
+        raise select.NoDeviceError("no SYCL device found")
+
+    # A machine without a SYCL device: a typo is still a typo (exit 2), not "no device" (exit 3).
+    monkeypatch.setattr(select, "sycl_devices", none_found)
+    with pytest.raises(select.DeviceSelectionError, match="bad SYCL device filter"):
+        select.select_devices("auto", [spec])

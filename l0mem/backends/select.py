@@ -170,6 +170,13 @@ def _select_l0(specs: list[int | str | Any]) -> list[Any]:
 def _select_sycl(specs: list[int | str | Any]) -> list[Any]:
     from l0mem.sycl import find_devices, load_dpctl, parse_filter
 
+    # A malformed filter is the command line's error (a typo), found before any device is.
+    for spec in specs:
+        if isinstance(spec, str) and not spec.isdigit():
+            try:
+                parse_filter(spec)
+            except ValueError as err:
+                raise DeviceSelectionError(str(err)) from None
     found = sycl_devices()
     dpctl = load_dpctl()
     chosen: list[Any] = []
@@ -179,10 +186,6 @@ def _select_sycl(specs: list[int | str | Any]) -> list[Any]:
         elif isinstance(spec, int) or (isinstance(spec, str) and spec.isdigit()):
             dev = found[_index(spec, len(found), "SYCL")]
         elif isinstance(spec, str):
-            try:
-                parse_filter(spec)
-            except ValueError as err:
-                raise DeviceSelectionError(str(err)) from None
             matching = find_devices(spec)
             if not matching:
                 raise NoDeviceError(f"no SYCL device matches {spec!r}")
