@@ -161,8 +161,9 @@ def in_worker(body: Callable[[], _T], command: Callable[[], str]) -> _T:
     code, name = signal_exit(interrupt_signal(stop))
     error(
         command(),
-        f"interrupted by {name}: the driver did not return from a call within {UNWIND_S:g} s; "
-        "ending without it (the kernel frees the device memory with the process)",
+        f"interrupted by {name}: the driver was still in a call {UNWIND_S:g} s after the stop; "
+        "ending without it, so no report was written (the kernel frees the device memory "
+        "with the process)",
     )
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
