@@ -10,6 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from l0mem._ze.errors import DeviceLostError
 from l0mem.cli import _common, _options
 from l0mem.cli._common import ExitCode, classify, fail, measuring, reporting
 
@@ -54,8 +55,9 @@ def test_library_errors_map_to_their_codes() -> None:
     assert classify(device) == (ExitCode.NO_DEVICE, str(device))
     host = OutOfHostMemoryError(routine="zeMemAllocHost")
     assert classify(host) == (ExitCode.NO_DEVICE, str(host))
-    # Any other driver failure is left to measuring (exit 6), never a missing device.
-    assert classify(DeviceLostError(routine="zeContextCreate")) is None
+    # Any other driver failure is the driver's (exit 6), its call named, never a missing device.
+    lost = DeviceLostError(routine="zeContextCreate")
+    assert classify(lost) == (ExitCode.DRIVER_ERROR, str(lost))
     assert classify(ValueError("x")) is None
     assert classify(KeyboardInterrupt()) is None
 
@@ -97,6 +99,13 @@ def test_reporting_maps_library_errors_and_lets_bugs_through(
         (MemoryError(), 3, "l0mem p2p: out of host memory"),
         (MemoryError("cannot allocate 4096 bytes on gpu 0"), 3, "l0mem p2p: out of device memory: cannot allocate 4096 bytes on gpu 0"),
         (KeyboardInterrupt(), 130, "l0mem p2p: interrupted by SIGINT; device memory was freed"),
+        # A driver error names its call and result, not l0mem's class for it.
+        (
+            DeviceLostError(0x70000001, "zeContextCreate"),
+            6,
+            "l0mem p2p: zeContextCreate: ZE_RESULT_ERROR_DEVICE_LOST (0x70000001): the device "
+            "hung, was reset or removed, or its driver was updated",
+        ),
     ],
 )
 def test_measuring_turns_runtime_failures_into_one_line(

@@ -67,6 +67,8 @@ LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
     ("l0mem.audit.runner", "DiscoveryError", ExitCode.DRIVER_ERROR),
     # A copy or an all-reduce that hung is a finding about this machine's driver.
     ("l0mem.backends.base", "CopyTimeout", ExitCode.REGRESSION),
+    # Any other driver error (a lost device, ...): its message names the call and the result.
+    ("l0mem._ze.errors", "ZeError", ExitCode.DRIVER_ERROR),
 )
 
 
