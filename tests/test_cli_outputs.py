@@ -59,9 +59,12 @@ def test_compare_report_to_standard_output_sends_the_table_to_stderr(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--json", "r", "--junit", "r"], "--junit {tmp}/r is also --json"),
-        (["--json", "r", "--plot", "l.svg"], "--plot {tmp}/l.svg is also --json"),
-        (["--json", "-", "--junit", "-"], "--junit - is also --json"),
+        (["--json", "r", "--junit", "r"], "--junit {tmp}/r is also --json: give another path"),
+        (["--json", "r", "--plot", "l.svg"], "--plot {tmp}/l.svg is also --json: give another path"),
+        (
+            ["--json", "-", "--junit", "-"],
+            "--json - and --junit - both write standard output: give a file for one",
+        ),
     ],
 )
 def test_audit_outputs_naming_one_file_are_a_usage_error(
@@ -76,7 +79,7 @@ def test_audit_outputs_naming_one_file_are_a_usage_error(
     result = CliRunner().invoke(audit, args)
     assert result.exit_code == 2, result.output
     assert (
-        result.stderr == f"l0mem audit: error: {message.format(tmp=tmp_path)}: give another path\n"
+        result.stderr == f"l0mem audit: error: {message.format(tmp=tmp_path)}\n"
     )
     assert ran == [] and not (tmp_path / "r").exists()
 

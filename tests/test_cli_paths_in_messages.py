@@ -101,3 +101,15 @@ def test_a_control_character_in_a_name_is_shown_as_its_code(
     written = _l0mem("matrix", str(DATA / "baseline.json"), "--json", str(tmp_path / "no" / name))
     assert written.returncode == 4
     assert f"{shown}: cannot write" in _one_line(written)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("-", "/dev/stdout"), ("/dev/stdout", "/dev/fd/1"), ("-", "-")],
+)
+def test_two_reports_on_standard_output_are_a_usage_error(first: str, second: str) -> None:
+    # One stream holding a JSON report and a Markdown one parses as neither.
+    proc = _l0mem("matrix", str(DATA / "baseline.json"), "--json", first, "--markdown", second)
+    assert proc.returncode == 2, proc.stderr
+    assert "both write standard output: give a file for one" in _one_line(proc)
+    assert proc.stdout == ""

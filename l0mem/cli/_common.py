@@ -225,6 +225,15 @@ def check_outputs(
 
     given = [(name, path) for name, path in outputs if path is not None]
     for pos, (name, path) in enumerate(given):
+        for other, earlier in given[:pos]:
+            # Two reports on one stream would be one unreadable file (same_path misses "-").
+            if is_stdout(path) and is_stdout(earlier):
+                fail(
+                    command,
+                    ExitCode.USAGE,
+                    f"{other} {earlier} and {name} {path} both write standard output: "
+                    "give a file for one",
+                )
         for other, earlier in [*inputs, *given[:pos]]:
             if same_path(path, earlier):
                 fail(command, ExitCode.USAGE, f"{name} {path} is also {other}: give another path")
