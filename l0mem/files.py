@@ -4,7 +4,7 @@ Every command and library function that writes JSON, JUnit, CSV or a plot
 goes through :func:`write_bytes` (or :func:`write_json`), so the rules of
 writing a file live in one place.
 
-What it may import: :mod:`l0mem.text` only (a leaf every layer may use).
+What it may import: ``l0mem.text`` only (a leaf every layer may use).
 """
 
 from __future__ import annotations
