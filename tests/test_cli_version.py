@@ -71,4 +71,5 @@ def test_completion_offers_commands_and_options() -> None:
         return [line.partition(",")[2] for line in proc.stdout.splitlines()]
 
     assert complete("l0mem au") == ["audit"]
-    assert complete("l0mem p2p --ver") == ["--verify-only"]
+    assert complete("l0mem p2p --veri") == ["--verify-only"]
+    assert complete("l0mem p2p --ver") == ["--verify-only", "--verbose"]
