@@ -41,9 +41,8 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _AS_PARENS = bytes.maketrans(b"[]{}", b"()()")
 
 
-def _read_capped(p: Path) -> bytes:
-    """Return the bytes of the regular file ``p``; raise ReportFormatError for anything else."""
-    name = printable(str(p))  # a newline in the name must not cut the reason off
+def _read_capped(p: Path, name: str) -> bytes:
+    """Return the bytes of the regular file ``p`` (``name`` in errors); raise ReportFormatError for anything else."""
     try:
         # stat first: opening a FIFO would block until a writer comes, and a
         # device could stream forever.
@@ -117,10 +116,12 @@ def load_json_data(path: PathLike) -> dict[str, Any]:
     MAX_REPORT_DEPTH deep, with numbers of magnitude below 2**64, is read.
     """
     p = Path(path)
-    name = printable(str(p))
-    raw = _read_capped(p)
+    name = printable(str(p))  # a newline in the name must not cut the reason off
+    raw = _read_capped(p, name)
     if _too_deep(raw):
-        raise ReportFormatError(f"{name}: not an l0mem report (nested over {MAX_REPORT_DEPTH} deep)")
+        raise ReportFormatError(
+            f"{name}: not an l0mem report (nested over {MAX_REPORT_DEPTH} deep)"
+        )
     try:
         data = json.loads(
             raw.decode("utf-8"),

@@ -186,11 +186,17 @@ class ChildProcess:
         self.stderr.close()
 
 
-def discovery_timeout() -> float:
-    """Return how long one discovery child may take: $L0MEM_DRIVER_TIMEOUT where set, else the default."""
+def _driver_timeout() -> float | None:
+    """Return $L0MEM_DRIVER_TIMEOUT in seconds where the user set it, else None."""
     from l0mem._ze.guard import TIMEOUT_ENV, timeout_from_env
 
-    return timeout_from_env() if os.environ.get(TIMEOUT_ENV, "").strip() else DISCOVERY_TIMEOUT_S
+    return timeout_from_env() if os.environ.get(TIMEOUT_ENV, "").strip() else None
+
+
+def discovery_timeout() -> float:
+    """Return how long one discovery child may take: $L0MEM_DRIVER_TIMEOUT where set, else the default."""
+    limit = _driver_timeout()
+    return DISCOVERY_TIMEOUT_S if limit is None else limit
 
 
 def silence_timeout(settle_s: float, default: float) -> float:
@@ -200,9 +206,8 @@ def silence_timeout(settle_s: float, default: float) -> float:
     calls, so a silence past the driver's timeout is a call that did not
     return. Unset: ``default`` (a step of a slow real driver may take long).
     """
-    from l0mem._ze.guard import TIMEOUT_ENV, timeout_from_env
-
-    return timeout_from_env() + settle_s if os.environ.get(TIMEOUT_ENV, "").strip() else default
+    limit = _driver_timeout()
+    return default if limit is None else limit + settle_s
 
 
 def discover_one(

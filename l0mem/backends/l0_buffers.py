@@ -6,6 +6,7 @@ checking.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from l0mem.backends.base import BufferBase
@@ -57,8 +58,5 @@ class L0Buffer(BufferBase):
         """
         if not self._owner:
             return
-        if self.backend is None:
-            self._alloc.close()
-            return
-        with self.backend.gate.lock:
+        with contextlib.nullcontext() if self.backend is None else self.backend.gate.lock:
             self._alloc.close()

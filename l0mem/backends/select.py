@@ -50,8 +50,9 @@ def _alt_drivers_problem() -> str | None:
     value = os.environ.get("ZE_ENABLE_ALT_DRIVERS")
     if value is None:
         return None
-    missing = [p.strip() for p in value.split(",") if p.strip() and not os.path.isfile(p.strip())]
-    if value.strip(", ") and not missing:
+    listed = [p.strip() for p in value.split(",") if p.strip()]
+    missing = [p for p in listed if not os.path.isfile(p)]
+    if listed and not missing:
         return None
     named = ", ".join(missing) if missing else "no library"
     return (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -168,11 +168,16 @@ def _device_specs_well_formed(
     str.isdigit() also takes digits int() refuses (superscripts) or converts
     slowly (thousands of them); those must not reach device selection.
     """
-    for spec in value:
-        for part in (p.strip() for p in spec.split(",")):
-            if part.isdigit() and not part.isascii():
-                raise click.BadParameter(f"device index {excerpt(part)!r} is not a decimal number")
+    for part in _spec_parts(value):
+        if part.isdigit() and not part.isascii():
+            raise click.BadParameter(f"device index {excerpt(part)!r} is not a decimal number")
     return value
+
+
+def _spec_parts(value: tuple[str, ...]) -> Iterator[str]:
+    """Yield every element of the ``--device`` specs given (comma lists split)."""
+    for spec in value:
+        yield from (p.strip() for p in spec.split(","))
 
 
 def _device_indices_in_range(command: str, value: tuple[str, ...]) -> None:
@@ -182,17 +187,16 @@ def _device_indices_in_range(command: str, value: tuple[str, ...]) -> None:
     is in every command, exit 3; it is checked once every option was parsed,
     so that a usage error anywhere on the command line (exit 2) comes first.
     """
-    for spec in value:
-        for part in (p.strip() for p in spec.split(",")):
-            if not part.isdigit():
-                continue
-            digits = part.lstrip("0") or "0"
-            if len(digits) > 4 or int(digits) >= MAX_DEVICES:
-                fail(
-                    command,
-                    ExitCode.NO_DEVICE,
-                    f"no device {excerpt(part)}: device indices run from 0 to {MAX_DEVICES - 1} at most",
-                )
+    for part in _spec_parts(value):
+        if not part.isdigit():
+            continue
+        digits = part.lstrip("0") or "0"
+        if len(digits) > 4 or int(digits) >= MAX_DEVICES:
+            fail(
+                command,
+                ExitCode.NO_DEVICE,
+                f"no device {excerpt(part)}: device indices run from 0 to {MAX_DEVICES - 1} at most",
+            )
 
 
 def _command_name(ctx: click.Context | None) -> str:
