@@ -126,6 +126,67 @@ def test_legends_lie_outside_the_axes(
         assert legend.y1 <= ax.get_window_extent(renderer).y0
 
 
+def _with_every_remedy(panels: int) -> AuditReport:
+    """Return an analysed report of ``panels`` set-ups, each with every remedy that applies to it."""
+    from l0mem.audit.remedies import ALL_SETUPS, KNOWN_REMEDIES
+
+    runs = []
+    for i, setup in enumerate(ALL_SETUPS[:panels]):
+        # Set-ups alternately simulated: the longest title the figure can have.
+        runs.append(synthetic_run(1.0, setup=setup, simulated=i % 2 == 0))
+        runs += [
+            synthetic_run(0.0, setup=setup, remedy=r.name, env=dict(r.env), seed=k + 2)
+            for k, r in enumerate(KNOWN_REMEDIES)
+            if r.applies_to(setup)
+        ]
+    return analyze_report(synthetic_report(runs))
+
+
+@pytest.mark.parametrize("panels", range(1, 7))
+def test_every_legend_and_text_lies_inside_the_saved_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, panels: int
+) -> None:
+    # The fault seen: with --remedies adding panels, the legends ran off the image's sides.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    figures = capture(monkeypatch, audit_plot)
+    report = _with_every_remedy(panels)
+    write_audit_plot(report, tmp_path / "audit.png")
+    fig = figures[0]
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    image = fig.bbox
+    panel_axes = [ax for ax in fig.axes if ax.get_legend() is not None]
+    assert len(panel_axes) == panels  # every panel has its legend
+    legends = [ax.get_legend() for ax in panel_axes] + list(fig.legends)
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        assert image.x0 <= box.x0 and box.x1 <= image.x1, (panels, box, image)
+        assert image.y0 <= box.y0 and box.y1 <= image.y1, (panels, box, image)
+        for ax in panel_axes:  # never over the data
+            assert not box.overlaps(ax.get_window_extent(renderer))
+    # Everything drawn (tick labels included) inside the image, in inches as saved.
+    drawn = fig.get_tightbbox(renderer)
+    width, height = fig.get_size_inches()
+    assert drawn.x0 >= 0 and drawn.y0 >= 0, (panels, drawn)
+    assert drawn.x1 <= width and drawn.y1 <= height, (panels, drawn, width, height)
+    texts: list[Text] = [*fig.texts, *(t for lg in legends for t in lg.get_texts())]
+    for ax in panel_axes:
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label]
+    for text in texts:
+        box = text.get_window_extent(renderer)
+        inside = image.x0 <= box.x0 and box.x1 <= image.x1 and image.y0 <= box.y0
+        assert inside and box.y1 <= image.y1, (panels, text.get_text(), box, image)
+    # Each run is named in its panel's legend, whole, its fitted slope with it.
+    shown = " ".join(t.get_text() for lg in legends for t in lg.get_texts()).replace("\n", " ")
+    for run in report.runs:
+        assert f"{run.remedy or 'no remedy'}: {run.result.verdict}" in shown  # type: ignore[union-attr]
+    # The data keep a readable share of the image: the legends did not squeeze the axes away.
+    for ax in panel_axes:
+        assert ax.get_window_extent(renderer).height >= 2.0 * fig.dpi
+
+
 def _climbing_twice(shift_mib: int) -> list[Sample]:
     """Two climbs of 4 x 256 MiB, clean, while a neighbour frees ``shift_mib`` between them."""
     out: list[Sample] = []

@@ -12,7 +12,11 @@ climb stay on that climb's zero: what the free did not give back shows.
 
 Over the data, on top: the run's fitted line (the analysis's slope), the
 1:1 reference (a full mirror, 1024 MiB of host per GiB of device) and 0 (no
-host cost). Legends sit below the panels, never over the data.
+host cost). Legends sit below the panels, never over the data: under each
+panel one entry per run (its colour, verdict, signal and fitted slope), under
+the figure one key to the line styles. Every label is wrapped to the width a
+panel has and the figure is made as tall as its legends need, so nothing is
+cut at the image's edges however many set-ups and remedies it shows.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +35,7 @@ from l0mem.files import PathLike
 from l0mem.plots.figure import (
     DATA_ZORDER,
     FULL_MIRROR,
+    MIRROR_REFERENCE,
     REFERENCE_ZORDER,
     draw_references,
     new_figure,
@@ -38,8 +44,16 @@ from l0mem.plots.figure import (
 )
 
 WIDTH_IN = 10.0
-PANEL_HEIGHT_IN = 4.6
+AXES_HEIGHT_IN = 3.0
 COLUMNS = 2
+# Below a panel's axes: its tick labels and x label, then its legend.
+UNDER_AXES_IN = 0.5
+# One line of legend text at the legend's font (small), and the space between entries.
+LEGEND_LINE_IN = 0.17
+LEGEND_GAP_IN = 0.07
+# Characters of a legend line in a panel of one column and of two (small font, after the handle).
+LABEL_CHARS = {1: 100, 2: 48}
+TITLE_CHARS = 90
 
 Points = list[tuple[float, float]]
 
@@ -122,11 +136,33 @@ def _label(run: SetupRun, signal: str) -> str:
     return f"{run.remedy or 'no remedy'}: {verdict} ({signal})"
 
 
-def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> float:
-    """Draw one run's climbs and fitted line; return the largest device GiB drawn."""
+def _entry(report: AuditReport, run: SetupRun, chars: int) -> str:
+    """Return a run's legend text, lines of at most ``chars``: verdict and signal, then its fit."""
     signal = plot_signal(report, run)
     if signal is None:
-        return 0.0
+        return ""
+    parts = [_label(run, signal)]
+    fit = run.result.fit(signal) if run.result is not None else None
+    if fit is not None and fit.slope is not None:
+        parts.append(f"fit {fit.slope:.0f} MiB/GiB ({_interval(fit)})")
+    return "\n".join(_wrapped(part, chars) for part in parts)
+
+
+@dataclasses.dataclass
+class _Drawn:
+    """What one run drew: its largest device GiB, its legend handle, and which styles it used."""
+
+    top: float = 0.0
+    handle: Any = None  # the run's first line: its colour and marker in the panel's legend
+    styles: set[str] = dataclasses.field(default_factory=set)
+
+
+def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> _Drawn:
+    """Draw one run's climbs and fitted line; return what was drawn (:class:`_Drawn`)."""
+    drawn_run = _Drawn()
+    signal = plot_signal(report, run)
+    if signal is None:
+        return drawn_run
     climbs = climbs_of(run.samples, signal)
     label: str | None = _label(run, signal)
     freeing: str | None = "while freeing"
@@ -134,7 +170,7 @@ def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> float:
     for k, c in enumerate(climbs):
         line = (c.base if k == 0 else []) + c.up
         if line:
-            ax.plot(
+            (drawn_line,) = ax.plot(
                 [p[0] for p in line],
                 [p[1] for p in line],
                 "o-",
@@ -145,6 +181,9 @@ def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> float:
                 label=label,
                 zorder=DATA_ZORDER,
             )
+            if label is not None:
+                drawn_run.handle = drawn_line
+                drawn_run.styles.add("climb")
             label = None
         if c.down:
             # Joined to the peak, hollow: the way down is read apart from the way up.
@@ -162,6 +201,7 @@ def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> float:
                 zorder=DATA_ZORDER,
             )
             freeing = None
+            drawn_run.styles.add("freeing")
         if c.freed:
             ax.plot(
                 [p[0] for p in c.freed],
@@ -172,6 +212,7 @@ def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> float:
                 label="after free" if k == 0 else None,
                 zorder=DATA_ZORDER,
             )
+            drawn_run.styles.add("freed")
         top = max([top, *(x for x, _ in c.up)])
     fit = run.result.fit(signal) if run.result is not None else None
     drawn = None if fit is None or top <= 0 else fitted_line(fit, climbs)
@@ -187,12 +228,48 @@ def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> float:
             zorder=REFERENCE_ZORDER + 1,
             gid="fit",
         )
-    return top
+        drawn_run.styles.add("fit")
+    drawn_run.top = top
+    return drawn_run
 
 
 def _interval(fit: SignalFit) -> str:
     iv = fit.interval
     return fit.method if iv is None else f"{iv[0]:.0f} to {iv[1]:.0f}, {fit.method}"
+
+
+def _wrapped(text: str, chars: int) -> str:
+    """Return ``text`` broken into lines of at most ``chars`` characters, between words."""
+    return "\n".join(textwrap.wrap(text, chars, break_on_hyphens=False)) or text
+
+
+def _legend_height(entries: Sequence[str]) -> float:
+    """Return the inches a legend of ``entries`` (wrapped text) takes."""
+    if not entries:
+        return 0.0
+    lines = sum(e.count("\n") + 1 for e in entries)
+    return lines * LEGEND_LINE_IN + len(entries) * LEGEND_GAP_IN + 0.15
+
+
+def _style_keys(styles: set[str]) -> list[Any]:
+    """Return the handles of the figure's key to the line styles drawn (neutral colours)."""
+    from matplotlib.lines import Line2D
+
+    keys: list[tuple[str, dict[str, Any], str]] = [
+        ("climb", {"ls": "-", "marker": "o", "ms": 3, "lw": 0.8}, "while allocating (the climb)"),
+        ("freeing", {"ls": ":", "marker": "o", "ms": 4, "lw": 0.8, "mfc": "none"}, "while freeing"),
+        ("freed", {"ls": "", "marker": "x", "ms": 7}, "after free"),
+        ("fit", {"ls": "--", "lw": 2}, "fitted line (the analysis's slope)"),
+    ]
+    handles = [
+        Line2D([], [], color="dimgrey", label=label, **style)
+        for name, style, label in keys
+        if name in styles
+    ]
+    if "references" in styles:
+        handles.append(Line2D([], [], **{**MIRROR_REFERENCE, "gid": None}))
+        handles.append(Line2D([], [], ls="-", lw=1.2, color="dimgrey", label="0: no host cost"))
+    return handles
 
 
 def write_audit_plot(report: AuditReport, path: PathLike) -> None:
@@ -203,38 +280,74 @@ def write_audit_plot(report: AuditReport, path: PathLike) -> None:
             setups.setdefault(run.setup, []).append(run)
     ncols = min(COLUMNS, max(1, len(setups)))
     nrows = max(1, math.ceil(len(setups) / ncols))
-    fig, fmt = new_figure(path, WIDTH_IN, max(6.0, PANEL_HEIGHT_IN * nrows + 1.4))
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    chars = LABEL_CHARS[ncols]
+    # Each row as tall as its axes, its labels and its longest legend (one entry per run).
+    rows = [list(setups.values())[r * ncols : (r + 1) * ncols] for r in range(nrows)]
+    entries = {id(r): _entry(report, r, chars) for runs in setups.values() for r in runs}
+    legend_in = [
+        max(
+            (_legend_height([entries[id(r)] for r in runs if entries[id(r)]]) for runs in row),
+            default=0.0,
+        )
+        for row in rows
+    ]
     plotted = [r for runs in setups.values() for r in runs]
-    fig.suptitle(
+    title = _wrapped(
         "Host memory cost of device allocations"
         + simulator_suffix(
             [r.simulated for r in plotted],
             any(report.run_platform(r) == "no-hardware" for r in plotted),
-        )
+        ),
+        TITLE_CHARS,
     )
+    height = sum(0.4 + AXES_HEIGHT_IN + UNDER_AXES_IN + h for h in legend_in)
+    height += 0.35 * (title.count("\n") + 1) + 1.0  # the title; the key to the styles
+    fig, fmt = new_figure(path, WIDTH_IN, max(6.0, height))
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    fig.suptitle(title)
     if not setups:
         axes[0].text(0.5, 0.5, "no set-up has samples", ha="center", va="center")
         axes[0].set_axis_off()
     colors = [f"C{i}" for i in range(10)]
+    styles: set[str] = set()
     for ax, (setup, runs) in zip(axes, setups.items(), strict=False):
-        top = max([0.0, *(_draw_run(ax, report, r, colors[i % 10]) for i, r in enumerate(runs))])
+        drawn = [_draw_run(ax, report, r, colors[i % 10]) for i, r in enumerate(runs)]
+        top = max([0.0, *(d.top for d in drawn)])
         if top > 0:
             draw_references(ax, top)
+            styles.add("references")
+        styles.update(*(d.styles for d in drawn))
         ax.set_title(setup + (" (SIMULATOR)" if any(r.simulated for r in runs) else ""))
         ax.set_xlabel("device memory allocated (GiB)")
-        ax.set_ylabel("host memory cost from the climb's start (MiB)")
+        ax.set_ylabel("host memory cost (MiB)\nfrom the climb's start")
         ax.grid(True, alpha=0.3)
-        ax.legend(
-            fontsize="small",
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.16),
-            ncols=2,
-            frameon=False,
-        )
+        shown = [
+            (d.handle, entries[id(r)])
+            for d, r in zip(drawn, runs, strict=True)
+            if d.handle is not None
+        ]
+        if shown:
+            from matplotlib.transforms import ScaledTranslation
+
+            # Its top a fixed distance under the axes (below the x label), whatever their height.
+            under = ax.transAxes + ScaledTranslation(0, -UNDER_AXES_IN, fig.dpi_scale_trans)
+            ax.legend(
+                [handle for handle, _ in shown],
+                [text for _, text in shown],
+                fontsize="small",
+                loc="upper center",
+                bbox_to_anchor=(0.5, 0.0),
+                bbox_transform=under,
+                frameon=False,
+            )
     for ax in axes[len(setups) :]:
         if setups:
             ax.set_axis_off()
+    keys = _style_keys(styles)
+    if keys:
+        fig.legend(
+            handles=keys, loc="outside lower center", ncols=3, fontsize="small", frameon=False
+        )
     save_figure(fig, fmt, path)
 
 
