@@ -41,6 +41,13 @@ TABLES = [
     ("p2p-json.md", "## `checks[]`", 0, "p2p", "Check"),
     ("allreduce-json.md", "# ", 0, "allreduce", ""),
     ("allreduce-json.md", "## `results[]`", 0, "allreduce", "Result"),
+    ("bench-kernels-json.md", "# ", 0, "bench.kernels", ""),
+    ("bench-kernels-json.md", "## `copy`", 0, "bench.kernels", "Copy"),
+    ("bench-kernels-json.md", "## `kernels[]`", 0, "bench.kernels", "Kernel"),
+    ("info-json.md", "# ", 0, "info", ""),
+    ("info-json.md", "## `loader`", 0, "info", "Loader"),
+    ("info-json.md", "## `drivers[]`", 0, "info", "Driver"),
+    ("info-json.md", "## `drivers[].devices[]`", 0, "info", "Device"),
 ]
 
 _WORDS = {

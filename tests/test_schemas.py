@@ -26,6 +26,8 @@ from l0mem.audit.model import SCHEMA as AUDIT_SCHEMA
 from l0mem.audit.model import AuditReport
 from l0mem.bench.allreduce import SCHEMA as ALLREDUCE_SCHEMA
 from l0mem.bench.copies import SCHEMA as P2P_SCHEMA
+from l0mem.bench.kernels import SCHEMA as KERNELS_SCHEMA
+from l0mem.cli.info import SCHEMA as INFO_SCHEMA
 from l0mem.watch.export import SCHEMA as WATCH_SCHEMA
 from tests.support import sim
 from tests.support.cli import run_l0mem
@@ -39,6 +41,8 @@ WRITTEN = {
     "matrix": MATRIX_SCHEMA,
     "p2p": P2P_SCHEMA,
     "allreduce": ALLREDUCE_SCHEMA,
+    "bench.kernels": KERNELS_SCHEMA,
+    "info": INFO_SCHEMA,
 }
 
 
@@ -88,7 +92,8 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
         key: str, command: str, args: list[str], env: dict[str, str], codes: tuple[int, ...] = (0,)
     ) -> None:
         path = out / f"{key}.json"
-        proc = run_l0mem(command, ["--json", str(path), *args], env)
+        head, *sub = command.split()  # "bench kernels": the group, then its command
+        proc = run_l0mem(head, [*sub, "--json", str(path), *args], env)
         assert proc.returncode in codes, proc.stderr
         made[key] = json.loads(path.read_text())
 
@@ -104,6 +109,9 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     make("watch", "run", ["--trace", "--", *workload], sim.sim_env(mirror="peer-resident"))
     make("p2p", "p2p", ["--sizes", "4KiB,64KiB", "--reps", "2"], two)
     make("allreduce", "allreduce", ["--sizes", "4KiB", "--reps", "2"], two)
+    kernels = ["--backend", "l0", "--elements", "4096", "--reps", "2", "--warmup", "0"]
+    make("bench.kernels", "bench kernels", kernels, two)
+    make("info", "info", [], sim.sim_env(devices=2, mirror="peer-resident"))
     audit_path, watch_path = str(out / "audit.json"), str(out / "watch.json")
     make("compare", "compare", [audit_path, audit_path], two)
     make("matrix", "matrix", [audit_path, watch_path], two)
@@ -112,7 +120,17 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
 
 @pytest.mark.parametrize(
     "key",
-    ["audit", "audit-skipped", "watch", "p2p", "allreduce", "compare", "matrix"],
+    [
+        "audit",
+        "audit-skipped",
+        "watch",
+        "p2p",
+        "allreduce",
+        "compare",
+        "matrix",
+        "bench.kernels",
+        "info",
+    ],
 )
 def test_real_reports_are_valid_under_their_schema_held_strictly(
     reports: dict[str, dict[str, Any]], key: str
@@ -288,3 +306,117 @@ def test_what_the_schema_accepts_the_reader_reads(
             assert gap, f"{name}: the schema accepts {path} = {value!r}; the reader refuses it"
         both_refuse += not schema_ok and not reader_ok
     assert both_refuse > 50  # the mutations reach what both check
+
+
+# ------------------------------------------- bench kernels and info: held strictly
+
+
+def _kernel_results() -> dict[str, dict[str, Any]]:
+    """Return bench kernels reports of the other shapes: nothing timed, and interrupted."""
+    from l0mem.bench.kernels import KernelBenchResult
+    from l0mem.bench.timing import Measurement
+
+    common: dict[str, Any] = {
+        "backend": "l0",
+        "device": "GPU 0",
+        "elements": 1024,
+        "repetitions": 4,
+        "warmup": 1,
+    }
+    copy = Measurement((900, 1000), 8192, "host", note="no device timing")
+    return {
+        "no hardware": KernelBenchResult(
+            **common, copy=None, kernels={}, no_hardware="NEO runs without hardware"
+        ).to_dict(),
+        "interrupted": KernelBenchResult(
+            **common,
+            copy=copy,
+            kernels={"l0mem_f32_add": Measurement((1200,), 12288, "host")},
+            complete=False,
+        ).to_dict(),
+    }
+
+
+@pytest.mark.parametrize("shape", ["no hardware", "interrupted"])
+def test_bench_kernels_reports_of_every_shape_are_valid(shape: str) -> None:
+    check_report(_kernel_results()[shape])
+
+
+def _other_type(value: Any) -> Any:
+    """Return a value of a JSON type ``value``'s field does not admit (none admits two of these)."""
+    if isinstance(value, bool):
+        return "yes"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return 7
+    if value is None:
+        return []
+    return [] if isinstance(value, dict) else {}
+
+
+# Where any key or value is allowed: the driver environment, a caller's details.
+FREE = {"environment", "details"}
+
+
+@pytest.mark.parametrize("name", ["bench.kernels", "info"])
+def test_a_wrong_type_or_a_missing_field_anywhere_fails_the_schema(
+    reports: dict[str, dict[str, Any]], name: str
+) -> None:
+    data = reports[name]
+    assert not errors(data, name)
+    changed = 0
+    for path in _locations(data):
+        if FREE & {k for k in path[:-1] if isinstance(k, str)}:
+            continue
+        target = data
+        for key in path:
+            target = target[key]
+        retyped = _changed(data, path, _other_type(target))
+        assert errors(retyped, name), f"{name}: {path} as {_other_type(target)!r} passes"
+        if not isinstance(path[-1], int):  # every key is required
+            assert errors(_changed(data, path, ...), name), f"{name}: without {path} passes"
+        changed += 1
+    assert changed > 40
+
+
+# (path, value): what no such report can hold, each refused by its schema.
+MALFORMED = {
+    "bench.kernels": [
+        (("schema",), "l0mem.bench.kernels/2"),
+        (("schema",), "l0mem.bench/1"),
+        (("backend",), "cuda"),
+        (("elements",), 0),
+        (("timing",), "wall"),
+        (("copy", "name"), "l0mem_f32_add"),
+        (("copy", "samples_ns"), []),
+        (("copy", "samples_ns", 0), -1),
+        (("copy", "gbps"), -1.0),
+        (("kernels", 0, "ratio_to_copy"), ...),
+        (("kernels", 0, "min_ns"), 1.5),
+    ],
+    "info": [
+        (("schema",), "l0mem.info/2"),
+        (("loader", "init_path"), "zeInitEverything"),
+        (("loader", "components", 0, "version"), "new"),
+        (("drivers", 0, "version"), "1.2"),
+        (("drivers", 0, "api_version"), "1"),
+        (("drivers", 0, "driver_version"), 1 << 32),
+        (("drivers", 0, "peer_access", 0, 0), "yes"),
+        (("drivers", 0, "devices", 0, "vendor_id"), "8086"),
+        (("drivers", 0, "devices", 0, "pci_address"), "10:00.0"),
+        (("drivers", 0, "devices", 0, "uuid"), "not-a-uuid"),
+        (("drivers", 0, "devices", 0, "memory_bytes"), -1),
+        (("drivers", 0, "devices", 0, "type"), ""),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "value"), [(n, p, v) for n, cases in MALFORMED.items() for p, v in cases]
+)
+def test_named_malformed_bench_kernels_and_info_reports_fail(
+    reports: dict[str, dict[str, Any]], name: str, path: tuple[Any, ...], value: Any
+) -> None:
+    assert not errors(reports[name], name)
+    assert errors(_changed(reports[name], path, value), name)

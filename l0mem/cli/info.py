@@ -4,8 +4,10 @@ Text goes to the terminal: the loader, then one block per device (so that
 PCI addresses and UUIDs stay whole on an 80-column terminal), then the peer
 matrix. ``--json PATH`` writes the same report atomically (temporary file,
 fsync, rename; mode 0644; the path is checked before any driver is asked) as
-JSON with these keys:
+JSON with these keys (schema ``l0mem.info/1``; docs/info-json.md, and
+``l0mem/schemas/info.schema.json`` to validate it):
 
+- ``schema``: ``"l0mem.info/1"``.
 - ``l0mem_version``: version of l0mem that wrote the report.
 - ``loader``: ``path`` (real path of libze_loader, or null), ``components``,
   a list of ``{"name", "version"}`` from ``zelLoaderGetVersions`` (empty on
@@ -15,6 +17,8 @@ JSON with these keys:
 - ``alt_drivers``: the paths in ``ZE_ENABLE_ALT_DRIVERS`` (drivers the loader
   was told to use instead of the installed ones, e.g. l0mem's simulator);
   empty when unset.
+- ``environment``: the variables that change driver, loader or runtime
+  behaviour, as they were (:mod:`l0mem.driverenv`).
 - ``drivers``: one object per driver with ``index``, ``driver_version`` (the
   raw 32-bit value), ``version`` (decoded as ``major.minor.build``, see
   :func:`l0mem.core.decode_driver_version`), ``uuid``, ``api_version``
@@ -61,6 +65,8 @@ from l0mem.cli._options import (
 from l0mem.cli.layout import pairs
 from l0mem.units import format_bytes
 
+SCHEMA = "l0mem.info/1"
+
 
 def _hex(value: int) -> str:
     return f"0x{value:04x}"
@@ -81,6 +87,7 @@ def collect() -> dict[str, Any]:
     flat = level_zero_devices()
     index_of = {dev: i for i, dev in enumerate(flat)}
     report: dict[str, Any] = {
+        "schema": SCHEMA,
         "l0mem_version": __version__,
         "loader": {
             "path": loader_path(),

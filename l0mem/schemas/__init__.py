@@ -2,7 +2,8 @@
 
 One file per format, ``<name>.schema.json``: ``audit`` (``l0mem.audit``),
 ``watch`` (``l0mem.watch``, from ``run`` and ``watch``), ``compare``,
-``matrix``, ``p2p`` and ``allreduce``. Each file is the one machine-readable
+``matrix``, ``p2p``, ``allreduce``, ``bench.kernels`` (``l0mem.bench.kernels``)
+and ``info``. Each file is the one machine-readable
 definition of its format: the tests hold the reports the commands write, the
 readers and the field tables of the documentation to it (docs/formats.md says
 how to validate a report with it). A schema accepts every report of its major
@@ -19,10 +20,19 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-NAMES: tuple[str, ...] = ("audit", "watch", "compare", "matrix", "p2p", "allreduce")
+NAMES: tuple[str, ...] = (
+    "audit",
+    "watch",
+    "compare",
+    "matrix",
+    "p2p",
+    "allreduce",
+    "bench.kernels",
+    "info",
+)
 
-# A report's "schema" field is "l0mem.<format>/<major>[.<minor>]".
-_REPORT_SCHEMA = re.compile(r"l0mem\.(\w+)/")
+# A report's "schema" field is "l0mem.<format>/<major>[.<minor>]"; a format may be dotted.
+_REPORT_SCHEMA = re.compile(r"l0mem\.(\w+(?:\.\w+)*)/")
 
 
 def path(name: str) -> Path:
