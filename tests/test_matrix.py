@@ -124,7 +124,7 @@ def test_a_baseline_marks_regressions_by_compares_rule(reports: Path, tmp_path: 
 
 def test_bad_input_is_one_line(reports: Path, tmp_path: Path) -> None:
     proc = run_l0mem("matrix", [str(reports), "--baseline", "no-such-driver"], {})
-    assert proc.returncode == 2 and "names no one stack" in one_line(proc, "matrix")
+    assert proc.returncode == 2 and "matches no stack" in one_line(proc, "matrix")
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     proc = run_l0mem("matrix", [str(reports / "a1.json"), str(broken)], {})
@@ -386,15 +386,119 @@ def test_control_characters_in_reports_are_shown_never_sent(tmp_path: Path) -> N
 def test_a_schema_name_of_any_length_is_counted_by_a_short_name(tmp_path: Path) -> None:
     for i, digits in enumerate((5000, 60)):
         (tmp_path / f"r{i}.json").write_text(json.dumps({"schema": "l0mem.audit/" + "9" * digits}))
+    good = _report(tmp_path / "good.json", "26.05.1", "m1", 1.0)
     out = tmp_path / "m.json"
     proc = run_l0mem(
-        "matrix", [str(tmp_path / "r0.json"), str(tmp_path / "r1.json"), "--json", str(out)], {}
+        "matrix",
+        [str(tmp_path / "r0.json"), str(tmp_path / "r1.json"), str(good), "--json", str(out)],
+        {},
     )
     assert proc.returncode == 0, proc.stderr
     kinds = json.loads(out.read_text())["not_audit_reports"]
     # Both names cut to one short label: counted together, and no line carries 5000 digits.
     assert kinds == {"audit/" + "9" * 39 + "...": 2}
-    assert max(len(line) for line in proc.stdout.splitlines()) < 200
+    assert max(len(line) for line in (proc.stdout + proc.stderr).splitlines()) < 250
+
+
+# Every kind of file that is not an audit (or run/watch) report, and what the
+# line about it must say: none of them may pass for a fleet without findings.
+NOT_AUDIT = {
+    "p2p.json": ({"schema": "l0mem.p2p/1.1", "ok": True}, "an l0mem p2p report"),
+    "allreduce.json": ({"schema": "l0mem.allreduce/1", "ok": True}, "an l0mem allreduce report"),
+    "watch.json": ({"schema": "l0mem.watch/1.1", "summary": None}, "without a summary"),
+    "watch2.json": ({"schema": "l0mem.watch/2.0", "summary": {}}, "a major version"),
+    "future.json": ({"schema": "l0mem.audit/2.0"}, "a major version this l0mem does not read"),
+    "matrix.json": ({"schema": "l0mem.matrix/1", "groups": []}, "an l0mem matrix report"),
+    "other.json": ({"schema": "other/1", "x": 1}, "not an l0mem report"),
+    "plain.json": ({"name": "x"}, 'not an l0mem report (no "schema")'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_AUDIT))
+def test_a_file_that_is_not_an_audit_report_is_named_and_alone_is_exit_4(
+    name: str, tmp_path: Path
+) -> None:
+    data, said = NOT_AUDIT[name]
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    proc = run_l0mem("matrix", [str(path)], {})
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    line = one_line(proc, "matrix")
+    assert "none of the 1 file(s) given is an audit or run/watch report" in line
+    assert str(path) in line and said in line, line
+    assert proc.stdout == ""
+
+
+def test_files_left_out_beside_reports_are_each_a_warning(tmp_path: Path) -> None:
+    paths = []
+    for name, (data, _) in sorted(NOT_AUDIT.items()):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(data))
+    good = _report(tmp_path / "good.json", "26.05.1", "m1", 1.0)
+    only = run_l0mem("matrix", [str(p) for p in paths], {})
+    assert only.returncode == 4 and f"none of the {len(paths)} file(s)" in one_line(only, "matrix")
+    assert "and 5 more" in only.stderr  # a fleet's worth of names is not one line's
+    proc = run_l0mem("matrix", [*(str(p) for p in paths), str(good)], {})
+    assert proc.returncode == 0, proc.stderr
+    warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("l0mem matrix: warning: ")]
+    assert len(warnings) == len(paths) == len(proc.stderr.splitlines())
+    for path, line in zip(paths, warnings, strict=True):
+        assert line.startswith(f"l0mem matrix: warning: {path}: left out: "), line
+        assert NOT_AUDIT[path.name][1] in line, line
+    assert "mirror 1024 (n=1)" in proc.stdout
+
+
+def test_an_ambiguous_or_empty_baseline_lists_the_stacks_it_matches(reports: Path) -> None:
+    proc = run_l0mem("matrix", [str(reports), "--baseline", "26."], {})
+    assert proc.returncode == 2, proc.stderr
+    line = one_line(proc, "matrix")
+    assert "--baseline '26.' is ambiguous: it matches 2 stacks" in line, line
+    assert "'driver 26.05.1 | loader 1.21.1 | " in line and "'driver 26.14.2 | " in line, line
+    assert "25.18" not in line
+    for empty in ("", " "):
+        proc = run_l0mem("matrix", [str(reports), "--baseline", empty], {})
+        assert proc.returncode == 2 and "matches no stack" in one_line(proc, "matrix")
+    # A part unique to one row names that row.
+    proc = run_l0mem("matrix", [str(reports), "--baseline", "26.05.1"], {}, columns=250)
+    assert proc.returncode == 0 and "driver 26.05.1" in proc.stdout and "(baseline)" in proc.stdout
+
+
+def test_an_empty_report_name_is_a_usage_error_not_the_current_directory(
+    reports: Path,
+) -> None:
+    # Path("") is "."; read as the current directory, it matrixed whatever lay there.
+    proc = run_l0mem("matrix", [str(reports / "a1.json"), ""], {})
+    assert proc.returncode == 2, proc.stderr
+    assert "an empty name names no report" in proc.stderr and proc.stdout == ""
+
+
+def test_one_machine_never_disagrees_with_itself(tmp_path: Path) -> None:
+    from l0mem.audit.matrix import Cell
+
+    # One machine's two reports (before and after a reboot) with two verdicts: n=1.
+    one = _report(tmp_path / "one-a.json", "26.05.1", "m1", 1.0)
+    again = _report(tmp_path / "one-b.json", "26.05.1", "m1", 0.0)
+    data = json.loads(run_l0mem("matrix", [str(one), str(again), "--json", "-"], {}).stdout)
+    (row,) = data["groups"][0]["rows"]
+    cell = row["cells"][PEER]
+    assert sorted(cell["verdicts"]) == ["clean", "mirror"] and cell["machines"] == 1
+    assert cell["disagree"] is False
+    proc = run_l0mem("matrix", [str(one), str(again)], {}, columns=200)
+    assert "DISAGREE" not in proc.stdout and "(n=1)" in proc.stdout
+    # The class: any number of runs on one machine never disagree; two machines that differ do.
+    mirror, clean = synthetic_report(
+        [synthetic_run(1.0, setup=PEER), synthetic_run(0.0, setup=PEER, seed=3)]
+    ).runs
+    failed = dataclasses.replace(mirror, status="failed", result=None)
+    assert (mirror.result and mirror.result.verdict, clean.result and clean.result.verdict) == (
+        "mirror",
+        "clean",
+    )
+    for runs in ([mirror], [mirror, clean], [clean, mirror, failed], [mirror, mirror]):
+        assert Cell([("m1", r) for r in runs]).disagree is False
+        assert Cell([("m1", r) for r in runs] + [("m2", mirror)]).disagree is (
+            len({r.status if r.result is None else r.result.verdict for r in runs} | {"mirror"}) > 1
+        )
 
 
 @pytest.mark.parametrize("columns", [80, 120])

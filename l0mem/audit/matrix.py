@@ -140,8 +140,13 @@ class Cell:
 
     @property
     def disagree(self) -> bool:
-        """Return whether machines of this stack reached different verdicts."""
-        return len(set(self.verdicts)) > 1
+        """Return whether two machines of this stack reached different verdicts.
+
+        One machine's runs never disagree with each other, however many reports
+        it gave: its verdicts differing is that machine's noise, not a split
+        between machines.
+        """
+        return self.machines > 1 and len(set(self.verdicts)) > 1
 
     @property
     def slope(self) -> float | None:
@@ -236,12 +241,17 @@ def build(reports: Sequence[tuple[str, AuditReport]]) -> list[Matrix]:
     return [groups[g] for g in sorted(groups)]
 
 
-def find_stack(matrices: Sequence[Matrix], name: str) -> str | None:
-    """Return the one stack ``name`` names (the whole line, or a part of it unique to one), or None."""
+def stacks_named(matrices: Sequence[Matrix], name: str) -> list[str]:
+    """Return the stacks ``name`` names: the whole line it is, else every stack holding it, sorted."""
     stacks = sorted({s for m in matrices for s in m.stacks})
     if name in stacks:
-        return name
-    hits = [s for s in stacks if name in s]
+        return [name]
+    return [s for s in stacks if name in s]
+
+
+def find_stack(matrices: Sequence[Matrix], name: str) -> str | None:
+    """Return the one stack ``name`` names (the whole line, or a part of it unique to one), or None."""
+    hits = stacks_named(matrices, name)
     return hits[0] if len(hits) == 1 else None
 
 
@@ -366,6 +376,7 @@ __all__ = [
     "md_text",
     "regressions",
     "stack_of",
+    "stacks_named",
     "summarized",
     "to_dict",
 ]

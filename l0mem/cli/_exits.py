@@ -184,6 +184,12 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.USAGE,
+        "`matrix`: a `--baseline` that matches no stack of the reports, or several (the line "
+        "lists them), or an empty REPORT name",
+        _only("matrix"),
+    ),
+    Row(
+        ExitCode.USAGE,
         "`bench kernels`: `--work-group-size` with the Level Zero backend, or above the "
         "kernels' limit",
         _only("bench kernels"),
@@ -251,7 +257,9 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.BAD_INPUT,
-        "`matrix`: a report is missing, unreadable or malformed, or a directory holds none",
+        "`matrix`: a report is missing, unreadable or malformed, a directory holds none, or "
+        "none of the files given is an audit or run/watch report (each file left out beside "
+        "usable ones is a warning)",
         _only("matrix"),
     ),
     Row(

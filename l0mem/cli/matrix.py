@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -28,6 +28,7 @@ from l0mem.cli._common import (
     escape,
     exit_epilog,
     fail,
+    notice,
     output,
     rendering,
     reporting,
@@ -68,14 +69,44 @@ def _paths(reports: tuple[Path, ...]) -> list[Path]:
     return out
 
 
-def _read(paths: list[Path]) -> tuple[list[tuple[str, Any]], dict[str, int]]:
-    """Return the audit reports among ``paths`` and how many files of each other kind there were."""
+class Skipped(NamedTuple):
+    """A file the matrix left out: its name, the kind it is counted as, and what it is."""
+
+    path: Path
+    kind: str  # the schema without "l0mem." (cut to KIND_CHARS), or "unknown"
+    what: str  # for the user: what the file is instead of an audit report
+
+
+def _kind(schema: str) -> str:
+    """Return how a file of ``schema`` is counted: its name without ``l0mem.``, cut short."""
+    kind = schema.split(".", 1)[-1] if schema.startswith("l0mem.") else "unknown"
+    # A name is shown and counted, never a file's whole text.
+    return kind if len(kind) <= KIND_CHARS else kind[: KIND_CHARS - 3] + "..."
+
+
+def _what(schema: str, kind: str) -> str:
+    """Return what a file of ``schema`` is, said to a user who gave it as an audit report."""
+    if schema.startswith("l0mem.audit/"):
+        return f"an audit report of schema {kind}, a major version this l0mem does not read"
+    if schema.startswith("l0mem.watch/1."):
+        return f"a run/watch report (schema {kind}) without a summary to take a verdict from"
+    if schema.startswith("l0mem.watch/"):
+        return f"a run/watch report of schema {kind}, a major version this l0mem does not read"
+    if kind != "unknown":
+        return f"an l0mem {kind.split('/', 1)[0]} report (schema {kind}), not an audit or run/watch one"
+    if schema:
+        return 'not an l0mem report (its "schema" is none of l0mem\'s)'
+    return 'not an l0mem report (no "schema")'
+
+
+def _read(paths: list[Path]) -> tuple[list[tuple[str, Any]], list[Skipped]]:
+    """Return the audit (and run/watch) reports among ``paths``, and the files left out."""
     from l0mem.audit.loading import load_json_data, report_from_data
     from l0mem.audit.matrix import from_watch, summarized
     from l0mem.audit.model import ReportFormatError
 
     reports: list[tuple[str, Any]] = []
-    apart: dict[str, int] = {}
+    skipped: list[Skipped] = []
     for path in paths:
         data = load_json_data(path)
         schema = str(data.get("schema", ""))
@@ -86,14 +117,63 @@ def _read(paths: list[Path]) -> tuple[list[tuple[str, Any]], dict[str, int]]:
                 raise ReportFormatError(f"{path}: not a readable watch report ({exc})") from None
             continue
         if not schema.startswith("l0mem.audit/1"):
-            kind = schema.split(".", 1)[-1] if schema.startswith("l0mem.") else "unknown"
-            if len(kind) > KIND_CHARS:  # a name is shown and counted, never a file's whole text
-                kind = kind[: KIND_CHARS - 3] + "..."
-            apart[kind] = apart.get(kind, 0) + 1
+            kind = _kind(schema)
+            skipped.append(Skipped(path, kind, _what(schema, kind)))
             continue
         # Read one at a time and kept without samples: a fleet's reports never all in memory.
         reports.append((str(path), summarized(report_from_data(data, path))))
-    return reports, apart
+    return reports, skipped
+
+
+# How many files a "none is an audit report" line names before "and N more".
+NAMED_FILES = 3
+
+
+def _none_usable(skipped: list[Skipped]) -> str:
+    """Return the line for inputs of which none is an audit or run/watch report."""
+    named = "; ".join(f"{s.path}: {s.what}" for s in skipped[:NAMED_FILES])
+    more = f"; and {len(skipped) - NAMED_FILES} more" if len(skipped) > NAMED_FILES else ""
+    return (
+        f"none of the {len(skipped)} file(s) given is an audit or run/watch report ({named}{more})"
+    )
+
+
+# How many stacks an ambiguous --baseline line lists before "and N more".
+NAMED_STACKS = 5
+
+
+def _baseline_stack(matrices: list[Any], baseline: str) -> str:
+    """Return the one stack ``--baseline`` names; a usage error (exit 2) when none or several match."""
+    from l0mem.audit import matrix as mx
+
+    hits = mx.stacks_named(matrices, baseline) if baseline.strip() else []
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        fail(
+            "matrix",
+            ExitCode.USAGE,
+            f"--baseline {baseline!r} matches no stack of the reports: give a whole row as "
+            "the table shows it, or a part of one (a driver version)",
+        )
+    listed = "; ".join(repr(h) for h in hits[:NAMED_STACKS])
+    more = f"; and {len(hits) - NAMED_STACKS} more" if len(hits) > NAMED_STACKS else ""
+    fail(
+        "matrix",
+        ExitCode.USAGE,
+        f"--baseline {baseline!r} is ambiguous: it matches {len(hits)} stacks ({listed}{more}); "
+        "give more of the one meant, or its whole row",
+    )
+
+
+class _ReportPath(click.Path):
+    """A REPORT argument: a file or a directory; an empty name is a usage error, not ``.``."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Return the path ``value`` names; refuse an empty one (which would read the directory ``.``)."""
+        if isinstance(value, str) and not value:
+            self.fail("an empty name names no report (give a file or a directory)", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def _write_text(command: str, path: Path, text: str) -> None:
@@ -106,7 +186,9 @@ def _write_text(command: str, path: Path, text: str) -> None:
 
 
 @click.command(epilog=exit_epilog("matrix"))
-@click.argument("reports", nargs=-1, required=True, type=click.Path(readable=False, path_type=Path))
+@click.argument(
+    "reports", nargs=-1, required=True, type=_ReportPath(readable=False, path_type=Path)
+)
 @click.option(
     "--baseline",
     metavar="STACK",
@@ -173,19 +255,19 @@ def matrix(
             f"no report in {named} (a directory is read for its *.json)",
         )
     with reporting("matrix"):
-        read, apart = _read(paths)
+        read, skipped = _read(paths)
+    if not read:  # a table of nothing would read as a fleet without findings
+        fail("matrix", ExitCode.BAD_INPUT, _none_usable(skipped))
     matrices = mx.build(read)
     stack = None
     found: list[Any] = []
     if baseline is not None:
-        stack = mx.find_stack(matrices, baseline)
-        if stack is None:
-            fail(
-                "matrix",
-                ExitCode.USAGE,
-                f"--baseline {baseline!r} names no one stack of the reports",
-            )
+        stack = _baseline_stack(matrices, baseline)
         found = mx.regressions(matrices, stack, slope_tolerance)
+    apart: dict[str, int] = {}
+    for left in skipped:  # said once the command line is known good: a usage error is one line
+        notice("matrix", f"warning: {left.path}: left out: {left.what}")
+        apart[left.kind] = apart.get(left.kind, 0) + 1
     if json_path is not None:
         save_json("matrix", json_path, mx.to_dict(matrices, found, stack, apart))
     if markdown_path is not None:
