@@ -125,6 +125,24 @@ def test_no_driver_or_loader_exits_3_with_one_line(override):
     assert proc.stdout == ""
 
 
+def test_no_driver_prints_what_to_install_and_exits_3(tmp_path):
+    # The loader is there but finds no driver: the one file it is told to load is not one.
+    from l0mem.backends.select import INSTALL_HINT
+
+    not_a_driver = tmp_path / "libze_none.so"
+    not_a_driver.write_bytes(b"")
+    env = base_env()
+    env["ZE_ENABLE_ALT_DRIVERS"] = str(not_a_driver)
+    for args in ([], ["--json", str(tmp_path / "info.json")]):
+        proc = run_info(args, env)
+        assert proc.returncode == 3, proc.stderr  # docs/guide/exit-codes.md: no driver
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith("l0mem info: no Level Zero driver found"), line
+        assert line.endswith(INSTALL_HINT), line
+        assert "libze-intel-gpu1" in line and "docs/guide/no-gpu.md" in line
+        assert proc.stdout == "" and not (tmp_path / "info.json").exists()
+
+
 def test_zero_simulated_devices_exits_3():
     simsupport.build()
     env = base_env()
@@ -220,3 +238,19 @@ def test_every_path_version_and_identifier_is_whole_at(sim_env, tmp_path, column
             values += [dev["name"], dev["type"], dev["uuid"], dev["pci_address"] or "-"]
             values.append(f"{dev['vendor_id']}:{dev['device_id']}")
     assert_whole_at(proc.stdout, int(columns), values)
+
+
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_the_devices_are_followed_by_the_command_to_run_next(sim_env, tmp_path, columns):
+    proc = run_info([], dict(sim_env, COLUMNS=columns))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert lines[-1].startswith("Next: l0mem audit"), lines[-1]  # after every device
+    assert "host memory" in lines[-1] and "device memory" in lines[-1]  # what it answers
+    assert sum("l0mem audit" in line for line in lines) == 1
+    assert_whole_at(proc.stdout, int(columns), [lines[-1]])
+    # Human output only: a report on standard output is JSON alone, the line on stderr.
+    piped = run_info(["--json", "-"], dict(sim_env, COLUMNS=columns))
+    assert piped.returncode == 0, piped.stderr
+    assert "l0mem audit" not in piped.stdout and json.loads(piped.stdout)["drivers"]
+    assert piped.stderr.rstrip().splitlines()[-1] == lines[-1]

@@ -135,8 +135,12 @@ def collect() -> dict[str, Any]:
     return report
 
 
+# The command to run next, and what it answers: info says what is here, audit what it costs.
+NEXT = "Next: l0mem audit (how much host memory each GiB of device memory takes here)"
+
+
 def render(report: dict[str, Any], console: Console) -> None:
-    """Print the report as rich tables."""
+    """Print the report as rich tables, then the command to run next."""
     rows = [("path", str(report["loader"]["path"] or "unknown"))]
     rows += [(comp["name"], comp["version"]) for comp in report["loader"]["components"]]
     rows.append(("initialized by", report["loader"].get("init_path") or "-"))
@@ -187,6 +191,7 @@ def render(report: dict[str, Any], console: Console) -> None:
                     *("-" if i == pos else ("yes" if ok else "no") for i, ok in enumerate(row)),
                 )
             console.print(peers)
+    console.print(NEXT)
 
 
 @click.command(epilog=exit_epilog("info"))
