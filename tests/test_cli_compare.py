@@ -295,3 +295,85 @@ def test_every_verdict_and_slope_is_whole_at(tmp_path: Path, columns: int) -> No
         if c["note"]:
             values.append(f"{label}: {c['note']}")
     assert_whole_at(proc.stdout, columns, values)
+
+
+def _answer_case(case: str, tmp_path: Path) -> tuple[list[str], int, str, list[str]]:
+    """Return (BASELINE CURRENT, exit code, how the answer opens, what it must hold whole)."""
+    import dataclasses
+
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    if case == "regressed":
+        return (
+            [BASELINE, str(DATA / "current-regressed.json")],
+            1,
+            "Compared 5 run(s) with the baseline: 2 regression(s)",
+            ["Worse now: l0 (clean -> mirror, +1025 MiB/GiB), sycl-single (clean -> partial, +511"],
+        )
+    if case == "same":
+        return (
+            [BASELINE, str(DATA / "current-same.json")],
+            0,
+            "Compared 5 run(s) with the baseline: no regression",
+            [],
+        )
+    if case == "unjudged":
+        write_json(synthetic_report([synthetic_run(0.0, noise_mib=500.0, seed=4)]), before)
+        write_json(synthetic_report([synthetic_run(1.0)]), after)
+        return (
+            [str(before), str(after)],
+            1,
+            "Compared 1 run(s) with the baseline: 1 run(s) not judged",
+            ["Not judged: sycl (the baseline run has no verdict (inconclusive) -> mirror)"],
+        )
+    if case == "missing":
+        write_json(synthetic_report([synthetic_run(0.0, setup="l0", seed=3)]), after)
+        return (
+            [BASELINE, str(after)],
+            1,
+            "Compared 1 run(s) with the baseline: 3 regression(s): judged run(s) missing",
+            [
+                "Runs in the baseline only: sycl, sycl-single, l0-multi, sycl [affinity] "
+                "(had a verdict: REGRESSION)"
+            ],
+        )
+    sim = dataclasses.replace(
+        synthetic_report([synthetic_run(0.0)]), fingerprint={"simulated": True}
+    )
+    write_json(sim, before)
+    return (
+        [str(before), str(before)],
+        0,
+        "[SIMULATOR] Compared 1 run(s) with the baseline: no regression",
+        [],
+    )
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+@pytest.mark.parametrize("case", ["regressed", "same", "unjudged", "missing", "simulator"])
+def test_the_answer_comes_first_and_quiet_prints_it_alone(
+    tmp_path: Path, case: str, columns: int
+) -> None:
+    reports, code, opens, holds = _answer_case(case, tmp_path)
+    full = run_l0mem("compare", reports, dict(os.environ), columns=columns)
+    quiet = run_l0mem("compare", ["-q", *reports], dict(os.environ), columns=columns)
+    assert full.returncode == quiet.returncode == code, full.stderr + quiet.stderr
+    assert full.stderr == quiet.stderr == ""
+    answer, details = full.stdout.split("\n\n", 1)
+    assert quiet.stdout == answer + "\n"  # -q: the answer, the same lines, and nothing else
+    flat = " ".join(line.strip() for line in answer.splitlines())
+    assert flat.startswith(opens), answer
+    # At most five lines at 120 columns; each one whole at 80 columns too.
+    if columns == 120:
+        assert 1 <= len(answer.splitlines()) <= 5, answer
+    assert_whole_at(quiet.stdout, columns, [opens, *holds])
+    # The details follow: the table (titled with both reports), no outcome repeated after it.
+    assert reports[0] in " ".join(details.split()) and "set-up" in details
+    assert "regression(s)" not in details and "no regression" not in details
+    assert not any(mark in quiet.stdout for mark in ("┃", "━", "set-up:"))
+
+
+def test_quiet_prints_no_answer_where_the_reports_cannot_be_compared() -> None:
+    proc = run_l0mem("compare", ["-q", BASELINE, str(DATA / "other-setups.json")], dict(os.environ))
+    assert proc.returncode == 5
+    assert proc.stdout == ""  # exit 5 has no answer: its one line says why
+    assert "no set-up run in common" in _one_line_error(proc.stderr)

@@ -1,5 +1,12 @@
 """``l0mem compare``: compare two audit reports and fail on a mirroring regression.
 
+The answer comes first, in at most five lines (:func:`answer_lines`): how
+many runs were compared and the outcome, which runs are worse now, which
+could not be judged, which are in one report only; then the run-by-run
+table and a line per change worth a note. ``-q`` prints the answer alone.
+Reports that cannot be compared (exit 5) have no answer: their one error
+line says why.
+
 ``--plot PATH`` draws each run of both reports with its deciding slope before
 and now (PNG or SVG), on a regression too; with no run in common it writes
 nothing.
@@ -10,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 
 from l0mem.audit.compare import (
     DEFAULT_SLOPE_TOLERANCE,
@@ -32,8 +39,9 @@ from l0mem.cli._common import (
     save_plot,
     to_stdout,
 )
-from l0mem.cli._options import check_plot, finite, plot_option
-from l0mem.cli.layout import fitted
+from l0mem.cli._options import answer_only_option, check_plot, finite, plot_option
+from l0mem.cli.audit_view import NO_HARDWARE_MARK, SIMULATOR_MARK
+from l0mem.cli.layout import fitted, whole
 from l0mem.files import write_bytes
 
 
@@ -53,13 +61,12 @@ def _result_cell(change: RunChange) -> str:
 def _table(
     console: Console, comparison: Comparison, baseline: Path, current: Path
 ) -> RenderableType:
-    title = f"{baseline} -> {current}"
-    if comparison.simulated:
-        title += " (simulator numbers, not hardware)"
+    notes = ["(simulator numbers, not hardware)"] if comparison.simulated else []
     if comparison.no_hardware:
-        title += " (no hardware: the GPU driver executed nothing)"
-    if len(title) > console.width:  # each report's path whole on a line of its own
-        title = title.replace(" -> ", "\n-> ", 1)
+        notes.append("(no hardware: the GPU driver executed nothing)")
+    title = [" ".join([f"{baseline} -> {current}", *notes])]
+    if len(title[0]) > console.width:  # each report's path whole on a line of its own
+        title = [str(baseline), f"-> {current}", *notes]
     headers = ("set-up", "baseline", "current", "before", "now", "change", "result")
     rows = [
         (
@@ -73,20 +80,96 @@ def _table(
         )
         for c in comparison.changes
     ]
+    # Above the table, not its title: a title is folded at the table's width, a path with it.
     # Stacked where too wide: a verdict or a slope is never folded mid-word.
-    return fitted(
-        console,
-        escape(title),
-        headers,
-        rows,
-        caption="before/now/change: deciding slope, MiB of host memory per GiB of device memory",
-        right=("before", "now", "change"),
+    return Group(
+        *(whole(escape(line), style="italic") for line in title),
+        fitted(
+            console,
+            "",
+            headers,
+            rows,
+            caption="before/now/change: deciding slope, MiB of host memory per GiB of device memory",
+            right=("before", "now", "change"),
+        ),
     )
 
 
 def _label(key: tuple[str, str | None]) -> str:
     setup, remedy = key
     return setup if remedy is None else f"{setup} [{remedy}]"
+
+
+MAX_ANSWER = 5  # the outcome, worse now, not judged, in one report only
+
+
+def _how(change: RunChange) -> str:
+    """Return how a run got worse in a few words: its verdicts and its slope's rise, or the note."""
+    before, now = change.baseline_verdict, change.current_verdict
+    if before is None or now is None or change.current_status == "failed":
+        return change.note  # a verdict lost: why, as the note says it
+    parts = [f"{before} -> {now}"] if before != now else []
+    if change.slope_change is not None:
+        parts.append(f"{change.slope_change:+.0f} MiB/GiB")
+    return ", ".join(parts) or change.note
+
+
+def answer_lines(comparison: Comparison, outcome: str, *, regression: bool) -> list[str]:
+    """Return the answer, at most :data:`MAX_ANSWER` lines: the outcome, then which runs and why.
+
+    ``outcome`` is the command's verdict (``no regression``, how many regressions);
+    ``regression``: the comparison fails (exit 1), so a run that went missing is one.
+    """
+    marks = [SIMULATOR_MARK] if comparison.simulated else []
+    marks += [NO_HARDWARE_MARK] if comparison.no_hardware else []
+    prefix = "".join(f"[{m}] " for m in marks)
+    n = len(comparison.changes)
+    lines = [f"{prefix}Compared {n} run(s) with the baseline: {outcome}"]
+    worse = [c for c in comparison.regressions if c.judged]
+    if worse:
+        lines.append("Worse now: " + ", ".join(f"{c.label} ({_how(c)})" for c in worse))
+    # A skipped run is never judged, by design: a detail; a verdict missing is part of the answer.
+    unjudged = [
+        c
+        for c in comparison.changes
+        if c.note.startswith("not judged")
+        and "skipped" not in (c.baseline_status, c.current_status)
+    ]
+    if unjudged:
+        lines.append(
+            "Not judged: "
+            + ", ".join(f"{c.label} ({c.note.removeprefix('not judged: ')})" for c in unjudged)
+        )
+    only = []
+    if comparison.missing:
+        lost = " (had a verdict: REGRESSION)" if regression and comparison.lost else ""
+        only.append("in the baseline only: " + ", ".join(map(_label, comparison.missing)) + lost)
+    if comparison.new:
+        only.append("in the current report only: " + ", ".join(map(_label, comparison.new)))
+    if only:
+        lines.append("Runs " + "; ".join(only))
+    return lines[:MAX_ANSWER]
+
+
+def _details(
+    console: Console, comparison: Comparison, baseline: Path, current: Path, code: ExitCode
+) -> None:
+    """Print what follows the answer: the run-by-run table, notes, runs in one report only."""
+    if comparison.changes:
+        console.print(_table(console, comparison, baseline, current), crop=False)
+    # Wrapped at spaces (not soft-wrapped past the width): a note carries verdicts and slopes.
+    for c in comparison.changes:
+        if c.note:
+            console.print(escape(f"{c.label}: {c.note}"))
+    for key in comparison.missing:
+        # A regression only where the comparison is one (exit 1), not beside exit 5.
+        judged = (
+            "REGRESSION: it had a verdict" if code == ExitCode.REGRESSION else "it had a verdict"
+        )
+        lost = f" ({judged})" if key in comparison.lost else ""
+        console.print(escape(f"only in baseline: {_label(key)}") + lost)
+    for key in comparison.new:
+        console.print(escape(f"only in current: {_label(key)}"))
 
 
 @click.command("compare", epilog=exit_epilog("compare"))
@@ -129,6 +212,7 @@ def _label(key: tuple[str, str | None]) -> str:
     "the verdict zones, regressions in red; written on a regression too, not when no run "
     "is in common"
 )
+@answer_only_option
 def compare(
     baseline: Path,
     current: Path,
@@ -137,8 +221,12 @@ def compare(
     allow_unjudged: bool,
     json_path: Path | None,
     plot_path: Path | None,
+    answer_only: bool,
 ) -> None:
-    """Compare two audit reports (BASELINE, CURRENT) run by run and flag regressions."""
+    """Compare two audit reports (BASELINE, CURRENT) run by run and flag regressions.
+
+    The answer comes first (the outcome, which runs are worse and why), then the table.
+    """
     # Writing the comparison over BASELINE or CURRENT would destroy an input: exit 2.
     check_outputs(
         "compare",
@@ -159,8 +247,7 @@ def compare(
         parts = [f"{worse} regression(s)"] if worse else []
         if unjudged:
             parts.append(
-                f"{unjudged} run(s) not judged: a verdict is missing to hold them to "
-                "(--allow-unjudged lists them without failing)"
+                f"{unjudged} run(s) not judged (--allow-unjudged lists them without failing)"
             )
         code, message = ExitCode.REGRESSION, "; ".join(parts)
     elif (comparison.missing or comparison.new) and not allow_new_setups:
@@ -187,28 +274,17 @@ def compare(
         save_plot("compare", plot_path, lambda p: write_compare_plot(comparison, p))
 
     console = output(highlight=False, stderr=to_stdout(json_path))
+    judged = code in (ExitCode.OK, ExitCode.REGRESSION)  # else exit 5: its error line says why
     with rendering():
-        if comparison.changes:
-            console.print(_table(console, comparison, baseline, current), crop=False)
-        # Wrapped at spaces (not soft-wrapped past the width): a note carries verdicts and slopes.
-        for c in comparison.changes:
-            if c.note:
-                console.print(escape(f"{c.label}: {c.note}"))
-        for key in comparison.missing:
-            # A regression only where the comparison is one (exit 1), not beside exit 5.
-            judged = (
-                "REGRESSION: it had a verdict"
-                if code == ExitCode.REGRESSION
-                else "it had a verdict"
-            )
-            lost = f" ({judged})" if key in comparison.lost else ""
-            line = escape(f"only in baseline: {_label(key)}") + lost
-            console.print(line)
-        for key in comparison.new:
-            line = escape(f"only in current: {_label(key)}")
-            console.print(line)
-        if code in (ExitCode.OK, ExitCode.REGRESSION):
-            console.print(message)
-    if code not in (ExitCode.OK, ExitCode.REGRESSION):
+        if judged:
+            regression = code == ExitCode.REGRESSION
+            # Wrapped at spaces (not soft-wrapped past the width): it carries verdicts and slopes.
+            for line in answer_lines(comparison, message, regression=regression):
+                console.print(escape(line))
+        if not answer_only:
+            if judged:
+                console.print()
+            _details(console, comparison, baseline, current, code)
+    if not judged:
         fail("compare", code, message)
     raise SystemExit(int(code))
