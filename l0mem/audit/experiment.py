@@ -117,6 +117,14 @@ class Experiment(Generic[BackendT]):
         """Return device-side memory values for the samples (none by default)."""
         return {}
 
+    def device_label(self, index: int) -> str:
+        """Return how a line names the backend's device ``index``: l0mem's index or SYCL filter, and name."""
+        d = self.devices[index] if 0 <= index < len(self.devices) else {}
+        name = d.get("name") or self.backend.device_name(index)
+        if "index" in d:
+            return f"device {d['index']} ({name})"
+        return f"SYCL device {d.get('filter_string') or index} ({name})"
+
     def close(self) -> None:
         """Release the backend and everything it holds."""
         self.backend.close()

@@ -269,9 +269,18 @@ class Runner:
             from l0mem._ze.errors import OutOfDeviceMemoryError
 
             if isinstance(exc, (OutOfDeviceMemoryError, MemoryError)):
-                return "stopped-early", f"{REASON_DEVICE_FULL}: {one_line(exc)}"
+                return "stopped-early", f"{REASON_DEVICE_FULL}: {self._out_of_memory(exc)}"
             raise
         return None
+
+    def _out_of_memory(self, exc: BaseException) -> str:
+        """Return what ran out: the allocation's size and device as the audit names it, and the driver's line."""
+        from l0mem.backends import failed_allocation
+
+        failed = failed_allocation(exc)
+        if failed is None or self.exp is None:
+            return one_line(exc)
+        return f"allocating {failed.what(self.exp.device_label(failed.device))}: {failed.cause}"
 
     def _step(self, nbytes: int) -> None:
         """Allocate one step in as many driver allocations as the guard allows; raise Halt if it refuses."""

@@ -28,6 +28,7 @@ the leaf modules (``units``, ``files``, ``bf16``, ``keepalive``). The measuremen
 CLI layers import from here, never the other way.
 """
 
+from l0mem.backends.allocation import FailedAllocation, failed_allocation
 from l0mem.backends.base import (
     HANG_BASE_S,
     Backend,
@@ -68,6 +69,7 @@ __all__ = [
     "DeviceMemory",
     "DeviceSelectionError",
     "Event",
+    "FailedAllocation",
     "HostBuffer",
     "HostMemory",
     "L0Buffer",
@@ -82,6 +84,7 @@ __all__ = [
     "cleanup",
     "copy_deadline",
     "device_memory",
+    "failed_allocation",
     "fill_size",
     "is_simulator_name",
     "level_zero_devices",

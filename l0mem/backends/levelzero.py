@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+from l0mem.backends.allocation import naming_allocation
 from l0mem.backends.base import (
     HANG_BASE_S,
     CopyTimeout,
@@ -206,9 +207,10 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         """
         i = self._index(device)
         check_allocation_size(nbytes)
-        alloc = self._ctx_of[i].allocate_device(
-            self._devices[i], nbytes, export_dmabuf=export_dmabuf
-        )
+        with naming_allocation(nbytes, i, self._devices[i].name):
+            alloc = self._ctx_of[i].allocate_device(
+                self._devices[i], nbytes, export_dmabuf=export_dmabuf
+            )
         return L0Buffer(alloc, i, backend=self)
 
     @one_at_a_time
@@ -225,7 +227,8 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         """Return ``nbytes`` of pinned host memory in ``device``'s context (``zeMemAllocHost``)."""
         i = self._index(device)
         check_allocation_size(nbytes)
-        alloc = self._ctx_of[i].allocate_host(nbytes)
+        with naming_allocation(nbytes, i, self._devices[i].name, "host"):
+            alloc = self._ctx_of[i].allocate_host(nbytes)
         return HostMemory(self, i, alloc, alloc.address, nbytes)
 
     def upload(
@@ -344,7 +347,9 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         targets = range(len(self._lists)) if device is None else [self._index(device)]
         for i in targets:
             if (j := self._behind_hang(i)) is not None:
-                raise CopyTimeout(f"device {i} is stuck behind a hung operation (via device {j})", i)
+                raise CopyTimeout(
+                    f"device {i} is stuck behind a hung operation (via device {j})", i
+                )
             if i in self._hung:
                 raise CopyTimeout(f"device {i} has a hung operation", i)
             if not self._lists[i].synchronize(self._sync_bound()):
@@ -417,4 +422,3 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         self._contexts = []
         if first is not None:
             raise first
-

@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from l0mem.backends.allocation import naming_allocation
 from l0mem.backends.base import (
     CopyTimeout,
     DeviceBuffer,
@@ -218,7 +219,8 @@ class SyclBackend(SyclKernels, CommonBackend):
         """Return a new USM device allocation (``malloc_device``) of ``nbytes`` on ``device``."""
         i = self._index(device)
         check_allocation_size(nbytes)
-        mem = usm_allocate("device", nbytes, self._queues[i], self.device_name(i))
+        with naming_allocation(nbytes, i, self.device_name(i)):
+            mem = usm_allocate("device", nbytes, self._queues[i])
         buf = SyclBuffer(self, i, mem)
         self._buffers.add(buf)
         return buf
@@ -228,7 +230,8 @@ class SyclBackend(SyclKernels, CommonBackend):
         """Return ``nbytes`` of host USM (``malloc_host``) in ``device``'s context."""
         i = self._index(device)
         check_allocation_size(nbytes)
-        usm = UsmHost(usm_allocate("host", nbytes, self._queues[i], self.device_name(i)))
+        with naming_allocation(nbytes, i, self.device_name(i), "host"):
+            usm = UsmHost(usm_allocate("host", nbytes, self._queues[i]))
         self._host.add(usm)
         return HostMemory(self, i, usm, usm.address, nbytes)
 

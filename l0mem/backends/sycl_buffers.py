@@ -109,14 +109,18 @@ class SyclEvent:
         return total
 
 
-def usm_allocate(kind: str, nbytes: int, queue: Any, where: str) -> Any:
-    """Return a dpctl USM allocation (``device`` or ``host``) on ``queue``; MemoryError if refused."""
+def usm_allocate(kind: str, nbytes: int, queue: Any) -> Any:
+    """Return a dpctl USM allocation (``device`` or ``host``) on ``queue``; MemoryError if refused.
+
+    The error names the dpctl call; the backend names the size and the device
+    (:func:`l0mem.backends.allocation.naming_allocation`).
+    """
     memory = load_dpctl().memory
     make = memory.MemoryUSMDevice if kind == "device" else memory.MemoryUSMHost
     try:
         return make(nbytes, queue=queue)
     except memory.USMAllocationError as exc:
-        raise MemoryError(f"cannot allocate {nbytes} bytes of {kind} USM on {where}: {exc}") from exc
+        raise MemoryError(f"{make.__name__}: {exc}") from exc
 
 
 class UsmHost:

@@ -220,8 +220,8 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.NO_DEVICE,
-        "a device too small or out of device memory for the request, or too little host "
-        "memory for it",
+        "a device too small or out of device memory for the request (the line names the "
+        "allocation's size and device), or too little host memory for it",
         _BACKEND,
     ),
     Row(
