@@ -347,9 +347,7 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         targets = range(len(self._lists)) if device is None else [self._index(device)]
         for i in targets:
             if (j := self._behind_hang(i)) is not None:
-                raise CopyTimeout(
-                    f"device {i} is stuck behind a hung operation (via device {j})", i
-                )
+                raise CopyTimeout(f"device {i} is stuck behind a hung operation (via device {j})", i)
             if i in self._hung:
                 raise CopyTimeout(f"device {i} has a hung operation", i)
             if not self._lists[i].synchronize(self._sync_bound()):
@@ -422,3 +420,4 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         self._contexts = []
         if first is not None:
             raise first
+
