@@ -348,3 +348,31 @@ def test_the_answer_comes_first_and_every_number_is_whole(tmp_path, columns):
     values = [f"{r['nelem']:,}" for r in data["results"]] + [_ms(r["time_ns"]["median"]) for r in data["results"]]
     table = text.split("\n\n", 1)[1]
     assert_whole_at(table, columns, values)
+
+
+# "the bf16 all-reduce of 4,096 elements (16 KiB per device) over devices 0,1 hung in call 2 of
+# 3 (1 untimed, then 2 timed): an operation did not complete within 0.2 s (a hang)"
+HUNG_LINE = re.compile(
+    r"^l0mem allreduce: the (?P<path>f32|bf16) all-reduce of 4,096 elements \(16 KiB per device\) "
+    r"over devices 0,1 hung in (?P<where>its first call, whose sums are checked|call [1-3] of 3 "
+    r"\(1 untimed, then 2 timed\)|timing each copy and kernel of its schedule alone): "
+    r"an operation did not complete within 0\.2 s \(a hang\)$"
+)
+
+
+def test_a_hung_call_s_line_names_the_path_the_size_and_where_it_hung():
+    # Peer copies 1, 3, 7, 9 hang in the f32 path's first call, its first and last
+    # timed calls and its steps timed alone; 15 and 17 in the bf16 path's.
+    seen = set()
+    for copy in (1, 3, 7, 9, 15, 17):
+        env = sim.sim_env(devices=2, hang_copy_at=copy)
+        args = ["-q", "--sizes", "16K", "--reps", "2", "--warmup", "1", "--hang-after", "0.2"]
+        proc = _cli(args, env)
+        assert proc.returncode == 1, proc.stderr
+        line = proc.stderr.strip().splitlines()[-1]
+        found = HUNG_LINE.match(line)
+        assert found is not None, line
+        seen.add((found["path"], found["where"].split(" ")[0]))
+    assert seen == {(p, w) for p in ("f32", "bf16") for w in ("its", "call", "timing")} - {
+        ("bf16", "timing")
+    }, seen

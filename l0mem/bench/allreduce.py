@@ -26,11 +26,20 @@ from typing import Any, Literal
 
 from l0mem import __version__
 from l0mem.allreduce import AllReduce, AllReduceStats, error_bound, scratch_bytes
-from l0mem.backends import HANG_BASE_S, Backend, Event, NoDeviceError, cleanup, copy_deadline
+from l0mem.backends import (
+    HANG_BASE_S,
+    Backend,
+    CopyTimeout,
+    Event,
+    NoDeviceError,
+    cleanup,
+    copy_deadline,
+)
 from l0mem.bench.critical import critical_path_of, step_times
 from l0mem.bench.fit import check_fits
 from l0mem.bench.timing import MeasurementInterrupted, time_op, with_partial
 from l0mem.driverenv import recorded_environment
+from l0mem.units import format_size
 
 SCHEMA = "l0mem.allreduce/1"
 
@@ -196,39 +205,56 @@ def _one(
     warmup: int,
     watchdog: float,
 ) -> dict[str, Any]:
+    # Where the call is: a hang's line names it (the path, the size and the step).
+    where = ["uploading its inputs"]
+    calls = [0]
+
     def load() -> None:
+        where[0] = "uploading its inputs"
         for b, x in zip(bufs, xs, strict=True):
             backend.upload(b, x)
         for d in devices:
             backend.synchronize(d)
 
-    load()
-    stats = ar(bufs, nelem, path=path)
-    stats.wait(stats.deadline(watchdog))
-    outs = []
-    for b in bufs:
-        out = np.empty(nelem, dtype=np.float32)
-        backend.download(b, out).wait(copy_deadline(4 * nelem, watchdog))
-        outs.append(out)
-    check = _check(np, xs, outs, path)
-
     def call() -> Sequence[Event]:
+        calls[0] += 1
+        where[0] = f"call {calls[0]} of {warmup + reps} ({warmup} untimed, then {reps} timed)"
         return (_AllFinished(backend, ar(bufs, nelem, path=path)),)
 
-    # Host clock from the first enqueue until every device has finished; the
-    # inputs are re-uploaded, untimed, before each call (the sum overwrote them).
-    m = time_op(
-        call,
-        stats.total_bytes,
-        reps=reps,
-        warmup=warmup,
-        timing="host",
-        prepare=load,
-        watchdog=watchdog,
-    )
-    # Each distinct step alone, in this run: the time the schedule would take if
-    # its steps cost only that (l0mem.bench.critical).
-    costs = step_times(backend, stats.steps, reps=reps, warmup=warmup, watchdog=watchdog)
+    try:
+        load()
+        where[0] = "its first call, whose sums are checked"
+        stats = ar(bufs, nelem, path=path)
+        stats.wait(stats.deadline(watchdog))
+        outs = []
+        where[0] = "reading its sums back"
+        for b in bufs:
+            out = np.empty(nelem, dtype=np.float32)
+            backend.download(b, out).wait(copy_deadline(4 * nelem, watchdog))
+            outs.append(out)
+        check = _check(np, xs, outs, path)
+        # Host clock from the first enqueue until every device has finished; the
+        # inputs are re-uploaded, untimed, before each call (the sum overwrote them).
+        m = time_op(
+            call,
+            stats.total_bytes,
+            reps=reps,
+            warmup=warmup,
+            timing="host",
+            prepare=load,
+            watchdog=watchdog,
+        )
+        # Each distinct step alone, in this run: the time the schedule would take if
+        # its steps cost only that (l0mem.bench.critical).
+        where[0] = "timing each copy and kernel of its schedule alone"
+        costs = step_times(backend, stats.steps, reps=reps, warmup=warmup, watchdog=watchdog)
+    except CopyTimeout as exc:
+        size = f"{nelem:,} elements ({format_size(4 * nelem)} per device)"
+        raise CopyTimeout(
+            f"the {path} all-reduce of {size} over devices "
+            f"{','.join(map(str, devices))} hung in {where[0]}: {exc}",
+            exc.device,
+        ) from exc
     critical = critical_path_of(stats.steps, costs)
     n = len(devices)
     payload = 4 * nelem

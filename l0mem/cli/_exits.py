@@ -123,7 +123,8 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.REGRESSION,
         "`allreduce`: a sum outside its error bound, devices that disagree, or a call that "
-        "hung (not finished within its watchdog bound)",
+        "hung (not finished within its watchdog bound; the line names the path, the size and "
+        "where in its run it hung)",
         _only("allreduce"),
     ),
     Row(

@@ -122,7 +122,8 @@ def answer_lines(report: dict[str, Any]) -> list[str]:
             f"(bf16 takes {bf16 / f32:.2f}x f32's time); the threshold picks {picked}"
         )
     if report.get("complete") is False:
-        lines.append("Interrupted: the sizes finished before the stop")
+        # Ctrl-C or a hang: the line on stderr says which, and where.
+        lines.append("Stopped before the end: the sizes finished before the stop")
     return lines
 
 
