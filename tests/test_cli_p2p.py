@@ -391,3 +391,39 @@ def test_the_answer_comes_first_naming_each_pairs_route(tmp_path, columns):
         pair = f"{peer['src']}>{peer['dst']}"
         assert pair in (direct if peer["route"] == "direct" else staged), (pair, flat)
     assert "Every copy checked byte for byte came back whole" in flat
+
+
+@pytest.mark.parametrize(
+    ("options", "config"),
+    [
+        (["--sizes", "8K", "--seed", "5"], {"corrupt_offsets": "4096"}),
+        (["--verify-only", "--seed", "3"], {"corrupt_offsets": "1,70000"}),
+        (["--sizes", "4K", "--hang-after", "0.5"], {"hang_copy_at": "1"}),
+        (["--sizes", "4K", "--hang-after", "0.5"], {"hang_copy_at": "2"}),
+    ],
+    ids=["corrupt", "corrupt-verify-only", "hung-first", "hung-later"],
+)
+def test_quiet_names_the_copy_that_failed(tmp_path, options, config):
+    # -q prints the answer alone: "FAILED: 2 copies ... (below)" left the reader without the copy.
+    out = tmp_path / "p2p.json"
+    args = ["-q", "--reps", "1", "--warmup", "0", *options, "--json", str(out)]
+    proc = run_l0mem("p2p", args, sim.sim_env(devices=2, **config), columns=250)
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(out.read_text())
+    checks = [c for c in data["checks"] if not c["ok"] and not c["skipped"]]
+    hung = [c for c in data["copies"] if c["hung"]]
+    first = checks[0] if checks else hung[0]
+    where = f"{first['src']}>{first['dst']} {first.get('route') or first['kind']} {first['nbytes']:,} bytes"
+    answer = proc.stdout.splitlines()
+    assert 1 <= len(answer) <= 5, proc.stdout
+    (failed,) = [line for line in answer if line.startswith("FAILED: ")]
+    assert where in failed, (where, failed)
+    if checks:
+        assert f"the first at offset {first['first_mismatch']:,} (seed {data['seed']})" in failed
+    else:
+        assert "did not complete (a hang" in failed
+    if len(checks) + len(hung) > 1:
+        assert failed.endswith("(the others: without -q, or in --json)"), failed
+    # Without -q the same copy opens the list below it.
+    full = run_l0mem("p2p", args[1:], sim.sim_env(devices=2, **config), columns=250)
+    assert full.returncode == 1 and where in full.stdout.split("\n\n", 1)[0], full.stdout

@@ -104,8 +104,12 @@ def _pairs(result: Any, route: str) -> str:
     return ", ".join(parts)
 
 
-def answer_lines(result: Any) -> list[str]:
-    """Return the answer, at most :data:`MAX_ANSWER` lines: which pairs copy direct, which through the host."""
+def answer_lines(result: Any, answer_only: bool = False) -> list[str]:
+    """Return the answer, at most :data:`MAX_ANSWER` lines: which pairs copy direct, which through the host.
+
+    A copy that failed is named in it (the first one: pair, route, size, what
+    went wrong), so that ``-q``, which prints nothing else, still says which.
+    """
     lines = []
     if direct := _pairs(result, "direct"):
         lines.append(f"Direct: {direct}")
@@ -114,8 +118,15 @@ def answer_lines(result: Any) -> list[str]:
         lines.append(f"Staged through host memory: {staged} ({'; '.join(reasons) or 'no peer access'})")
     if not result.peers:
         lines.append("Only one device: no pairs to measure (SYCL: try --sub-devices 2).")
-    if result.failures:
-        lines.append(f"FAILED: {len(result.failures)} copies corrupted data or hung (below)")
+    if failures := result.failures:
+        if len(failures) == 1:
+            lines.append(f"FAILED: {failures[0]}")
+        else:
+            rest = "the others: without -q, or in --json" if answer_only else "all of them below"
+            lines.append(
+                f"FAILED: {len(failures)} copies corrupted data or hung; the first: "
+                f"{failures[0]} ({rest})"
+            )
     elif result.checks:
         lines.append("Every copy checked byte for byte came back whole")
     if result.no_hardware:
@@ -130,7 +141,7 @@ def render(
     result: Any, console: Console, *, answer_only: bool = False, verbose: bool = False
 ) -> None:
     """Print a :class:`l0mem.bench.p2p.P2PResult`: the answer, rich tables (numbers never cut), ``verbose``: all."""
-    for line in answer_lines(result):
+    for line in answer_lines(result, answer_only):
         # Wrapped between words: its tokens (pairs, GB/s, sizes) are short, none is cut.
         console.print(escape(line))
     if answer_only:
