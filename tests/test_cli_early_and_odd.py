@@ -17,7 +17,7 @@ import pytest
 
 from l0mem.probe import pids as pids_module
 from tests.support import sim
-from tests.support.cli import REPO_ROOT, run_l0mem
+from tests.support.cli import run_l0mem
 
 PF_KTHREAD = 0x00200000
 
@@ -105,47 +105,6 @@ def test_a_terminal_too_narrow_still_gets_its_words() -> None:
     proc = run_l0mem("info", [], sim.sim_env(devices=2), columns=5)
     assert proc.returncode == 0, proc.stderr
     assert "loader" in proc.stdout and "initialized by" in proc.stdout, proc.stdout
-
-
-def _in_a_terminal(extra: dict[str, str]) -> str:
-    """Return what ``l0mem info`` printed on a pseudo-terminal with ``extra`` in its environment."""
-    import pty
-    import select
-    import subprocess
-
-    env = {**sim.sim_env(devices=2), "COLUMNS": "120", **extra}
-    if "NO_COLOR" not in extra:
-        env.pop("NO_COLOR", None)
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "l0mem", "info"], stdin=slave, stdout=slave, stderr=slave,
-        env=env, cwd=REPO_ROOT,
-    )  # fmt: skip
-    os.close(slave)
-    out = b""
-    try:
-        while select.select([master], [], [], 30)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
-    finally:
-        proc.wait(timeout=30)
-        os.close(master)
-    assert proc.returncode == 0, out
-    return out.decode(errors="replace")
-
-
-def test_no_color_and_a_dumb_terminal_are_honoured() -> None:
-    import re
-
-    colour = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-9]|9[0-7]|38;)")
-    assert colour.search(_in_a_terminal({"TERM": "xterm-256color"}))  # colours by default
-    assert not colour.search(_in_a_terminal({"TERM": "xterm-256color", "NO_COLOR": "1"}))
-    assert "\x1b[" not in _in_a_terminal({"TERM": "dumb"})
 
 
 @pytest.mark.parametrize(
