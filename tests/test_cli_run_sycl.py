@@ -84,7 +84,8 @@ def _run(tmp_path: Path, *options: str) -> tuple[dict[str, Any], dict[str, Any],
     for key in sycl_sim.ADAPTER_KEYS:
         env.pop(key, None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    args = ["--quiet", *options, "--interval", "0.04", "--json", str(report)]
+    # Not -q: the summary after the answer says what --no-peer-residency skipped.
+    args = [*options, "--interval", "0.04", "--json", str(report)]
     args += ["--", sys.executable, str(program), str(result), str(STEPS), str(STEP)]
     proc = run_l0mem("run", args, host_env(env, "watch"), timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]

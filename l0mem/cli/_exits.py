@@ -148,6 +148,11 @@ EXIT_TABLE: tuple[Row, ...] = (
     ),
     Row(
         ExitCode.USAGE,
+        "`-q` (the answer only) with `-v` (every signal)",
+        _BACKEND | {"audit"} | _WATCHING,
+    ),
+    Row(
+        ExitCode.USAGE,
         "a device spec that cannot name a device (malformed, given twice, a filter string "
         "for `--backend l0`)",
         _BACKEND,

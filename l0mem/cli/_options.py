@@ -5,13 +5,14 @@ and the host memory floor (``--floor`` of ``audit``; ``SIZE|PCT%``): a floor
 of 0 turns the guard off and needs the command's explicit opt-out, and a floor
 below :data:`SMALLEST_FLOOR` is refused as a forgotten unit (``--floor 1`` is
 one byte, not one GiB). Bad values are usage errors (exit 2) before any work.
+What a command shows and writes beside its report (``-q``, ``-v``, ``--plot``,
+``--prometheus``, ``--label``) is :mod:`._output_options`, offered here too.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -19,6 +20,16 @@ from typing import Any, TypeVar, cast
 import click
 
 from l0mem.cli._common import ExitCode, fail
+
+# What a command shows and writes beside its report: defined there, offered here too.
+from l0mem.cli._output_options import OWN_LABELS as OWN_LABELS
+from l0mem.cli._output_options import answer_only_option as answer_only_option
+from l0mem.cli._output_options import check_plot as check_plot
+from l0mem.cli._output_options import command_name
+from l0mem.cli._output_options import label_option as label_option
+from l0mem.cli._output_options import plot_option as plot_option
+from l0mem.cli._output_options import prometheus_option as prometheus_option
+from l0mem.cli._output_options import verbose_option as verbose_option
 from l0mem.probe import MeminfoError, read_meminfo
 from l0mem.text import excerpt
 from l0mem.units import format_bytes, format_size, parse_size
@@ -65,101 +76,6 @@ json_option = click.option(
 )
 
 
-def _answer_or_every_signal(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    """Click callback of ``-q`` and ``-v``: the two together are a usage error (exit 2, one line)."""
-    other = "verbose" if param.name == "answer_only" else "answer_only"
-    if value and ctx.params.get(other):
-        fail(
-            _command_name(ctx),
-            ExitCode.USAGE,
-            "-q/--quiet (the answer only) and -v/--verbose (every signal) contradict each "
-            "other: give one of them",
-        )
-    return value
-
-
-answer_only_option = click.option(
-    "-q",
-    "--quiet",
-    "answer_only",
-    is_flag=True,
-    callback=_answer_or_every_signal,
-    help="Print the answer only (its first lines), no tables; --json still has everything.",
-)
-
-
-def verbose_option(signals: str) -> Callable[[_F], _F]:
-    """Return ``-v/--verbose``: the default output and then ``signals``; not with ``-q``."""
-    return click.option(
-        "-v",
-        "--verbose",
-        "verbose",
-        is_flag=True,
-        callback=_answer_or_every_signal,
-        help=f"Show every signal after the tables: {signals} (not with -q).",
-    )
-
-
-prometheus_option = click.option(
-    "--prometheus",
-    "prometheus_path",
-    type=click.Path(readable=False, path_type=Path),
-    metavar="PATH",
-    help="Also write the metrics in node-exporter's textfile format (written atomically; "
-    "name it *.prom in the collector's directory).",
-)
-
-# Label names l0mem's own metrics carry: a --label may not take one of them.
-OWN_LABELS = frozenset(
-    {
-        "mode",
-        "pid",
-        "command",
-        "setup",
-        "remedy",
-        "backend",
-        "platform",
-        "verdict",
-        "pdev",
-        "device",
-    }
-)
-_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _labels(
-    ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]
-) -> dict[str, str]:
-    """Return the ``--label KEY=VALUE`` pairs as a dict; a malformed or reserved one is a usage error."""
-    out: dict[str, str] = {}
-    for item in value:
-        key, sep, text = item.partition("=")
-        if not sep or not _LABEL_NAME.fullmatch(key) or key.startswith("__"):
-            raise click.BadParameter(
-                f"{item!r}: expected KEY=VALUE with a Prometheus label name as KEY "
-                "(letters, digits, _; not starting with a digit or __)"
-            )
-        if key in OWN_LABELS:
-            raise click.BadParameter(
-                f"{key!r} is a label of l0mem's own metrics: choose another name"
-            )
-        if key in out:
-            raise click.BadParameter(f"{key!r} given twice")
-        out[key] = text
-    return out
-
-
-label_option = click.option(
-    "--label",
-    "labels",
-    multiple=True,
-    metavar="KEY=VALUE",
-    callback=_labels,
-    help="A label for every metric --prometheus writes, such as --label workload=train-7 "
-    "(repeatable; a scrape job's own 'job' label wins over one set here).",
-)
-
-
 def _device_specs_well_formed(
     ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]
 ) -> tuple[str, ...]:
@@ -199,17 +115,6 @@ def _device_indices_in_range(command: str, value: tuple[str, ...]) -> None:
             )
 
 
-def _command_name(ctx: click.Context | None) -> str:
-    """Return the command as its failure lines name it (``bench kernels``, ``p2p``)."""
-    names: list[str] = []
-    while ctx is not None and ctx.parent is not None:
-        names.insert(0, ctx.info_name or "")
-        ctx = ctx.parent
-    if not names and ctx is not None:
-        names = [ctx.info_name or ""]
-    return " ".join(n for n in names if n) or "l0mem"
-
-
 def device_option(default_note: str = "") -> Callable[[_F], _F]:
     """Return the repeatable ``--device`` option; ``default_note`` ends its help text."""
     text = "Device index as `l0mem info` lists it (or a comma list), or a SYCL filter string; repeatable."
@@ -225,7 +130,7 @@ def device_option(default_note: str = "") -> Callable[[_F], _F]:
         @functools.wraps(f)
         def checked(*args: Any, **kwargs: Any) -> Any:
             ctx = click.get_current_context()
-            _device_indices_in_range(_command_name(ctx), kwargs.get("device_specs", ()))
+            _device_indices_in_range(command_name(ctx), kwargs.get("device_specs", ()))
             return f(*args, **kwargs)
 
         return option(cast(_F, checked))
@@ -395,31 +300,3 @@ def hang_after_option(func: _F) -> _F:
         help="The watchdog: an operation moving N bytes that has not completed after this plus "
         "N at 50 MB/s is reported as a hang (exit 1).",
     )(func)
-
-
-def _plot_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    if value is not None and value.suffix.lower() not in (".png", ".svg"):
-        raise click.BadParameter("the plot file must end in .png or .svg")
-    return value
-
-
-def plot_option(what: str) -> Callable[[_F], _F]:
-    """Return ``--plot PATH``: a PNG or SVG of ``what``, its suffix checked before any work."""
-    return click.option(
-        "--plot",
-        "plot_path",
-        type=click.Path(readable=False, path_type=Path),
-        metavar="PATH",
-        callback=_plot_path,
-        help=f"Also plot {what} (.png or .svg; written atomically; needs the plot extra).",
-    )
-
-
-def check_plot(command: str, plot_path: Path | None) -> None:
-    """Fail with the usage exit code when ``--plot`` is asked for without matplotlib installed."""
-    if plot_path is None:
-        return
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        fail(command, ExitCode.USAGE, "--plot needs matplotlib: pip install 'l0mem[plot]'")

@@ -43,6 +43,7 @@ from l0mem.cli._common import (
     to_stdout,
 )
 from l0mem.cli._options import (
+    answer_only_option,
     check_plot,
     checked_floor,
     device_option,
@@ -52,6 +53,7 @@ from l0mem.cli._options import (
     parse_floor,
     plot_option,
     prometheus_option,
+    verbose_option,
 )
 from l0mem.cli._signals import handling
 from l0mem.cli.audit_answer import answer_lines
@@ -301,12 +303,8 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
 )
 @prometheus_option
 @label_option
-@click.option(
-    "-q", "--quiet", is_flag=True, help="Print the answer only (its five lines at most), no tables."
-)
-@click.option(
-    "-v", "--verbose", is_flag=True, help="Show every signal each set-up recorded, not the chosen ones."
-)
+@answer_only_option
+@verbose_option("every signal each set-up recorded, not the chosen ones")
 def audit(
     setups: tuple[str, ...],
     device_specs: tuple[str, ...],
@@ -325,7 +323,7 @@ def audit(
     plot_path: Path | None,
     prometheus_path: Path | None,
     labels: dict[str, str],
-    quiet: bool,
+    answer_only: bool,
     verbose: bool,
 ) -> None:
     """Measure the host memory each set-up's device allocations cost, and say which mirror.
@@ -385,8 +383,11 @@ def audit(
     # written is remembered, not raised: the report is written whole either way.
     with reporting("audit"), _cancel_on_signals(cancel):
         try:
-            with progress_bars(Console(stderr=True, highlight=False)) as bars:
-                report = run_audit(options, progress=Bars(bars), cancel=cancel)
+            if answer_only:  # the answer alone: no bars, no line per step
+                report = run_audit(options, cancel=cancel)
+            else:
+                with progress_bars(Console(stderr=True, highlight=False)) as bars:
+                    report = run_audit(options, progress=Bars(bars), cancel=cancel)
         except AuditInterrupted as exc:
             report, interrupted = exc.report, exc.signum
         except DiscoveryError as exc:
@@ -399,9 +400,9 @@ def audit(
             raise
         errors = _write_outputs(report, json_path, junit_path, plot_path, prometheus_path, labels)
     with rendering():
-        for line in answer_lines(report):
+        for line in answer_lines(report, answer_only):
             out.print(escape(line), soft_wrap=True)
-        if not quiet:
+        if not answer_only:
             out.print()
             render(report, out, verbose=verbose)
     how = "device memory was freed, partial results kept"

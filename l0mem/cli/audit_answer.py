@@ -13,6 +13,7 @@ from l0mem.audit.analysis import remedy_effects
 from l0mem.audit.costs import remedy_advice
 from l0mem.audit.model import AuditReport, SetupRun
 from l0mem.cli.audit_view import PLATFORM_MARKS
+from l0mem.text import excerpt
 
 MAX_LINES = 5  # affected (or not), clean, what to do, ended early, what was not decided
 
@@ -33,8 +34,22 @@ def _slope(run: SetupRun) -> str:
     return "" if slope is None else f" {slope:.0f} MiB/GiB"
 
 
-def answer_lines(report: AuditReport) -> list[str]:
-    """Return the answer to the audit's question, at most :data:`MAX_LINES` lines."""
+def _why(runs: list[SetupRun], answer_only: bool, more: str) -> str:
+    """Return where the reason is: below, or (``answer_only``: nothing is below) the first one itself."""
+    if not answer_only:
+        return f"below: {more}"
+    if not runs:
+        return "no set-up was planned"
+    first = runs[0]
+    return f"{first.label}: {excerpt(first.reason or first.status, 200)}"
+
+
+def answer_lines(report: AuditReport, answer_only: bool = False) -> list[str]:
+    """Return the answer to the audit's question, at most :data:`MAX_LINES` lines.
+
+    ``answer_only`` (``-q``, nothing follows it): a line that would point below
+    for why gives the first set-up's reason itself.
+    """
     runs = [r for r in report.runs if r.remedy is None and r.status != "skipped"]
     paths = [r for r in runs if not r.host_memory]
     verdict = {r.label: (None if r.result is None else r.result.verdict) for r in runs}
@@ -61,7 +76,8 @@ def answer_lines(report: AuditReport) -> list[str]:
         lines.append(
             "Ended early after deciding: "
             + ", ".join(f"{r.label} ({r.status})" for r in ended)
-            + "; below: why"
+            + "; "
+            + _why(ended, answer_only, "why")
         )
     if open_:
         lines.append(
@@ -70,10 +86,12 @@ def answer_lines(report: AuditReport) -> list[str]:
                 f"{r.label} ({r.status if r.status != 'ok' else verdict[r.label] or r.status})"
                 for r in open_
             )
-            + "; below: why, and what would decide"
+            + "; "
+            + _why(open_, answer_only, "why, and what would decide")
         )
     if not lines:
-        lines.append("Nothing was measured; below: why")
+        planned = [r for r in report.runs if r.remedy is None]
+        lines.append("Nothing was measured; " + _why(planned, answer_only, "why"))
     # Whatever comes first carries the mark of numbers that are not hardware results.
     lines[0] = prefix + lines[0]
     return lines

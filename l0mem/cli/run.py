@@ -35,6 +35,7 @@ from l0mem.cli._common import (
     to_stdout,
 )
 from l0mem.cli._options import (
+    answer_only_option,
     checked_floor,
     finite,
     json_option,
@@ -43,6 +44,7 @@ from l0mem.cli._options import (
     parse_follow,
     plot_option,
     prometheus_option,
+    verbose_option,
 )
 from l0mem.cli._signals import handling
 from l0mem.cli.run_view import Progress
@@ -90,19 +92,10 @@ def _shared(func: _F) -> _F:
                 metavar="SECONDS",
                 help=_INTERVAL_HELP[func.__name__],
             ),
-            click.option(
-                "-q",
-                "--quiet",
-                count=True,
-                help="No live view or line per sample; only the summary, its answer first. "
-                "Twice (-qq): the answer only (at most five lines).",
-            ),
-            click.option(
-                "-v",
-                "--verbose",
-                is_flag=True,
-                help="Also show every signal's fit in the summary, not only the deciding one.",
-            ),
+            # -q: the answer alone, as in every command (no live view, no line per sample,
+            # no summary's tables); -qq, its old spelling, is the same.
+            answer_only_option,
+            verbose_option("every signal's fit in the summary, not only the deciding one"),
             json_option,
             click.option(
                 "--csv",
@@ -217,7 +210,7 @@ def run(
     trace: bool,
     no_peer_residency: bool,
     interval: float,
-    quiet: int,
+    answer_only: bool,
     verbose: bool,
     json_path: Path | None,
     csv_path: Path | None,
@@ -247,7 +240,7 @@ def run(
         with reporting("run"):
             host_floor = default_floor(mem_total())
     console = output(highlight=False, stderr=True)
-    progress = Progress(console, "run", quiet=quiet > 0, live=console.is_terminal)
+    progress = Progress(console, "run", quiet=answer_only, live=console.is_terminal)
     with contextlib.ExitStack() as stack:
         session = None
         if trace or no_peer_residency:
@@ -310,7 +303,7 @@ def run(
         }
         paths = (json_path, csv_path, plot_path, prometheus_path)
         summary = run_outputs.finish(
-            "run", result, paths, meta, _title(command), True, watch, quiet, verbose
+            "run", result, paths, meta, _title(command), True, watch, answer_only, verbose
         )
         if result.floor_stop is not None:
             fail("run", ExitCode.NO_DEVICE, result.floor_stop.message)
@@ -363,7 +356,7 @@ def watch(
     pid: int,
     duration: float | None,
     interval: float,
-    quiet: int,
+    answer_only: bool,
     verbose: bool,
     json_path: Path | None,
     csv_path: Path | None,
@@ -376,7 +369,7 @@ def watch(
     """Watch a running process: what it costs the host per GiB of device memory."""
     run_outputs.check("watch", json_path, csv_path, plot_path, prometheus_path)
     console = output(highlight=False, stderr=True)
-    progress = Progress(console, "watch", quiet=quiet > 0, live=console.is_terminal)
+    progress = Progress(console, "watch", quiet=answer_only, live=console.is_terminal)
     environment = read_environ(pid)  # at attach: gone once the process ended
     with contextlib.ExitStack() as stack:
         sysman = None if no_sysman else _sysman(stack, os.environ, environment or {})
@@ -411,7 +404,15 @@ def watch(
         }
         paths = (json_path, csv_path, plot_path, prometheus_path)
         summary = run_outputs.finish(
-            "watch", result, paths, meta, f"l0mem watch --pid {pid}", False, watcher, quiet, verbose
+            "watch",
+            result,
+            paths,
+            meta,
+            f"l0mem watch --pid {pid}",
+            False,
+            watcher,
+            answer_only,
+            verbose,
         )
     if fail_on_mirror and summary.verdict == "mirror":
         raise SystemExit(int(ExitCode.REGRESSION))

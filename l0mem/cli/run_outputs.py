@@ -145,7 +145,7 @@ def finish(
     title: str,
     console_stderr: bool,
     watch: Watch,
-    quiet: int = 0,
+    answer_only: bool = False,
     verbose: bool = False,
 ) -> WatchSummary:
     """Summarize, write the files and show the summary; exit 4 when a file could not be written.
@@ -163,7 +163,7 @@ def finish(
             summary,
             dict(result.series.unavailable),
             out,
-            answer_only=quiet > 1,
+            answer_only=answer_only,
             verbose=verbose,
         )
         # crop=False: a long line (a setting to copy) is the terminal's to wrap, never cut.
