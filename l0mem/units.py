@@ -41,7 +41,9 @@ def parse_sizes(text: str, *, minimum: int = 1) -> list[int]:
     """Return the sizes of a comma-separated list like ``1M,16M,256K`` (order kept, repeats dropped)."""
     parts = [p for p in text.split(",") if p.strip()]
     if not parts:
-        raise ValueError("no sizes given")
+        raise ValueError(
+            f"{text!r} names no size: give one or more, comma-separated (examples: 4096, 64K,1M)"
+        )
     sizes: list[int] = []
     for p in parts:
         v = parse_size(p, minimum=minimum)

@@ -68,7 +68,7 @@ def _one_line_error(stderr: str) -> str:
         (["--device", "0,opencl:cpu"], "(a SYCL device is --sycl-device)"),
         (["--device", "-1"], "got '-1'"),
         (["--device", "1", "--device", "0,1"], "device 1 given twice"),
-        (["--device", ","], "empty device spec"),
+        (["--device", ","], "',' names no device"),
     ],
 )
 def test_usage_errors_exit_2_before_anything_runs(args: list[str], message: str) -> None:

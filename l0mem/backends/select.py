@@ -123,8 +123,8 @@ def _split(specs: Sequence[int | str | Any]) -> list[int | str | Any]:
     for spec in specs:
         if isinstance(spec, str):
             out.extend(p.strip() for p in spec.split(",") if p.strip())
-            if not spec.strip(","):
-                raise DeviceSelectionError("empty device spec")
+            if not spec.replace(",", "").strip():  # "", ",", blanks: naming no device
+                raise DeviceSelectionError(f"empty device spec {spec!r}: it names no device")
         else:
             out.append(spec)
     return out

@@ -143,7 +143,8 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.USAGE,
         "bad command-line usage: an unknown option, or a bad value (a number outside the "
-        "range `--help` shows, a malformed size)",
+        "range `--help` shows, a malformed size, a list that names nothing: `--setups \"\"`, "
+        "`--device ,`)",
         _ALL,
     ),
     Row(

@@ -79,11 +79,18 @@ json_option = click.option(
 def _device_specs_well_formed(
     ctx: click.Context | None, param: click.Parameter | None, value: tuple[str, ...]
 ) -> tuple[str, ...]:
-    """Click callback refusing a device index of digits int() must not take (exit 2).
+    """Click callback refusing a spec that names nothing, or an index of digits int() must not take (exit 2).
 
     str.isdigit() also takes digits int() refuses (superscripts) or converts
     slowly (thousands of them); those must not reach device selection.
     """
+    for spec in value:
+        if not spec.replace(",", "").strip():  # "", ",", blanks: given, yet naming no device
+            raise click.BadParameter(
+                f"{spec!r} names no device: give a device index as `l0mem info` lists it (or "
+                "a comma list), or a SYCL filter such as opencl:cpu; leave --device out for "
+                "the default"
+            )
     for part in _spec_parts(value):
         if part.isdigit() and not part.isascii():
             raise click.BadParameter(f"device index {excerpt(part)!r} is not a decimal number")

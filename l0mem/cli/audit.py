@@ -19,14 +19,13 @@ from rich.console import Console
 
 from l0mem._ze.guard import timeout_from_env
 from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
-from l0mem.audit.remedies import ALL_SETUPS, parse_env_assignments
+from l0mem.audit.remedies import ALL_SETUPS
 from l0mem.audit.report import (
     write_json,
     write_junit,
 )
 from l0mem.audit.runner import AuditInterrupted, CancelEvent, DiscoveryError, run_audit
 from l0mem.audit.setups import AuditOptions
-from l0mem.backends import DeviceSelectionError
 from l0mem.cli._common import (
     STOP_SIGNALS,
     ExitCode,
@@ -57,6 +56,7 @@ from l0mem.cli._options import (
 )
 from l0mem.cli._signals import handling
 from l0mem.cli.audit_answer import answer_lines
+from l0mem.cli.audit_options import device_indices, env_option, setups_option, size_option
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
 from l0mem.files import ReportWriteError
 from l0mem.plots import MissingDependencyError, write_audit_plot
@@ -68,61 +68,6 @@ Set-ups: {", ".join(ALL_SETUPS)}.
 {exit_epilog("audit")}"""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _size_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-def _setups_option(
-    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
-) -> tuple[str, ...]:
-    names = [n.strip() for item in value for n in item.split(",") if n.strip()]
-    if not names:
-        return ALL_SETUPS
-    unknown = [n for n in names if n not in ALL_SETUPS]
-    if unknown:
-        raise click.BadParameter(
-            f"unknown set-up {unknown[0]!r}; choose from {', '.join(ALL_SETUPS)}"
-        )
-    return tuple(dict.fromkeys(names))
-
-
-def _env_option(
-    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
-) -> dict[str, str]:
-    try:
-        return parse_env_assignments(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-def device_indices(specs: tuple[str, ...]) -> tuple[int, ...]:
-    """Return the Level Zero device indices ``--device`` names; DeviceSelectionError if malformed.
-
-    Only the syntax is checked here: the parent never loads a driver, so
-    whether a device has the index is decided after discovery (exit 3).
-    """
-    indices: list[int] = []
-    for spec in specs:
-        parts = [p.strip() for p in spec.split(",")]
-        if not any(parts):
-            raise DeviceSelectionError("empty device spec")
-        for part in filter(None, parts):
-            if not (part.isascii() and part.isdigit()):
-                raise DeviceSelectionError(
-                    f"expected a Level Zero device index as `l0mem info` lists it, got {part!r} "
-                    "(a SYCL device is --sycl-device)"
-                )
-            if int(part) in indices:
-                raise DeviceSelectionError(f"device {part} given twice")
-            indices.append(int(part))
-    return tuple(indices)
 
 
 def _cancel_on_signals(cancel: CancelEvent) -> AbstractContextManager[None]:
@@ -213,7 +158,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
     "--setups",
     "setups",
     multiple=True,
-    callback=_setups_option,
+    callback=setups_option,
     metavar="NAMES",
     help="Set-ups to run, comma-separated or repeated (default: all).",
 )
@@ -230,7 +175,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
 @click.option(
     "--size",
     "size_bytes",
-    callback=_size_option,
+    callback=size_option,
     metavar="SIZE",
     help="Device memory each set-up allocates in total (default: the smaller of 4 GiB and "
     "half the free device memory).",
@@ -279,7 +224,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
     "--env",
     "env",
     multiple=True,
-    callback=_env_option,
+    callback=env_option,
     metavar="KEY=VALUE",
     help="A custom remedy: rerun set-ups that mirrored with these variables (repeatable).",
 )

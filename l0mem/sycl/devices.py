@@ -44,6 +44,11 @@ def _start(text: str, limit: int = 24) -> str:
 
 def parse_filter(text: str) -> DeviceFilter:
     """Return the parsed form of ``backend[:type[:index]]`` or ``type``; '*' matches anything."""
+    if not text.strip():  # "" would match every device: given, it names none
+        raise ValueError(
+            f"empty SYCL device filter {text!r}: expected backend[:type[:index]], such as "
+            "level_zero:gpu:0 or opencl:cpu"
+        )
     parts = [p.strip().lower() for p in text.split(":")]
     shown = _start(text, 40)
     if len(parts) > 3:
