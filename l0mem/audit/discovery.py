@@ -109,9 +109,13 @@ def discover_sycl(filter_text: str | None) -> dict[str, Any]:
             continue
     try:
         from l0mem.backends.sycl_info import default_devices, device_memory
-        from l0mem.sycl import describe, find_devices
+        from l0mem.sycl import describe, find_devices, no_device_found
 
         found = find_devices(filter_text)
+        if not found and not find_devices():
+            # dpctl lists nothing at all (its default device would fail to be made): say why.
+            out["error"] = no_device_found()
+            return out
         defaults = [] if filter_text else default_devices()
     except ValueError as exc:
         out["error"] = str(exc)

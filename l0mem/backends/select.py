@@ -91,7 +91,7 @@ def level_zero_devices() -> list[Any]:
 
 def sycl_devices() -> list[Any]:
     """Return dpctl's SYCL root devices in l0mem's index order; NoDeviceError without dpctl or devices."""
-    from l0mem.sycl import SyclUnavailableError, load_dpctl
+    from l0mem.sycl import SyclUnavailableError, load_dpctl, no_device_found
 
     try:
         dpctl = load_dpctl()
@@ -99,7 +99,7 @@ def sycl_devices() -> list[Any]:
         raise NoDeviceError(str(err)) from None
     devices = list(dpctl.get_devices())
     if not devices:
-        raise NoDeviceError("no SYCL device found")
+        raise NoDeviceError(no_device_found())
     return devices
 
 

@@ -202,7 +202,12 @@ EXIT_TABLE: tuple[Row, ...] = (
         _only("bench kernels"),
     ),
     Row(ExitCode.NO_DEVICE, "no Level Zero loader, driver or device", _BACKEND | {"info"}),
-    Row(ExitCode.NO_DEVICE, "`--backend sycl`: no dpctl or SYCL device", _BACKEND),
+    Row(
+        ExitCode.NO_DEVICE,
+        "`--backend sycl`: no dpctl or SYCL device (the line names the setting that hid the "
+        "devices, such as `OCL_ICD_FILENAMES` or `ZE_ENABLE_ALT_DRIVERS`, and what to install)",
+        _BACKEND,
+    ),
     Row(ExitCode.NO_DEVICE, "`audit`: no Level Zero or SYCL device at all", _only("audit")),
     Row(
         ExitCode.NO_DEVICE,

@@ -12,7 +12,13 @@ SYCL device can serve raises :class:`SyclNoDeviceError` (a LookupError). When
 device appears when running from a virtual environment.
 """
 
-from l0mem.sycl._runtime import INSTALL_HINT, SyclNoDeviceError, SyclUnavailableError, load_dpctl
+from l0mem.sycl._runtime import (
+    INSTALL_HINT,
+    SyclNoDeviceError,
+    SyclUnavailableError,
+    load_dpctl,
+    no_device_found,
+)
 from l0mem.sycl.devices import (
     DeviceFilter,
     SyclDeviceInfo,
@@ -33,6 +39,7 @@ __all__ = [
     "devices",
     "find_devices",
     "load_dpctl",
+    "no_device_found",
     "parse_filter",
     "resolve_device",
 ]
