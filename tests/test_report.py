@@ -74,7 +74,8 @@ def test_stored_fixtures_read() -> None:
     ("content", "message"),
     [
         (b"{not json", "not JSON (Expecting property name enclosed in double quotes at line 1"),
-        (b"\xff\xfe\x00", "not JSON (not UTF-8 text)"),
+        (b"{\xc3\x28}", "not JSON (not UTF-8 text)"),
+        (b"\xff\xfe{\x00", "not JSON as l0mem reads it: UTF-16 text"),
         (b'{"schema": NaN}', "not JSON (NaN is not valid JSON)"),
         (b"[1, 2]", "not an l0mem report (top level is not a JSON object)"),
         (b'{"runs": []}', "schema: missing field"),

@@ -8,6 +8,7 @@ million deep or numbers of a thousand digits all end in one
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
@@ -76,6 +77,35 @@ def _read_capped(p: Path, name: str) -> bytes:
     return raw
 
 
+# Byte order marks of the encodings a report is not in (UTF-32 first: its LE mark
+# starts with UTF-16's), and what each encoding is called.
+_OTHER_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+
+
+def _without_bom(raw: bytes, name: str) -> bytes:
+    """Return ``raw`` without a UTF-8 byte order mark; a UTF-16 or UTF-32 one is a one-line error.
+
+    JSON is UTF-8 without a mark (RFC 8259), which lets a reader ignore one:
+    an editor or a Windows tool that saved the report with it changed nothing
+    in it. Text in another encoding is named as such, with what to do.
+    """
+    if raw.startswith(codecs.BOM_UTF8):
+        return raw[len(codecs.BOM_UTF8) :]
+    for mark, encoding in _OTHER_BOMS:
+        if raw.startswith(mark):
+            raise ReportFormatError(
+                f"{name}: not JSON as l0mem reads it: {encoding} text (it starts with a "
+                f"{encoding} byte order mark); save it as UTF-8 "
+                f"(iconv -f {encoding} -t UTF-8 {name} > {name}.utf8)"
+            )
+    return raw
+
+
 def _too_deep(raw: bytes) -> bool:
     """Return whether arrays and objects in ``raw`` nest over MAX_REPORT_DEPTH deep.
 
@@ -114,10 +144,12 @@ def load_json_data(path: PathLike) -> dict[str, Any]:
 
     Only a regular file of at most MAX_REPORT_BYTES, nested at most
     MAX_REPORT_DEPTH deep, with numbers of magnitude below 2**64, is read.
+    A UTF-8 byte order mark before it is ignored; UTF-16 or UTF-32 text is
+    refused by name.
     """
     p = Path(path)
     name = printable(str(p))  # a newline in the name must not cut the reason off
-    raw = _read_capped(p, name)
+    raw = _without_bom(_read_capped(p, name), name)
     if _too_deep(raw):
         raise ReportFormatError(
             f"{name}: not an l0mem report (nested over {MAX_REPORT_DEPTH} deep)"
