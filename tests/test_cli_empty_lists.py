@@ -8,6 +8,8 @@ help text, so that a new one joins), and says what it takes.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import pytest
 from click.testing import CliRunner
@@ -56,7 +58,7 @@ def test_the_list_options_are_these() -> None:
 
 
 @pytest.mark.parametrize("value", EMPTY, ids=repr)
-@pytest.mark.parametrize(("command", "option"), sorted(LISTS), ids=" ".join)
+@pytest.mark.parametrize(("command", "option"), sorted(LISTS), ids=str)
 def test_a_list_of_nothing_is_a_usage_error_naming_what_it_takes(
     command: str, option: str, value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -103,3 +105,59 @@ def test_an_option_left_out_still_means_its_default(monkeypatch: pytest.MonkeyPa
 
     assert setups_option(click.Context(cli), click.Option(["--setups"]), ()) == ALL_SETUPS
     assert setups_option(click.Context(cli), click.Option(["--setups"]), ("l0,,l0",)) == ("l0",)
+
+
+def _path_params() -> dict[tuple[str, str], click.Parameter]:
+    """Return every option and argument that names a file or directory, by (command, name)."""
+    found: dict[tuple[str, str], click.Parameter] = {}
+
+    def walk(group: click.Group, prefix: str) -> None:
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            if isinstance(command, click.Group):
+                walk(command, f"{prefix}{name} ")
+            elif command is not None:
+                for p in command.params:
+                    if isinstance(p.type, click.Path):
+                        found[f"{prefix}{name}", p.opts[-1]] = p
+
+    walk(cli, "")
+    return found
+
+
+PATHS = _path_params()
+
+
+def test_every_path_parameter_is_found() -> None:
+    # The walk finds them by type: a report argument or an output option added later joins.
+    assert ("compare", "baseline") in PATHS and ("matrix", "reports") in PATHS
+    assert ("audit", "--json") in PATHS and ("run", "--csv") in PATHS and ("demo", "--out") in PATHS
+    assert len(PATHS) >= 20, sorted(PATHS)
+
+
+@pytest.mark.parametrize("value", ["", " "], ids=repr)
+@pytest.mark.parametrize(("command", "name"), sorted(PATHS), ids=str)
+def test_an_empty_file_name_is_a_usage_error_not_the_current_directory(
+    command: str, name: str, value: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # compare "" read "." ("is a directory, not a report file"); --json "" said ". cannot
+    # be written": the empty name is the current directory to pathlib, never what was meant.
+    never_reach_a_device(monkeypatch)
+    param = PATHS[command, name]
+    report = tmp_path / "r.json"
+    report.write_text("{}")
+    if isinstance(param, click.Argument):
+        args = [value if p is param else str(report) for p in _arguments(command)]
+    else:
+        args = [name, value, *(str(report) for _ in _arguments(command))]
+    result = CliRunner().invoke(cli, [*command.split(), *args])
+    assert result.exit_code == 2, (result.output, result.exception)
+    text = " ".join(result.stderr.split())
+    assert "empty name names no file" in text, text
+    assert result.stdout == ""
+
+
+def _arguments(command: str) -> list[click.Argument]:
+    """Return the positional arguments of ``command`` that name files (one value each)."""
+    return [p for (c, _), p in PATHS.items() if c == command and isinstance(p, click.Argument)]

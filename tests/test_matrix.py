@@ -469,7 +469,7 @@ def test_an_empty_report_name_is_a_usage_error_not_the_current_directory(
     # Path("") is "."; read as the current directory, it matrixed whatever lay there.
     proc = run_l0mem("matrix", [str(reports / "a1.json"), ""], {})
     assert proc.returncode == 2, proc.stderr
-    assert "an empty name names no report" in proc.stderr and proc.stdout == ""
+    assert "an empty name names no file" in proc.stderr and proc.stdout == ""
 
 
 def test_one_machine_never_disagrees_with_itself(tmp_path: Path) -> None:

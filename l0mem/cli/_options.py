@@ -30,6 +30,7 @@ from l0mem.cli._output_options import label_option as label_option
 from l0mem.cli._output_options import plot_option as plot_option
 from l0mem.cli._output_options import prometheus_option as prometheus_option
 from l0mem.cli._output_options import verbose_option as verbose_option
+from l0mem.cli._paths import NamedPath
 from l0mem.probe import MeminfoError, read_meminfo
 from l0mem.text import excerpt
 from l0mem.units import format_bytes, format_size, parse_size
@@ -69,7 +70,7 @@ sub_devices_option = click.option(
 json_option = click.option(
     "--json",
     "json_path",
-    type=click.Path(readable=False, allow_dash=True, path_type=Path),
+    type=NamedPath(readable=False, allow_dash=True, path_type=Path),
     metavar="PATH",
     help="Also write the result as JSON to PATH (checked before any work, written atomically; "
     "- is standard output).",

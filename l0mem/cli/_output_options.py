@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from l0mem.cli._common import ExitCode, fail
+from l0mem.cli._paths import NamedPath
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -72,7 +73,7 @@ def verbose_option(signals: str) -> Callable[[_F], _F]:
 prometheus_option = click.option(
     "--prometheus",
     "prometheus_path",
-    type=click.Path(readable=False, path_type=Path),
+    type=NamedPath(readable=False, path_type=Path),
     metavar="PATH",
     help="Also write the metrics in node-exporter's textfile format (written atomically; "
     "name it *.prom in the collector's directory).",
@@ -140,7 +141,7 @@ def plot_option(what: str) -> Callable[[_F], _F]:
     return click.option(
         "--plot",
         "plot_path",
-        type=click.Path(readable=False, path_type=Path),
+        type=NamedPath(readable=False, path_type=Path),
         metavar="PATH",
         callback=_plot_path,
         help=f"Also plot {what} (.png or .svg; written atomically; needs the plot extra).",

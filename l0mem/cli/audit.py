@@ -54,6 +54,7 @@ from l0mem.cli._options import (
     prometheus_option,
     verbose_option,
 )
+from l0mem.cli._paths import NamedPath
 from l0mem.cli._signals import handling
 from l0mem.cli.audit_answer import answer_lines
 from l0mem.cli.audit_options import device_indices, env_option, setups_option, size_option
@@ -238,7 +239,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
 @click.option(
     "--junit",
     "junit_path",
-    type=click.Path(readable=False, allow_dash=True, path_type=Path),
+    type=NamedPath(readable=False, allow_dash=True, path_type=Path),
     metavar="PATH",
     help="Also write the report as JUnit XML (mirrors fail, failed set-ups error).",
 )

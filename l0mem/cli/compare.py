@@ -40,6 +40,7 @@ from l0mem.cli._common import (
     to_stdout,
 )
 from l0mem.cli._options import answer_only_option, check_plot, finite, plot_option
+from l0mem.cli._paths import NamedPath
 from l0mem.cli.audit_view import NO_HARDWARE_MARK, SIMULATOR_MARK
 from l0mem.cli.layout import fitted, whole
 from l0mem.files import write_bytes
@@ -173,8 +174,8 @@ def _details(
 
 
 @click.command("compare", epilog=exit_epilog("compare"))
-@click.argument("baseline", type=click.Path(readable=False, path_type=Path))
-@click.argument("current", type=click.Path(readable=False, path_type=Path))
+@click.argument("baseline", type=NamedPath(readable=False, path_type=Path))
+@click.argument("current", type=NamedPath(readable=False, path_type=Path))
 @click.option(
     "--slope-tolerance",
     # A slope is at most 1024 MiB/GiB (1:1); the cap only refuses absurd numbers.
@@ -203,7 +204,7 @@ def _details(
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(readable=False, path_type=Path),
+    type=NamedPath(readable=False, path_type=Path),
     default=None,
     help="Also write the comparison as JSON (schema l0mem.compare/1) to this file.",
 )

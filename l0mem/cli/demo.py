@@ -31,6 +31,7 @@ import click
 
 import l0mem
 from l0mem.cli._common import ExitCode, check_output, exit_epilog, fail, measuring, rendering
+from l0mem.cli._paths import NamedPath
 from l0mem.driverenv import recorded_environment
 from l0mem.units import parse_size
 
@@ -135,7 +136,7 @@ def _out_dir(out: Path | None) -> Path:
 @click.command(epilog=exit_epilog("demo"))
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NamedPath(file_okay=False, path_type=Path),
     metavar="DIR",
     help="Write the reports here (default: a new directory under the temporary directory).",
 )

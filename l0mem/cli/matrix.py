@@ -38,6 +38,7 @@ from l0mem.cli._common import (
 )
 from l0mem.cli._exits import ExitCode
 from l0mem.cli._options import check_plot, finite, json_option, plot_option
+from l0mem.cli._paths import NamedPath
 from l0mem.cli.layout import fitted
 
 # The longest schema name a "not in the matrix" line shows.
@@ -166,16 +167,6 @@ def _baseline_stack(matrices: list[Any], baseline: str) -> str:
     )
 
 
-class _ReportPath(click.Path):
-    """A REPORT argument: a file or a directory; an empty name is a usage error, not ``.``."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        """Return the path ``value`` names; refuse an empty one (which would read the directory ``.``)."""
-        if isinstance(value, str) and not value:
-            self.fail("an empty name names no report (give a file or a directory)", param, ctx)
-        return super().convert(value, param, ctx)
-
-
 def _write_text(command: str, path: Path, text: str) -> None:
     from l0mem.files import ReportWriteError, write_bytes
 
@@ -187,7 +178,7 @@ def _write_text(command: str, path: Path, text: str) -> None:
 
 @click.command(epilog=exit_epilog("matrix"))
 @click.argument(
-    "reports", nargs=-1, required=True, type=_ReportPath(readable=False, path_type=Path)
+    "reports", nargs=-1, required=True, type=NamedPath(readable=False, path_type=Path)
 )
 @click.option(
     "--baseline",
@@ -208,14 +199,14 @@ def _write_text(command: str, path: Path, text: str) -> None:
 @click.option(
     "--markdown",
     "markdown_path",
-    type=click.Path(readable=False, path_type=Path),
+    type=NamedPath(readable=False, path_type=Path),
     metavar="PATH",
     help="Also write the matrix as Markdown tables (for an issue).",
 )
 @click.option(
     "--csv",
     "csv_path",
-    type=click.Path(readable=False, path_type=Path),
+    type=NamedPath(readable=False, path_type=Path),
     metavar="PATH",
     help="Also write one CSV row per cell.",
 )

@@ -46,6 +46,7 @@ from l0mem.cli._options import (
     prometheus_option,
     verbose_option,
 )
+from l0mem.cli._paths import NamedPath
 from l0mem.cli._signals import handling
 from l0mem.cli.run_view import Progress
 from l0mem.probe import read_environ
@@ -100,7 +101,7 @@ def _shared(func: _F) -> _F:
             click.option(
                 "--csv",
                 "csv_path",
-                type=click.Path(readable=False, allow_dash=True, path_type=Path),
+                type=NamedPath(readable=False, allow_dash=True, path_type=Path),
                 metavar="PATH",
                 help="Also write the time series as CSV (one row per sample, one column per signal).",
             ),
