@@ -166,6 +166,8 @@ def test_an_inconclusive_baseline_is_not_judged_and_fails_unless_allowed(tmp_pat
     )
     assert "0 regression" not in strict.stdout and "no regression" not in strict.stdout
     assert "1 run(s) not judged" in strict.stdout and "--allow-unjudged" in strict.stdout
+    # The table's result cell says what the answer says (it said REGRESSION).
+    assert "REGRESSION" not in strict.stdout, strict.stdout
     relaxed = _run(str(before), str(after), "--allow-unjudged")
     assert relaxed.exit_code == 0, relaxed.output
     assert "not judged" in relaxed.stdout

@@ -52,10 +52,12 @@ def _fmt_slope(value: float | None, sign: str = "") -> str:
 
 
 def _result_cell(change: RunChange) -> str:
+    # A run that could not be judged fails the gate too (without --allow-unjudged),
+    # but it is not a regression: the cell says what the answer says.
+    if change.note.startswith("not judged"):
+        return "[bold red]not judged[/]" if change.regression else "not judged"
     if change.regression:
         return "[bold red]REGRESSION[/]"
-    if change.note.startswith("not judged"):
-        return "not judged"
     return "ok"
 
 
