@@ -11,6 +11,7 @@ import pytest
 
 from l0mem.files import write_json
 from tests.support import sim as simsupport
+from tests.support.cli import run_l0mem
 from tests.support.widths import assert_whole_at
 
 
@@ -139,8 +140,30 @@ def test_no_driver_prints_what_to_install_and_exits_3(tmp_path):
         (line,) = proc.stderr.strip().splitlines()
         assert line.startswith("l0mem info: no Level Zero driver found"), line
         assert line.endswith(INSTALL_HINT), line
-        assert "libze-intel-gpu1" in line and "docs/guide/no-gpu.md" in line
+        assert "libze-intel-gpu1" in line and "l0mem demo" in line
         assert proc.stdout == "" and not (tmp_path / "info.json").exists()
+
+
+def test_an_audit_with_no_driver_and_no_dpctl_says_both_whole(tmp_path):
+    # The first command a new user runs, on a machine with neither: the line was cut at
+    # its 400th character, in the middle of a Python class name, before dpctl's hint.
+    from l0mem.backends.select import INSTALL_HINT
+    from l0mem.sycl import INSTALL_HINT as SYCL_HINT
+
+    not_a_driver = tmp_path / "libze_none.so"
+    not_a_driver.write_bytes(b"")
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "dpctl.py").write_text("raise ImportError('No module named dpctl')\n")
+    env = base_env()
+    env.update(ZE_ENABLE_ALT_DRIVERS=str(not_a_driver), PYTHONPATH=str(stub))
+    proc = run_l0mem("audit", ["-q"], env)
+    assert proc.returncode == 3, proc.stderr  # docs/guide/exit-codes.md: no device
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("l0mem audit: error: no device to audit: Level Zero: "), line
+    assert INSTALL_HINT in line and SYCL_HINT in line, line
+    assert not line.endswith("...") and "Error:" not in line, line
+    assert proc.stdout == ""
 
 
 def test_zero_simulated_devices_exits_3():

@@ -107,6 +107,8 @@ def discover_sycl(filter_text: str | None) -> dict[str, Any]:
             out["runtime"][pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             continue
+    from l0mem.sycl import SyclUnavailableError
+
     try:
         from l0mem.backends.sycl_info import default_devices, device_memory
         from l0mem.sycl import describe, find_devices, no_device_found
@@ -119,6 +121,9 @@ def discover_sycl(filter_text: str | None) -> dict[str, Any]:
         defaults = [] if filter_text else default_devices()
     except ValueError as exc:
         out["error"] = str(exc)
+        return out
+    except SyclUnavailableError as exc:  # l0mem's own: its words say what to do
+        out["error"] = " ".join(str(exc).split())
         return out
     except Exception as exc:
         out["error"] = f"SYCL unavailable: {one_line(exc)}"

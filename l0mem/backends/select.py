@@ -36,8 +36,8 @@ class NoDeviceError(LookupError):
 # What a user without a Level Zero driver can do (Intel's packages; l0mem's simulator).
 INSTALL_HINT = (
     "for an Intel GPU install its Level Zero driver (Debian and Ubuntu: libze-intel-gpu1; "
-    "elsewhere Intel's compute-runtime release); without one, try l0mem on its simulated "
-    "driver (docs/guide/no-gpu.md)"
+    "elsewhere Intel's compute-runtime release); without one, l0mem demo shows l0mem on its "
+    "simulated driver"
 )
 
 
@@ -73,8 +73,11 @@ def level_zero_devices() -> list[Any]:
         # The loader's error says what to do about it; a driver comes after.
         raise NoDeviceError(f"no usable Level Zero loader: {err}") from None
     except UninitializedError as err:
+        # The routine and the result name are the evidence; the result's explanation
+        # only repeats "no driver was found".
+        said = f"{err.routine}: {err.name}" if err.routine and err.name else str(err)
         raise NoDeviceError(
-            f"no Level Zero driver found ({err}): {_alt_drivers_problem() or INSTALL_HINT}"
+            f"no Level Zero driver found ({said}): {_alt_drivers_problem() or INSTALL_HINT}"
         ) from None
     except ZeError as err:
         # A driver that cannot initialize leaves no usable driver; a driver
