@@ -91,7 +91,7 @@ def test_quiet_prints_the_answer_alone_with_no_progress(argv: list[str]) -> None
     answer = (proc.stderr if argv[0] == "run" else proc.stdout).strip().splitlines()
     rest = proc.stdout if argv[0] == "run" else proc.stderr
     assert 1 <= len(answer) <= 5, answer
-    assert answer[0].startswith(("[SIMULATOR] ", "verdict: ")), answer
+    assert answer[0].startswith(("[SIMULATOR] ", "SIMULATOR (", "verdict: ")), answer
     assert rest.strip() == "", rest
     assert not any(mark in "\n".join(answer) for mark in ("━", "──", "┃", "│", " t=", "step "))
 

@@ -231,6 +231,28 @@ def test_run_reads_the_devices_memory_through_sysman(tmp_path: Path) -> None:
     assert data["summary"]["device_source"] == "sysman"
     assert data["options"]["sysman"] is True
     assert _readers_of(env["ZESIM_SHARED_STATE"]) == []  # ended with the run
+    # Sysman's devices are the simulator's: the numbers are labelled so, untraced too.
+    assert data["simulated"] is True
+
+
+def test_the_reader_names_the_devices_the_child_read(tmp_path: Path) -> None:
+    named = _fake(
+        'print(json.dumps({"devices": 2, "names": ["l0mem simulated GPU 0", "x"]}), flush=True)\n'
+        "for line in sys.stdin:\n"
+        '    print(json.dumps({"id": int(line), "used": {"0": 1}}), flush=True)\n'
+    )
+    reader = SysmanReader(dict(os.environ), command=named)
+    try:
+        _read_until_ready(reader)
+        assert reader.names == ("l0mem simulated GPU 0", "x")
+    finally:
+        reader.close()
+    bare = SysmanReader(dict(os.environ), command=_fake(ANSWERS))  # an older child: no names
+    try:
+        _read_until_ready(bare)
+        assert bare.names == ()
+    finally:
+        bare.close()
 
 
 def test_without_sysman_the_signal_is_unavailable_with_its_reason(tmp_path: Path) -> None:

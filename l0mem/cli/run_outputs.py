@@ -31,7 +31,7 @@ from l0mem.files import ReportWriteError
 from l0mem.plots import MissingDependencyError, write_watch_plot
 from l0mem.probe.fingerprint import gpu_modules
 from l0mem.watch import Series, Watch, WatchResult, WatchSample, WatchSummary, summarize
-from l0mem.watch.export import document, write_csv, write_json
+from l0mem.watch.export import document, simulated, write_csv, write_json
 
 
 @functools.cache
@@ -117,6 +117,7 @@ def write_all(
     title: str,
 ) -> list[str]:
     json_path, csv_path, plot_path, prometheus_path = paths
+    shown = f"SIMULATOR: {title}" if simulated(result) else title
     errors = []
     writers: list[tuple[Path | None, Callable[[Path], None]]] = [
         (
@@ -124,7 +125,7 @@ def write_all(
             lambda p: write_json(document(result, summary, config=analysis_config(), **meta), p),
         ),
         (csv_path, lambda p: write_csv(result.series, p)),
-        (plot_path, lambda p: write_watch_plot(result.series, summary, p, title=title)),
+        (plot_path, lambda p: write_watch_plot(result.series, summary, p, title=shown)),
         (prometheus_path, lambda p: _write_prometheus(result, summary, meta, p)),
     ]
     for path, writer in writers:

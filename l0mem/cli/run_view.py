@@ -141,7 +141,7 @@ def answer_lines(result: WatchResult, summary: WatchSummary) -> list[str]:
     slope = analysis.slope
     fit = analysis.fit(analysis.deciding_signal) if analysis.deciding_signal else None
     head = f"verdict: [bold]{analysis.verdict}[/bold]"
-    if simulated(result.trace):
+    if simulated(result):
         head = f"[bold]SIMULATOR[/bold] (l0mem's simulated driver: not a hardware result) {head}"
     if slope is not None and fit is not None:
         head += (

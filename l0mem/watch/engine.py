@@ -83,6 +83,7 @@ class WatchResult:
     # run: processes of the workload still running when its first process ended, how
     # long l0mem followed them (keeping the floor), and those it left running.
     outlived: Outlived | None = None
+    devices: tuple[str, ...] = ()  # the names of the devices Sysman read, where it did
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,6 +330,10 @@ class Watch:
         if self._wake_r in ready:
             with contextlib.suppress(BlockingIOError, OSError):
                 os.read(self._wake_r, 64)
+
+    def device_names(self) -> tuple[str, ...]:
+        """Return the names of the devices whose memory was read beside the tree (Sysman's)."""
+        return self.sysman.names if self.sysman is not None else ()
 
     def final_trace(self) -> dict[str, Any] | None:
         """Return the tracer's last totals (polled once more after the workload ended)."""

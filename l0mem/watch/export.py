@@ -61,10 +61,11 @@ def ending(result: WatchResult) -> dict[str, Any]:
     return out
 
 
-def simulated(trace: Mapping[str, Any] | None) -> bool:
-    """Return True when the tracer saw a device of l0mem's simulated driver."""
-    devices = [] if trace is None else trace.get("devices", [])
-    return any(is_simulator_name(str(d.get("name", ""))) for d in devices)
+def simulated(result: WatchResult) -> bool:
+    """Return True when the tracer or Sysman saw a device of l0mem's simulated driver."""
+    traced = [] if result.trace is None else result.trace.get("devices", [])
+    names = [str(d.get("name", "")) for d in traced] + list(result.devices)
+    return any(is_simulator_name(n) for n in names)
 
 
 def document(
@@ -93,7 +94,7 @@ def document(
         "floor_stop": None if result.floor_stop is None else result.floor_stop.to_dict(),
         "environment": None if environment is None else recorded_environment(environment),
         "fingerprint": host_fingerprint(),
-        "simulated": simulated(result.trace),
+        "simulated": simulated(result),
         "tracing": series.tracing,
         "trace": result.trace,
         "unavailable": dict(series.unavailable),

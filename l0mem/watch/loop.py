@@ -169,8 +169,9 @@ def run_workload(
             floor_stop.t, floor_stop.available, floor_stop.floor, "SIGTERM", True
         )
     return WatchResult(
-        watch.series, returncode, floor_stop, watch.stop_signal, watch.final_trace(), outlived
-    )
+        watch.series, returncode, floor_stop, watch.stop_signal, watch.final_trace(), outlived,
+        watch.device_names(),
+    )  # fmt: skip
 
 
 # After a stop, how long past the grace run still waits for what survived SIGKILL (a
@@ -234,7 +235,9 @@ def watch_pid(
                 break
     finally:
         _close(fd)
-    return WatchResult(watch.series, None, None, watch.stop_signal, watch.final_trace())
+    return WatchResult(
+        watch.series, None, None, watch.stop_signal, watch.final_trace(), None, watch.device_names()
+    )
 
 
 def _ended(fd: int) -> bool:

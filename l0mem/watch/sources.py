@@ -57,6 +57,10 @@ class DeviceMemoryReader(Protocol):
     def read(self) -> tuple[dict[str, int], str | None]:
         """Return this sample's values, or ({}, why they are absent)."""
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Return the names of the devices read (empty where unknown)."""
+
 
 class WatchError(Exception):
     """The watch cannot start: one line naming what is wrong."""

@@ -64,6 +64,7 @@ class SysmanReader:
     def __init__(self, env: Mapping[str, str], *, command: list[str] | None = None) -> None:
         self.reason: str | None = "Sysman's reader is starting"
         self._devices: int | None = None
+        self.names: tuple[str, ...] = ()  # the devices' names, as the driver gives them
         self._buffer = b""
         self._pending: int | None = None
         self._next = 0
@@ -160,6 +161,9 @@ class SysmanReader:
             self.close()
         elif isinstance(msg.get("devices"), int):
             self._devices, self.reason = msg["devices"], None
+            names = msg.get("names")
+            if isinstance(names, list):
+                self.names = tuple(str(n) for n in names)
 
     def close(self) -> None:
         """End the child (its stdin closes; killed if it does not end in two seconds)."""
@@ -188,6 +192,13 @@ def _used(device: Any) -> int | None:
     return sum(s.used for s in states if s.location == "device")
 
 
+def _name(device: Any) -> str:
+    try:
+        return str(device.name)
+    except Exception:  # a driver that cannot say its name still answers for memory
+        return ""
+
+
 def main() -> int:
     """Answer each request line on stdin with one JSON line of Sysman's device memory."""
     out = sys.stdout
@@ -201,7 +212,9 @@ def main() -> int:
         )
         out.flush()
         return 0
-    out.write(json.dumps({"devices": len(devices)}) + "\n")
+    # The names say whose numbers these are (l0mem's simulated driver names its devices so).
+    names = [_name(d) for d in devices]
+    out.write(json.dumps({"devices": len(devices), "names": names}) + "\n")
     out.flush()
     for line in sys.stdin:
         request = line.strip()
