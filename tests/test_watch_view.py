@@ -159,3 +159,37 @@ def test_the_summary_at_80_and_120_columns_cuts_no_number_or_reason(width: int) 
     assert "cgroup growth" in text and "no cgroup v2 here" in text
     table = [ln for ln in text.splitlines() if ln[:1] in set("┏┃┡│└")]
     assert all(len(ln) <= width for ln in table)
+
+
+def test_an_undecided_answer_names_the_first_signal_and_the_details_name_every_one() -> None:
+    import dataclasses
+
+    # The answer's second line listed every signal passed over and why (300-500
+    # characters): the answer gives the first one and how many more; the details all.
+    series = _series()
+    summary = summarize(series)
+    passed = {
+        "host.available": "its interval -101 to 149 MiB/GiB spans two verdicts",
+        "meminfo.MemAvailable": "misses memory taken from the per-CPU free lists",
+        "meminfo.Shmem": "one component of the host's loss: it cannot show that a run is clean",
+    }
+    undecided = dataclasses.replace(
+        summary.analysis,
+        verdict="inconclusive",
+        reason="no host signal could decide ("
+        + "; ".join(f"{k}: {v}" for k, v in passed.items())
+        + ")",
+        passed_over=passed,
+    )
+    summary = dataclasses.replace(summary, analysis=undecided)
+    result = WatchResult(series, 0, None, None, None)
+    answer = answer_lines(result, summary)
+    assert answer[1] == (
+        "  no host signal could decide (host.available: its interval -101 to 149 MiB/GiB "
+        "spans two verdicts; 2 more below)"
+    ), answer
+    full = _text(summary_view(result, summary, dict(series.unavailable), _console()))
+    for name, why in passed.items():
+        assert f"  {name}: {why}" in full, full
+    alone = _text(summary_view(result, summary, {}, _console(), answer_only=True))
+    assert "meminfo.Shmem" not in alone

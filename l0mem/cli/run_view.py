@@ -19,6 +19,7 @@ from rich.table import Table
 from l0mem.cli._common import escape
 from l0mem.cli.fits_view import fits_table
 from l0mem.cli.layout import fitted, whole
+from l0mem.estimate import SetupAnalysis
 from l0mem.units import format_bytes
 from l0mem.watch import (
     Series,
@@ -148,7 +149,7 @@ def answer_lines(result: WatchResult, summary: WatchSummary) -> list[str]:
             f", {slope:.0f} +/- {fit.uncertainty or 0:.0f} MiB host per GiB device "
             f"(ratio {_ratio(analysis.ratio)}, by {analysis.deciding_signal})"
         )
-    lines = [head, f"  {escape(analysis.reason)}"]
+    lines = [head, f"  {escape(_brief_reason(analysis))}"]
     if analysis.next_steps is not None:
         lines.append(f"  what to do: {escape(analysis.next_steps.text)}")
     elif analysis.verdict in ("mirror", "partial"):
@@ -157,6 +158,22 @@ def answer_lines(result: WatchResult, summary: WatchSummary) -> list[str]:
         # The run did not end on its own: part of the answer, not a detail.
         lines.append(f"[bold]{escape(result.floor_stop.message)}[/bold]")
     return lines
+
+
+def _brief_reason(analysis: SetupAnalysis) -> str:
+    """Return the reason for the answer: undecided, the first signal's why and how many more."""
+    passed = list(analysis.passed_over.items())
+    if analysis.verdict != "inconclusive" or len(passed) < 2:
+        return analysis.reason
+    (name, why), more = passed[0], len(passed) - 1
+    return f"no host signal could decide ({name}: {why}; {more} more below)"
+
+
+def _passed_over_lines(analysis: SetupAnalysis) -> list[str]:
+    """Return each signal the estimation passed over and why, for the details."""
+    if analysis.verdict != "inconclusive" or len(analysis.passed_over) < 2:
+        return []
+    return [f"  {escape(name)}: {escape(why)}" for name, why in analysis.passed_over.items()]
 
 
 def summary_view(
@@ -189,6 +206,9 @@ def summary_view(
     for d in summary.devices:
         rows.append((f"{d.pdev} VRAM", *_peak_cells(d.vram)))
         rows.append((f"{d.pdev} GTT", *_peak_cells(d.gtt)))
+    passed = _passed_over_lines(summary.analysis)
+    if passed:
+        lines += ["signals passed over:", *passed, ""]
     lines.append(fitted(console, "peaks", ("what", "peak", "at"), rows, right=("peak", "at")))
     # Why a peak is unavailable is a sentence under the table, not a cell that widens it.
     said = set(unavailable.values())
