@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -366,3 +367,25 @@ def test_a_malformed_filter_is_the_command_lines_error_before_any_device_is_look
     monkeypatch.setattr(select, "sycl_devices", none_found)
     with pytest.raises(select.DeviceSelectionError, match="bad SYCL device filter"):
         select.select_devices("auto", [spec])
+
+
+@pytest.mark.parametrize("command", ["p2p", "allreduce", "bench kernels"])
+def test_auto_with_neither_a_driver_nor_dpctl_says_both(tmp_path: Path, command: str) -> None:
+    # Told only "SYCL support needs dpctl", a user without a GPU driver installed dpctl and
+    # still had nothing: with --backend auto (the default) the line names both.
+    from l0mem.backends.select import INSTALL_HINT
+    from l0mem.sycl import INSTALL_HINT as SYCL_HINT
+    from tests.support.cli import run_l0mem
+
+    not_a_driver = tmp_path / "libze_none.so"
+    not_a_driver.write_bytes(b"")
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "dpctl.py").write_text("raise ImportError('No module named dpctl')\n")
+    env = {**os.environ, "ZE_ENABLE_ALT_DRIVERS": str(not_a_driver), "PYTHONPATH": str(stub)}
+    name, *rest = command.split()
+    proc = run_l0mem(name, rest, env)
+    assert proc.returncode == 3, proc.stderr  # docs/guide/exit-codes.md: no device
+    (line,) = proc.stderr.strip().splitlines()
+    assert "no Level Zero driver found" in line and INSTALL_HINT in line, line
+    assert f"SYCL: SYCL support needs dpctl: {SYCL_HINT}" in line, line

@@ -225,6 +225,24 @@ def partition(device: Any, parts: int) -> list[Any]:
         raise NoDeviceError(f"cannot partition {name}: {err}") from None
 
 
+def _sycl_after_level_zero(specs: list[int | str | Any]) -> list[Any]:
+    """Return the SYCL devices ``specs`` name where "auto" found no Level Zero device.
+
+    Where SYCL has none either, the one line says both: a user without a driver
+    and without dpctl was told only to install dpctl.
+    """
+    from l0mem.sycl import SyclUnavailableError
+
+    try:
+        return _select_sycl(specs)
+    except (SyclUnavailableError, NoDeviceError) as err:
+        try:
+            level_zero_devices()
+        except NoDeviceError as l0:
+            raise NoDeviceError(f"{l0}; SYCL: {err}") from None
+        raise
+
+
 def select_devices(
     kind: str, devices: Sequence[int | str | Any] = (), *, sub_devices: int | None = None
 ) -> tuple[Kind, list[Any]]:
@@ -245,7 +263,7 @@ def select_devices(
         if sub_devices is not None:
             raise DeviceSelectionError("sub-devices apply to the SYCL backend only")
         return chosen_kind, _select_l0(specs)
-    chosen = _select_sycl(specs)
+    chosen = _select_sycl(specs) if kind != "auto" else _sycl_after_level_zero(specs)
     if sub_devices is None:
         return chosen_kind, chosen
     if len(chosen) != 1:
