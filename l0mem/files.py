@@ -57,6 +57,26 @@ def _target(path: PathLike) -> Path:
     return target
 
 
+# mkstemp's random part and the dots and suffix around the name.
+_TEMP_EXTRA = len("..") + 8 + len(".tmp")
+
+
+def _temporary(folder: Path, name: str) -> tuple[int, str]:
+    """Return an open temporary file beside ``name`` in ``folder``, its name within the limit.
+
+    Named after the report so a stray one says whose it is, the name cut to
+    leave room for mkstemp's part: a report named at the file system's limit
+    (255 bytes) is still written.
+    """
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    room = max(0, limit - _TEMP_EXTRA)
+    short = os.fsencode(name)[:room].decode(errors="ignore") if room else ""
+    return tempfile.mkstemp(prefix=f".{short}.", suffix=".tmp", dir=folder)
+
+
 def _special(target: Path) -> bool:
     """Return whether ``target`` exists and is not a regular file (a device, a FIFO, a socket)."""
     try:
@@ -91,7 +111,7 @@ def check_writable(path: PathLike) -> None:
             raise FileNotFoundError(errno.ENOENT, "no such directory", str(folder))
         if not folder.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(folder))
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        fd, tmp = _temporary(folder, target.name)
     except OSError as exc:
         raise ReportWriteError.of(path, exc) from None
     os.close(fd)
@@ -217,7 +237,7 @@ def write_bytes(path: PathLike, data: bytes) -> None:
     except OSError:
         old = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=_folder(target))
+        fd, tmp = _temporary(_folder(target), target.name)
     except OSError as exc:
         raise ReportWriteError.of(path, exc) from None
     try:

@@ -132,3 +132,15 @@ def test_same_path_follows_symlinks_and_knows_absent_files(tmp_path: Path) -> No
     assert same_path(tmp_path / "x.json", tmp_path / "sub" / ".." / "x.json")
     assert not same_path(real, tmp_path / "b.json")
     assert same_path("-", "-") and not same_path("-", real)
+
+
+@pytest.mark.parametrize("name", ["a" * 250 + ".json", "é" * 125 + ".j", "b" * 255], ids=len)
+def test_a_name_at_the_file_systems_limit_is_written(tmp_path: Path, name: str) -> None:
+    # The temporary file beside it was named after it whole, then past 255 bytes:
+    # "File name too long" for a name the shell and touch write.
+    target = tmp_path / name
+    assert len(os.fsencode(name)) <= 255
+    check_writable(target)
+    write_bytes(target, b"{}")
+    assert target.read_bytes() == b"{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary left
