@@ -61,6 +61,14 @@ def test_bad_sizes_raise_one_line_errors(ctx, driver, bad):
         ctx.allocate_device(driver.devices()[0], bad)
 
 
+@pytest.mark.parametrize("bad", [1 << 64, (1 << 64) + 4096, 1 << 70])
+def test_a_size_past_size_t_is_refused_not_wrapped(ctx, driver, bad):
+    # ctypes passed 2**64 + 4096 as 4096: the driver allocated 4096 bytes of a
+    # "2**64 + 4096" byte allocation.
+    with pytest.raises(ValueError, match="size_t"):
+        ctx.allocate_device(driver.devices()[0], bad)
+
+
 def test_device_outside_context_is_rejected(clean, driver):
     d0, d1 = driver.devices()[:2]
     with driver.create_context([d0]) as c:

@@ -326,10 +326,17 @@ def device_index(device: int, count: int) -> int:
     return device
 
 
+# The largest size a runtime's size_t carries: a bigger int would wrap (2**64 + 4096
+# allocated 4096 bytes while the buffer said otherwise).
+SIZE_MAX = (1 << 64) - 1
+
+
 def check_allocation_size(nbytes: int) -> None:
-    """Raise ValueError unless ``nbytes`` is a positive int (what every backend allocates)."""
+    """Raise ValueError unless ``nbytes`` is a positive int a size_t holds (what every backend allocates)."""
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
         raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
+    if nbytes > SIZE_MAX:
+        raise ValueError(f"allocation size {nbytes} is past what a size_t holds (2**64 - 1)")
 
 
 def copy_size(nbytes: int | None, src: DeviceBuffer, dst: DeviceBuffer) -> int:

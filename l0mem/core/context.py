@@ -125,6 +125,8 @@ class Context:
     def _size(nbytes: int) -> int:
         if not isinstance(nbytes, int) or nbytes <= 0:
             raise ValueError(f"allocation size must be a positive int, got {nbytes!r}")
+        if nbytes >= 1 << 64:  # ctypes would pass it modulo 2**64 as the size_t
+            raise ValueError(f"allocation size {nbytes} is past what a size_t holds (2**64 - 1)")
         return nbytes
 
     def _allocate(

@@ -147,6 +147,14 @@ def test_a_bool_is_not_a_size(backend: Backend, what: str) -> None:
     assert read(backend, buf) == b"\x33" * 64
 
 
+@pytest.mark.parametrize("nbytes", [1 << 64, (1 << 64) + 4096])
+def test_a_size_past_size_t_is_refused_not_wrapped(backend: Backend, nbytes: int) -> None:
+    # 2**64 + 4096 allocated 4096 bytes while the buffer said 2**64 + 4096, and its
+    # views reached past what the driver gave.
+    with pytest.raises(ValueError, match="size_t"):
+        backend.allocate(0, nbytes)
+
+
 def test_host_buffers_are_checked(backend: Backend) -> None:
     buf = backend.allocate(0, 16)
     with pytest.raises(ValueError):
