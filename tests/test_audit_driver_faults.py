@@ -71,3 +71,21 @@ def test_a_driver_that_aborts_in_a_later_call_fails_its_set_up_with_the_signal(
         assert "Not decided: l0 (failed)" in first
     else:
         assert "Not affected" in first and "Ended early after deciding" in out
+
+
+@pytest.mark.parametrize(
+    "call", ["zeMemAllocDevice", "zeCommandListAppendMemoryFill", "zeEventHostSynchronize"]
+)
+def test_a_device_lost_in_a_set_up_is_named_at_the_call_it_was_lost_in(
+    tmp_path: Path, call: str
+) -> None:
+    # Every lost device read "freeing device memory failed: ... zeEventCreate" (the
+    # free's own first call, failing after the loss), and its error came twice.
+    code, data, _, _ = _audit(tmp_path, device_lost_on=call)
+    assert code == 6
+    run = data["runs"][0]  # type: ignore[index]
+    assert run["status"] == "failed"
+    reason = str(run["reason"])
+    assert call in reason.split(";")[0], reason
+    assert not reason.startswith("freeing device memory failed"), reason
+    assert reason.count("freeing failed") <= 1, reason

@@ -300,7 +300,8 @@ def assemble_run(
     parts = [reason] if reason else []
     if freed is not None and status != "ok":
         if freed.get("error"):
-            parts.append(f"freeing failed: {freed['error']}")
+            if str(freed["error"]) not in (reason or ""):  # said once
+                parts.append(f"freeing failed: {freed['error']}")
         else:
             parts.append(
                 f"freed {freed.get('allocations', 0)} allocation(s), "

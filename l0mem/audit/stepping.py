@@ -325,6 +325,11 @@ class Runner:
             count, total = self.exp.free_all()
         except Exception as exc:
             self.emit("freed", allocations=0, bytes=0, error=one_line(exc))
+            if status[0] != "ok":
+                # What ended the set-up comes first (a device lost in an allocation
+                # also fails the free, at whatever call the free makes first); the
+                # parent adds the free's failure from the event.
+                return status
             return "failed", f"freeing device memory failed: {one_line(exc)}"
         self.device_bytes = 0
         self.steps.clear()
