@@ -23,9 +23,15 @@ def printable(text: str, keep: str = "") -> str:
     return "".join(f"\\x{ord(ch):02x}" if _control(ord(ch), keep, ch) else ch for ch in text)
 
 
+def xml_text(text: str, keep: str = "") -> str:
+    """Return ``text`` as XML 1.0 carries it: controls as :func:`printable` shows them, lone surrogates as ``\\udcNN``."""
+    shown = printable(text, keep).replace("\ufffe", "\\ufffe").replace("\uffff", "\\uffff")
+    return shown.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def excerpt(text: str, limit: int = 24) -> str:
     """Return ``text``, or its first ``limit - 3`` characters and "..." where it is longer than ``limit``."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-__all__ = ["excerpt", "printable"]
+__all__ = ["excerpt", "printable", "xml_text"]

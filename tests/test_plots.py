@@ -452,3 +452,25 @@ def test_matrix_plot_from_reports_on_disk(tmp_path: Path) -> None:
     result = CliRunner().invoke(matrix, [str(tmp_path / "a.json"), "--plot", str(out)])
     assert result.exit_code == 0, result.output
     assert "mirror" in out.read_text() and "1.00" in out.read_text()
+
+
+@pytest.mark.parametrize("raw", ["\x1b]0;pwned\x07", "\x00", "\udce9"], ids=repr)
+def test_an_svg_of_any_text_is_valid_xml(tmp_path: Path, raw: str) -> None:
+    # A watched command's name reaches the plot's title: with a control character in
+    # it the SVG did not parse (matrix stack labels likewise).
+    from l0mem.plots import write_watch_plot
+    from l0mem.watch.series import Series, WatchSample
+    from l0mem.watch.summary import summarize
+
+    gib = 1 << 30
+    base = WatchSample(0.0, {"host.available": 32 * gib})
+    samples = tuple(
+        WatchSample(0.5 * i, {"host.available": 32 * gib - i * gib, "sysman.0.used": i * gib}, 2)
+        for i in range(1, 6)
+    )
+    series = Series(base, samples, {})
+    path = tmp_path / "run.svg"
+    write_watch_plot(series, summarize(series), path, title=f"l0mem run: job{raw}")
+    root = ET.parse(path).getroot()  # parses
+    text = "".join(root.itertext())
+    assert "l0mem run: job\\" in text and raw not in text, text[:200]

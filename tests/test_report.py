@@ -309,3 +309,23 @@ def test_a_run_skipped_before_it_had_a_device_measured_on_no_platform(
     skipped_on_a_device = dataclasses.replace(report.runs[0], status="skipped", simulated=True)
     rows = summary_rows(dataclasses.replace(simulated, runs=[nowhere, skipped_on_a_device]))
     assert [r["platform"] for r in rows] == ["none", "simulator"]
+
+
+@pytest.mark.parametrize("raw", ["\x1b[2J", "\x00", "\x07bell", "\udce9", "\ufffe"], ids=repr)
+def test_junit_carries_any_text_as_valid_xml(report: AuditReport, raw: str) -> None:
+    # A reason holds the child's last stderr line (a driver's words):
+    # a control character or an undecodable byte there made a file no CI could parse.
+    runs = [
+        dataclasses.replace(r, status="failed", reason=f"driver said {raw} here", result=None)
+        if i == 0
+        else r
+        for i, r in enumerate(report.runs)
+    ]
+    bad = dataclasses.replace(report, runs=runs)
+    root = ET.fromstring(junit_xml(bad))  # parses
+    suite = root.find("testsuite")
+    assert suite is not None
+    error = next(c.find("error") for c in suite.iter("testcase") if c.find("error") is not None)
+    assert error is not None and "driver said " in (error.get("message") or "")
+    shown = error.get("message") or ""
+    assert raw not in shown and "\\" in shown, shown

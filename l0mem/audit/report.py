@@ -18,6 +18,7 @@ from l0mem.audit.loading import PathLike
 from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
 from l0mem.estimate.signals import GIB
 from l0mem.files import json_bytes, write_bytes
+from l0mem.text import xml_text
 
 JUNIT_CLASSNAME = "l0mem.audit"
 
@@ -129,8 +130,23 @@ def junit_xml(report: AuditReport) -> bytes:
         "testsuites", {"name": "l0mem audit", **{k: str(v) for k, v in counts.items()}}
     )
     root.append(suite)
+    _shown_as_written(root)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def _shown_as_written(root: ET.Element) -> None:
+    """Show every control character in the document's text and attributes as its code.
+
+    Reasons carry a child's last line of stderr and values of the driver's
+    environment: a control character there is no valid XML 1.0, and a CI
+    system could not read the file.
+    """
+    for element in root.iter():
+        if element.text:
+            element.text = xml_text(element.text, keep="\n\t")
+        for key, value in element.attrib.items():
+            element.set(key, xml_text(value))
 
 
 def write_junit(report: AuditReport, path: PathLike) -> None:

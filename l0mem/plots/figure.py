@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from l0mem.files import PathLike, write_bytes
+from l0mem.text import xml_text
 
 PLOT_FORMATS = {".png": "png", ".svg": "svg"}
 # Dots per inch of a PNG: a 10-inch-wide figure is 1200 pixels, readable on a laptop unscaled.
@@ -50,10 +51,27 @@ def new_figure(path: PathLike, width: float, height: float) -> tuple[Any, str]:
     return Figure(figsize=(width, height), dpi=DPI, layout="constrained"), fmt
 
 
+def _shown_as_written(fig: Any) -> None:
+    """Show every control character in the figure's text as its code (``\\x1b``).
+
+    A report's strings (a command's name, a stack label) reach titles and
+    labels; in an SVG a control character is no valid XML, and the file would
+    not parse.
+    """
+    from matplotlib.text import Text
+
+    for artist in fig.findobj(Text):
+        text = artist.get_text()
+        shown = xml_text(text, keep="\n")
+        if shown != text:
+            artist.set_text(shown)
+
+
 def save_figure(fig: Any, fmt: str, path: PathLike) -> None:
     """Write ``fig`` to ``path`` in ``fmt``, atomically (:func:`l0mem.files.write_bytes`)."""
     import matplotlib
 
+    _shown_as_written(fig)
     buf = io.BytesIO()
     # Text kept as text in an SVG: smaller, searchable, and its labels readable by tools.
     with matplotlib.rc_context({"svg.fonttype": "none"}):
