@@ -72,11 +72,25 @@ LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
 )
 
 
+# A write that failed for good: the reader has gone (EPIPE), the descriptor is closed
+# (EBADF) or the terminal hung up (EIO, SIGHUP's usual company).
+GONE = frozenset({errno.EPIPE, errno.EBADF, errno.EIO})
+
+
 def notice(command: str, message: str) -> None:
-    """Print the one line ``l0mem COMMAND: MESSAGE`` on stderr (``l0mem: MESSAGE`` without a command)."""
+    """Print the one line ``l0mem COMMAND: MESSAGE`` on stderr (``l0mem: MESSAGE`` without a command).
+
+    A stderr that is gone (a closed terminal, a reader that left) takes the line
+    quietly: the reports are written and the exit code is the command's own.
+    """
     # Escapes are shown, not obeyed (click would drop them off a terminal, showing another name).
     text = printable(message)
-    click.echo(f"l0mem {command}: {text}" if command else f"l0mem: {text}", err=True)
+    try:
+        click.echo(f"l0mem {command}: {text}" if command else f"l0mem: {text}", err=True)
+    except OSError as err:
+        if err.errno not in GONE:
+            raise
+        discard(sys.stderr)
 
 
 def error(command: str, message: str) -> None:
@@ -263,12 +277,23 @@ def stdout_is_tty() -> bool:
 
 
 class _Output(Console):
-    """A rich Console that goes quiet when its reader has gone, instead of exiting 1."""
+    """A rich Console that goes quiet when its reader or terminal has gone, instead of exiting 1."""
 
     def on_broken_pipe(self) -> None:
         """Stop printing; the command goes on to its own exit code (rich would exit 1)."""
         self.quiet = True
         discard(self.file)
+
+    def _check_buffer(self) -> None:
+        # rich answers a broken pipe only; a terminal that hung up (EIO, as the live
+        # view stops) or a closed descriptor is the same: the reader has gone.
+        try:
+            super()._check_buffer()
+        except OSError as err:
+            if err.errno not in GONE:
+                raise
+            del self._buffer[:]
+            self.on_broken_pipe()
 
 
 # Narrower than this a table has no room for a single word per cell: COLUMNS below
@@ -296,8 +321,7 @@ def rendering() -> Iterator[None]:
         if sys.stdout is not None:
             sys.stdout.flush()
     except OSError as err:
-        # EIO: the terminal hung up (SIGHUP's usual company).
-        if err.errno not in (errno.EPIPE, errno.EBADF, errno.EIO):
+        if err.errno not in GONE:
             raise
         discard(sys.stdout)
 

@@ -15,7 +15,6 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
 
 from l0mem._ze.guard import timeout_from_env
 from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
@@ -332,7 +331,7 @@ def audit(
             if answer_only:  # the answer alone: no bars, no line per step
                 report = run_audit(options, cancel=cancel)
             else:
-                with progress_bars(Console(stderr=True, highlight=False)) as bars:
+                with progress_bars(output(stderr=True, highlight=False)) as bars:
                     report = run_audit(options, progress=Bars(bars), cancel=cancel)
         except AuditInterrupted as exc:
             report, interrupted = exc.report, exc.signum
