@@ -277,3 +277,22 @@ def test_wait_releases_the_waits_of_a_command(backend):
     assert recycler.referenced(e0.core)
     e1.wait()
     assert not recycler.referenced(e0.core)
+
+
+def test_make_resident_mirrors_on_the_simulator_and_checks_its_arguments(backend, clean):
+    # The one step that mirrors, through the backend layer (the audit's l0-peer-resident
+    # set-up is its only other caller).
+    clean.set("mirror", "peer-resident")
+    buf = backend.allocate(0, 1 << 20)
+    assert clean.mirror_bytes() == 0
+    if backend.context_mode == "single":  # another device's context: refused, nothing made
+        with pytest.raises(ValueError, match="not in the context"):
+            backend.make_resident(buf, 1)
+        assert clean.mirror_bytes() == 0
+    else:
+        backend.make_resident(buf, 1)
+        assert clean.mirror_bytes() == 1 << 20
+    with pytest.raises(IndexError):
+        backend.make_resident(buf, 2)
+    buf.close()
+    assert clean.mirror_bytes() == 0
