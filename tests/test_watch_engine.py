@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -541,6 +542,72 @@ def test_follow_all_waits_for_every_process_the_workload_left() -> None:
     assert result.outlived is not None and result.outlived.left_running == ()
     assert result.outlived.seconds >= 1.0
     assert time.monotonic() - started < 15
+
+
+def _gone_or_not_ours(pid: int) -> bool:
+    """Return whether ``pid`` has ended and left no zombie of this process's behind."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return True
+    return not (stat[0] == "Z" and int(stat[1]) == os.getpid())
+
+
+# The first look sees the shell alone; it starts the job and ends between two looks.
+_LEAVES_A_JOB = "sleep 0.2; sleep {s} & echo $! > {f}; exit 0"
+# The job's parent ends at once, in a session of its own, while the first process runs on.
+_DOUBLE_FORK = "sleep 0.2; setsid sh -c 'sleep {s} & echo $! > {f}'; sleep 0.4"
+
+
+@pytest.mark.parametrize("script", [_LEAVES_A_JOB, _DOUBLE_FORK], ids=["job", "setsid"])
+def test_an_orphan_no_look_saw_is_followed_named_and_reaped(tmp_path: Path, script: str) -> None:
+    # run is a child subreaper: the orphan is reparented to l0mem, not to init, and
+    # found at the next look although no look saw it while its parent lived.
+    child = tmp_path / "child.pid"
+    command = ["sh", "-c", script.format(s=1.5, f=child)]
+    result = run_workload(Watch(interval=0.5), command, prober=_Prober(64 * GIB), follow=math.inf)
+    pid = int(child.read_text())
+    assert result.returncode == 0
+    assert result.outlived is not None and result.outlived.processes == 1
+    assert result.outlived.left_running == ()
+    assert result.outlived.seconds >= 0.8  # followed until it ended
+    assert _gone_or_not_ours(pid)  # reaped: no zombie left behind
+
+
+def test_the_floor_is_kept_for_an_orphan_no_look_saw(tmp_path: Path) -> None:
+    child = tmp_path / "child.pid"
+    command = ["sh", "-c", _LEAVES_A_JOB.format(s=60, f=child)]
+    watch = Watch(interval=0.5, floor=64 * GIB - 40 * MIB, grace=1.0)
+
+    class Losing:
+        """The real tree, with a host that loses 4 MiB a look once the first process ended."""
+
+        def __init__(self, pid: int) -> None:
+            self.tree, self.n, self.root = TreeSource(pid), 0, pid
+
+        def adopt(self, pids: tuple[int, ...]) -> None:
+            self.tree.adopt(pids)
+
+        def sample(self) -> TreeReading | None:
+            got = self.tree.sample()
+            if got is None:
+                return None
+            self.n += not Path(f"/proc/{self.root}").exists()
+            own = {k: v for k, v in got.values.items() if k.startswith("tree.")}
+            values = {**own, "host.available": 64 * GIB - self.n * 4 * MIB}
+            return TreeReading(values, got.unavailable, got.pids, got.pid_list)
+
+    started = time.monotonic()
+    result = run_workload(watch, command, source_factory=Losing, prober=_Prober(64 * GIB))
+    pid = int(child.read_text())
+    try:
+        assert result.outlived is not None and result.outlived.processes == 1
+        assert result.floor_stop is not None  # stopped for the floor, not left running
+        assert _gone_or_not_ours(pid)
+        assert time.monotonic() - started < 30
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_watching_a_zombie_says_it_exited_unreaped() -> None:

@@ -41,7 +41,7 @@ import dataclasses
 import os
 import time
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from l0mem.probe import parse, readers
 from l0mem.probe.pids import (
@@ -202,6 +202,18 @@ class TreeProber:
             return children_of(pid, self.proc_root)
         except OSError:
             return []  # ended during the walk: its children are reparented, not ours
+
+    def adopt(self, pids: Iterable[int]) -> None:
+        """Follow ``pids`` and their descendants too, as orphans of the tree are followed.
+
+        For processes of the tree that were reparented before a sample saw them:
+        the caller knows them as its own adopted children (a child subreaper's).
+        """
+        for pid in pids:
+            if pid not in self._starts:
+                start = self._start_time(pid)
+                if start is not None:  # else ended already
+                    self._starts[pid] = start
 
     def sample(self, extra: Mapping[str, int] | None = None) -> TreeSample:
         """Return a :class:`TreeSample` of the tree now; raise ProcessGone when it has ended."""

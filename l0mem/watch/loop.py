@@ -23,11 +23,14 @@ from l0mem.watch.workload import (
     follow_stop,
     foreground_terminal,
     job_stopped,
+    orphans,
+    own_children,
     pidfd,
     process_state,
     reclaim_terminal,
     signal_tree,
     start,
+    subreaper,
 )
 
 SourceFactory = Callable[[int], Source]
@@ -84,11 +87,50 @@ def run_workload(
     (None: l0mem's). ``follow``: how many seconds the processes that outlive
     the first one are followed, the floor kept for them (``math.inf``: until
     every one of them ends).
+
+    l0mem is a child subreaper meanwhile (:func:`~l0mem.watch.workload.subreaper`):
+    a process of the workload whose parent ended before a sample saw it (``sh
+    -c 'job &'``, a double fork) is reparented to l0mem and followed as the
+    rest of the tree is; each is reaped when it ends. l0mem must start no
+    process of its own meanwhile: any child it did not have before is taken
+    for the workload's.
     """
     take_baseline(watch, prober)
     check_floor(watch)
+    with subreaper():
+        return _run(watch, command, env, source_factory, stdout, follow)
+
+
+def _adopt(source: Source | None, factory: SourceFactory, pids: Sequence[int]) -> Source | None:
+    """Make ``source`` follow ``pids`` (the workload's orphans, now l0mem's children) too.
+
+    Without a source yet (the first process ended before the first look), one is
+    made for the first of them still there.
+    """
+    for pid in pids if source is None else ():
+        try:
+            source = factory(pid)
+        except WatchError:
+            continue  # ended meanwhile
+        break
+    adopt = getattr(source, "adopt", None)  # a recorded source (tests) has none
+    if adopt is not None:
+        adopt(pids)
+    return source
+
+
+def _run(
+    watch: Watch,
+    command: Sequence[str],
+    env: Mapping[str, str] | None,
+    source_factory: SourceFactory,
+    stdout: int | None,
+    follow: float,
+) -> WatchResult:
     terminal = foreground_terminal()
+    known = own_children()  # l0mem's own (Sysman's reader): not the workload's
     proc = start(command, env, terminal=terminal, stdout=stdout)
+    known.add(proc.pid)
     fd = pidfd(proc.pid)
     floor_stop: FloorStop | None = None
     stopped_at: float | None = None  # when SIGTERM (or the user's signal) was sent
@@ -106,6 +148,9 @@ def run_workload(
         # one are followed (and the floor kept for them) until they end too.
         while not tree_gone:
             running = proc.poll() is None
+            adopted = orphans(known)
+            if adopted:
+                source = _adopt(source, source_factory, adopted)
             if source is None:
                 if not running:
                     break
@@ -160,6 +205,7 @@ def run_workload(
     finally:
         _close(fd)
     returncode = proc.wait()
+    orphans(known)  # reap those that ended since the last look; the rest run on unwatched
     reclaim_terminal(terminal)
     outlived = None
     if first_ended is not None:

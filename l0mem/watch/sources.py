@@ -10,7 +10,7 @@ its kinds are the one-line reasons a watch cannot start.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 import psutil
@@ -112,6 +112,10 @@ class TreeSource:
             raise NoSuchProcess(no_process(pid)) from None
         except ProbeAccessError as exc:
             raise NotPermitted(str(exc)) from None
+
+    def adopt(self, pids: Iterable[int]) -> None:
+        """Sample ``pids`` and their descendants too: the tree's processes reparented to l0mem."""
+        self._prober.adopt(pids)
 
     def sample(self) -> TreeReading | None:
         """Return the tree's signals now, or None when the whole tree is gone."""

@@ -3,22 +3,28 @@
 ``run`` starts the command as a shell starts a job: in a process group of its
 own (a stop reaches every process it started and none of l0mem's), in the
 terminal's foreground when l0mem has it, and its end is seen through a pidfd.
+While it runs l0mem is a child subreaper (Linux, :func:`subreaper`): a process
+of the workload whose parent ended (``sh -c 'job &'``, a daemon's double fork)
+is reparented to l0mem, not to init, so it stays in the watched tree
+(:func:`orphans`) and l0mem reaps it when it ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from l0mem.probe.pids import child_lister, has_children_files
 from l0mem.text import excerpt
 from l0mem.watch.sources import CommandError
 
@@ -193,6 +199,77 @@ def follow_stop(terminal: int, pgid: int) -> None:
         os.killpg(pgid, signal.SIGCONT)
 
 
+# prctl(2) options: whether orphaned descendants are reparented to this process, not init.
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+
+
+def _prctl() -> Any | None:
+    """Return libc's ``prctl`` (Linux), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def subreaper() -> Iterator[bool]:
+    """Make this process a child subreaper in the block; yield whether it is one.
+
+    A descendant whose parent ends is then reparented to this process (the
+    nearest living subreaper above it) instead of init, and stays a child of
+    it: the workload's tree keeps it. Off Linux, or where prctl refuses, this
+    is a no-op that yields False. The setting this process had comes back
+    after (an in-process caller, a test runner, is left as it was); processes
+    adopted by then stay its children.
+    """
+    prctl = _prctl()
+    was = ctypes.c_int(0)
+    if prctl is None or prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) != 0:
+        yield False
+        return
+    if was.value:
+        yield True
+        return
+    made = prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    try:
+        yield made
+    finally:
+        if made:
+            prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+def own_children() -> set[int]:
+    """Return the pids of this process's children (every thread's), as listed now."""
+    me = os.getpid()
+    try:
+        return set(child_lister("/proc", has_children_files(me))(me))
+    except OSError:
+        return set()
+
+
+def orphans(known: Collection[int]) -> list[int]:
+    """Return this process's running children not in ``known``; reap those that ended.
+
+    Under :func:`subreaper`, children l0mem did not start (``known``: those it
+    had before the workload, and the workload's first process) are processes
+    of the workload reparented to it when their parent ended. Each is waited
+    for by its pid (never ``waitpid(-1)``, which would take another child's
+    status): one that ended is reaped here, so none is left a zombie.
+    """
+    running = []
+    for pid in sorted(own_children() - set(known)):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue  # reaped already, or not a child after all
+        if not done:
+            running.append(pid)
+    return running
+
+
 def signal_tree(pgid: int, pids: Sequence[int], signum: int) -> None:
     """Send ``signum`` to the workload's process group and to every process of its tree."""
     with contextlib.suppress(OSError):
@@ -203,13 +280,17 @@ def signal_tree(pgid: int, pids: Sequence[int], signum: int) -> None:
 
 
 __all__ = [
+    "PR_SET_CHILD_SUBREAPER",
     "follow_stop",
     "foreground_terminal",
     "job_stopped",
+    "orphans",
+    "own_children",
     "pidfd",
     "process_state",
     "reclaim_terminal",
     "signal_tree",
     "start",
     "stopped",
+    "subreaper",
 ]
