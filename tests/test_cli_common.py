@@ -104,7 +104,8 @@ def test_reporting_maps_library_errors_and_lets_bugs_through(
             DeviceLostError(0x70000001, "zeContextCreate"),
             6,
             "l0mem p2p: zeContextCreate: ZE_RESULT_ERROR_DEVICE_LOST (0x70000001): the device "
-            "hung, was reset or removed, or its driver was updated",
+            "hung, was reset or removed, or its driver was updated (the kernel log, dmesg, "
+            "says which; run again once the device is back)",
         ),
     ],
 )

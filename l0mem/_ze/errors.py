@@ -59,7 +59,10 @@ class DeviceLostError(ZeRuntimeError):
     """ZE_RESULT_ERROR_DEVICE_LOST."""
 
     code = E.ZE_RESULT_ERROR_DEVICE_LOST
-    explanation = "the device hung, was reset or removed, or its driver was updated"
+    explanation = (
+        "the device hung, was reset or removed, or its driver was updated "
+        "(the kernel log, dmesg, says which; run again once the device is back)"
+    )
 
 
 class OutOfHostMemoryError(ZeRuntimeError):

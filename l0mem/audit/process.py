@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -84,7 +85,16 @@ def _stderr_tail(f: IO[bytes]) -> str:
     f.seek(max(0, size - _STDERR_TAIL))
     text = f.read().decode("utf-8", "replace")
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
+    if not lines:
+        return ""
+    # A child that raised one of l0mem's own errors ends its traceback with the class's
+    # module path; its message says all (the call, the result and what it means).
+    own = _OWN_ERROR.match(lines[-1])
+    return own.group(1) if own else lines[-1]
+
+
+# "l0mem._ze.errors.DeviceLostError: zeDriverGet: ..." -> "zeDriverGet: ..."
+_OWN_ERROR = re.compile(r"^l0mem(?:\.\w+)+\.\w+(?:Error|Exception): (.+)$")
 
 
 def exit_text(code: int) -> str:
