@@ -238,6 +238,8 @@ def _check_line(command: str, code: int, stderr: str, needle: str, output: str =
     mine = [ln for ln in lines if ln.startswith(("l0mem ", "Error: "))]
     assert len(mine) == 1, stderr
     line = mine[0]
+    # A user reads the error's words, not l0mem's class path for it.
+    assert "l0mem._" not in line and "Error: " not in line.partition(": ")[2], line
     if not line.startswith("Error: "):  # click's own usage errors
         assert line.startswith(f"l0mem {command}: "), line
         if command != "audit":  # the audit's progress bars share stderr

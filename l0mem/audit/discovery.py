@@ -19,8 +19,14 @@ SYCL_PACKAGES = ("dpctl", "intel-sycl-rt", "intel-cmplr-lib-ur", "intel-opencl-r
 
 
 def one_line(exc: BaseException) -> str:
-    """Return ``exc`` as one line, ``TypeName: message``, for the protocol and the report."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    """Return ``exc`` as one line for the protocol and the report: l0mem's errors by their words, others ``TypeName: message``."""
+    text = " ".join(str(exc).split())
+    if not text:
+        return type(exc).__name__
+    # l0mem's own errors name what failed (a driver's: the call, the result, what it
+    # means); their class adds nothing a user can act on. Another library's may.
+    if type(exc).__module__.startswith("l0mem."):
+        return text
     return f"{type(exc).__name__}: {text}"
 
 
