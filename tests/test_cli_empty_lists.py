@@ -8,7 +8,9 @@ help text, so that a new one joins), and says what it takes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -21,9 +23,9 @@ from tests.support.cli import never_reach_a_device
 EMPTY = ("", ",", " ", " , ", ",,", "\t")
 
 
-def _list_options() -> dict[tuple[str, str], click.Option]:
-    """Return every option that takes a comma list, by (command, option)."""
-    found: dict[tuple[str, str], click.Option] = {}
+def _params(keep: Callable[[click.Parameter], bool]) -> dict[tuple[str, str], Any]:
+    """Return every parameter of every command that ``keep`` takes, by (command, name)."""
+    found: dict[tuple[str, str], Any] = {}
 
     def walk(group: click.Group, prefix: str) -> None:
         ctx = click.Context(group)
@@ -33,11 +35,16 @@ def _list_options() -> dict[tuple[str, str], click.Option]:
                 walk(command, f"{prefix}{name} ")
             elif command is not None:
                 for p in command.params:
-                    if isinstance(p, click.Option) and "comma" in (p.help or ""):
+                    if keep(p):
                         found[f"{prefix}{name}", p.opts[-1]] = p
 
     walk(cli, "")
     return found
+
+
+def _list_options() -> dict[tuple[str, str], click.Option]:
+    """Return every option that takes a comma list, by (command, option)."""
+    return _params(lambda p: isinstance(p, click.Option) and "comma" in (p.help or ""))
 
 
 LISTS = _list_options()
@@ -109,21 +116,7 @@ def test_an_option_left_out_still_means_its_default(monkeypatch: pytest.MonkeyPa
 
 def _path_params() -> dict[tuple[str, str], click.Parameter]:
     """Return every option and argument that names a file or directory, by (command, name)."""
-    found: dict[tuple[str, str], click.Parameter] = {}
-
-    def walk(group: click.Group, prefix: str) -> None:
-        ctx = click.Context(group)
-        for name in group.list_commands(ctx):
-            command = group.get_command(ctx, name)
-            if isinstance(command, click.Group):
-                walk(command, f"{prefix}{name} ")
-            elif command is not None:
-                for p in command.params:
-                    if isinstance(p.type, click.Path):
-                        found[f"{prefix}{name}", p.opts[-1]] = p
-
-    walk(cli, "")
-    return found
+    return _params(lambda p: isinstance(p.type, click.Path))
 
 
 PATHS = _path_params()

@@ -452,6 +452,25 @@ def test_a_tree_slow_to_read_is_read_less_often() -> None:
     assert quick.next_interval() == pytest.approx(0.05)
 
 
+class _Losing:
+    """The real tree (the processes it follows), with a host that loses 4 MiB a look once the first ended."""
+
+    def __init__(self, pid: int) -> None:
+        self.tree, self.n, self.root = TreeSource(pid), 0, pid
+
+    def adopt(self, pids: tuple[int, ...]) -> None:
+        self.tree.adopt(pids)
+
+    def sample(self) -> TreeReading | None:
+        got = self.tree.sample()
+        if got is None:
+            return None
+        self.n += not Path(f"/proc/{self.root}").exists()
+        own = {k: v for k, v in got.values.items() if k.startswith("tree.")}
+        values = {**own, "host.available": 64 * GIB - self.n * 4 * MIB}
+        return TreeReading(values, got.unavailable, got.pids, got.pid_list)
+
+
 def test_processes_that_outlive_the_first_are_followed_and_the_floor_kept_for_them(
     tmp_path: Path,
 ) -> None:
@@ -465,25 +484,9 @@ def test_processes_that_outlive_the_first_are_followed_and_the_floor_kept_for_th
         f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(0.2)"
     )
     watch = Watch(interval=0.02, floor=64 * GIB - 40 * MIB, grace=1.0)
-    real = TreeSource
     started = time.monotonic()
 
-    class Losing:
-        """The real tree (the child is followed), with a host that loses 4 MiB a look once the first ended."""
-
-        def __init__(self, pid: int) -> None:
-            self.tree, self.n, self.root = real(pid), 0, pid
-
-        def sample(self) -> TreeReading | None:
-            got = self.tree.sample()
-            if got is None:
-                return None
-            self.n += not Path(f"/proc/{self.root}").exists()
-            own = {k: v for k, v in got.values.items() if k.startswith("tree.")}
-            values = {**own, "host.available": 64 * GIB - self.n * 4 * MIB}
-            return TreeReading(values, got.unavailable, got.pids, got.pid_list)
-
-    result = run_workload(watch, _py(code), source_factory=Losing, prober=_Prober(64 * GIB))
+    result = run_workload(watch, _py(code), source_factory=_Losing, prober=_Prober(64 * GIB))
     assert result.returncode == 0
     assert result.outlived is not None and result.outlived.processes == 1
     assert result.floor_stop is not None  # the child was stopped for the floor, not left running
@@ -579,26 +582,8 @@ def test_the_floor_is_kept_for_an_orphan_no_look_saw(tmp_path: Path) -> None:
     command = ["sh", "-c", _LEAVES_A_JOB.format(s=60, f=child)]
     watch = Watch(interval=0.5, floor=64 * GIB - 40 * MIB, grace=1.0)
 
-    class Losing:
-        """The real tree, with a host that loses 4 MiB a look once the first process ended."""
-
-        def __init__(self, pid: int) -> None:
-            self.tree, self.n, self.root = TreeSource(pid), 0, pid
-
-        def adopt(self, pids: tuple[int, ...]) -> None:
-            self.tree.adopt(pids)
-
-        def sample(self) -> TreeReading | None:
-            got = self.tree.sample()
-            if got is None:
-                return None
-            self.n += not Path(f"/proc/{self.root}").exists()
-            own = {k: v for k, v in got.values.items() if k.startswith("tree.")}
-            values = {**own, "host.available": 64 * GIB - self.n * 4 * MIB}
-            return TreeReading(values, got.unavailable, got.pids, got.pid_list)
-
     started = time.monotonic()
-    result = run_workload(watch, command, source_factory=Losing, prober=_Prober(64 * GIB))
+    result = run_workload(watch, command, source_factory=_Losing, prober=_Prober(64 * GIB))
     pid = int(child.read_text())
     try:
         assert result.outlived is not None and result.outlived.processes == 1
