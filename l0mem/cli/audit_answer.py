@@ -90,8 +90,21 @@ def answer_lines(report: AuditReport, answer_only: bool = False) -> list[str]:
             + _why(open_, answer_only, "why, and what would decide")
         )
     if not lines:
-        planned = [r for r in report.runs if r.remedy is None]
-        lines.append("Nothing was measured; " + _why(planned, answer_only, "why"))
+        controls = [r for r in runs if r.host_memory and r.result and r.result.slope is not None]
+        planned = [r for r in report.runs if r.remedy is None and not r.host_memory]
+        if controls:
+            # Only a device whose memory is host memory (a CPU): a positive control measured,
+            # no GPU's allocation path; "nothing was measured" read as if the audit had failed.
+            lines.append(
+                "No GPU measured: only the positive control on a device whose memory is host "
+                "memory ("
+                + ", ".join(f"{r.label}{_slope(r)}" for r in controls)
+                + ": about 1024 expected there); "
+                + _why(planned, answer_only, "why the GPU set-ups did not run")
+            )
+        else:
+            planned = [r for r in report.runs if r.remedy is None]
+            lines.append("Nothing was measured; " + _why(planned, answer_only, "why"))
     # Whatever comes first carries the mark of numbers that are not hardware results.
     lines[0] = prefix + lines[0]
     return lines
