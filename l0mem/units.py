@@ -13,7 +13,10 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-_SIZE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+# ASCII digits only: \d would also take another script's digits (٤K).
+_SIZE = re.compile(
+    r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE | re.ASCII
+)
 _SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
 MAX_SIZE = 1 << 62  # far beyond any device; keeps every size a C int64 / size_t
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30

@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 import click
 
 from l0mem.cli._common import ExitCode, fail
+from l0mem.cli._numbers import FloatRange, IntRange, real
 
 # What a command shows and writes beside its report: defined there, offered here too.
 from l0mem.cli._output_options import OWN_LABELS as OWN_LABELS
@@ -64,7 +65,7 @@ backend_option = click.option(
 )
 sub_devices_option = click.option(
     "--sub-devices",
-    type=click.IntRange(2, MAX_DEVICES),
+    type=IntRange(2, MAX_DEVICES),
     help="SYCL: partition the selected device into N sub-devices (e.g. a CPU without GPUs).",
 )
 json_option = click.option(
@@ -149,7 +150,7 @@ def device_option(default_note: str = "") -> Callable[[_F], _F]:
 def _count_option(name: str, minimum: int, default: int, text: str) -> Callable[[_F], _F]:
     return click.option(
         name,
-        type=click.IntRange(minimum, MAX_REPS),
+        type=IntRange(minimum, MAX_REPS),
         default=default,
         show_default=True,
         metavar="N",
@@ -233,9 +234,9 @@ def parse_follow(ctx: click.Context, param: click.Parameter, value: str) -> floa
     if value.strip().lower() == "all":
         return math.inf
     try:
-        seconds = float(value)
+        seconds = real(value)
     except ValueError:
-        raise click.BadParameter(f"{value!r}: seconds, or all") from None
+        raise click.BadParameter(f"{value!r}: seconds (ASCII digits, like 10 or 2.5), or all") from None
     if not 0.0 <= seconds <= 365 * 86400.0:  # nan fails too
         raise click.BadParameter(f"{value!r}: seconds from 0 to a year, or all")
     return seconds
@@ -248,7 +249,7 @@ def parse_floor(ctx: click.Context, param: click.Parameter, value: str | None) -
     text = value.strip()
     if text.endswith("%"):
         try:
-            share = float(text[:-1])
+            share = real(text[:-1])
         except ValueError:
             raise click.BadParameter(f"not a percentage: {value!r}") from None
         if not 0 <= share < 100:
@@ -300,7 +301,7 @@ def hang_after_option(func: _F) -> _F:
 
     return click.option(
         "--hang-after",
-        type=click.FloatRange(0.01, 3600.0),
+        type=FloatRange(0.01, 3600.0),
         callback=finite,
         default=HANG_BASE_S,
         show_default=True,

@@ -53,6 +53,7 @@ from l0mem.cli._common import (
     save_json,
     to_stdout,
 )
+from l0mem.cli._numbers import IntRange
 from l0mem.cli._options import (
     MAX_DEVICES,
     MAX_SEED,
@@ -204,17 +205,17 @@ def _whole_fp32(nbytes: int) -> None:
 @device_option()
 @click.option(
     "--count",
-    type=click.IntRange(2, MAX_DEVICES),
+    type=IntRange(2, MAX_DEVICES),
     metavar="N",
     help="Use the first N of the selected devices (default: all of them).",
 )
 # The old name of --count: still accepted, with a notice, so that scripts keep running.
-@click.option("--devices", "old_count", type=click.IntRange(2, MAX_DEVICES), hidden=True)
+@click.option("--devices", "old_count", type=IntRange(2, MAX_DEVICES), hidden=True)
 @sub_devices_option
 @sizes_option("16K,128K,4M,64M", "multiples of 4: FP32", check=_whole_fp32)
 @click.option(
     "--threshold",
-    type=click.IntRange(0, MAX_SIZE // 4),
+    type=IntRange(0, MAX_SIZE // 4),
     default=32768,
     show_default=True,
     help="FP32 element count (not bytes) from which the BF16-compressed path is used.",
@@ -230,7 +231,7 @@ def _whole_fp32(nbytes: int) -> None:
 @warmup_option(1)
 @click.option(
     "--seed",
-    type=click.IntRange(0, MAX_SEED),
+    type=IntRange(0, MAX_SEED),
     default=0,
     show_default=True,
     help="Seed of the random inputs (0 to 2**63-1).",

@@ -40,6 +40,7 @@ from l0mem.cli._common import (
     stdout_is_tty,
     to_stdout,
 )
+from l0mem.cli._numbers import FloatRange, IntRange
 from l0mem.cli._options import (
     answer_only_option,
     check_plot,
@@ -181,7 +182,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
     "half the free device memory).",
 )
 @click.option(
-    "--steps", type=click.IntRange(3, 1000), default=8, show_default=True, help="Allocation steps."
+    "--steps", type=IntRange(3, 1000), default=8, show_default=True, help="Allocation steps."
 )
 @click.option(
     "--floor",
@@ -199,7 +200,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
 )
 @click.option(
     "--settle",
-    type=click.FloatRange(0.0, 60.0),
+    type=FloatRange(0.0, 60.0),
     callback=finite,
     default=0.1,
     show_default=True,
@@ -209,7 +210,7 @@ def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]
 )
 @click.option(
     "--budget",
-    type=click.FloatRange(0.0, 3600.0),
+    type=FloatRange(0.0, 3600.0),
     callback=finite,
     default=30.0,
     show_default=True,

@@ -34,6 +34,7 @@ from l0mem.cli._common import (
     save_json,
     to_stdout,
 )
+from l0mem.cli._numbers import IntRange
 from l0mem.cli._options import (
     answer_only_option,
     backend_option,
@@ -168,7 +169,7 @@ def bench() -> None:
 )
 @click.option(
     "--elements",
-    type=click.IntRange(min=1, max=1 << 40),
+    type=IntRange(min=1, max=1 << 40),
     default=1 << 24,
     show_default=True,
     help="Elements per kernel launch (the copy moves 4 bytes per element).",
@@ -177,7 +178,7 @@ def bench() -> None:
 @warmup_option(3)
 @click.option(
     "--work-group-size",
-    type=click.IntRange(1, MAX_WORK_GROUP),
+    type=IntRange(1, MAX_WORK_GROUP),
     help=f"Override the work-group size (SYCL backend only; 1 to {MAX_WORK_GROUP}).",
 )
 @json_option

@@ -39,6 +39,7 @@ from l0mem.cli._common import (
     save_plot,
     to_stdout,
 )
+from l0mem.cli._numbers import FloatRange
 from l0mem.cli._options import answer_only_option, check_plot, finite, plot_option
 from l0mem.cli._paths import NamedPath
 from l0mem.cli.audit_view import NO_HARDWARE_MARK, SIMULATOR_MARK
@@ -181,7 +182,7 @@ def _details(
 @click.option(
     "--slope-tolerance",
     # A slope is at most 1024 MiB/GiB (1:1); the cap only refuses absurd numbers.
-    type=click.FloatRange(0.0, 1e6),
+    type=FloatRange(0.0, 1e6),
     default=DEFAULT_SLOPE_TOLERANCE,
     show_default=True,
     metavar="MiB/GiB",

@@ -37,6 +37,7 @@ from l0mem.cli._common import (
     to_stdout,
 )
 from l0mem.cli._exits import ExitCode
+from l0mem.cli._numbers import FloatRange
 from l0mem.cli._options import check_plot, finite, json_option, plot_option
 from l0mem.cli._paths import NamedPath
 from l0mem.cli.layout import fitted
@@ -188,7 +189,7 @@ def _write_text(command: str, path: Path, text: str) -> None:
 )
 @click.option(
     "--slope-tolerance",
-    type=click.FloatRange(0.0, 1e6),
+    type=FloatRange(0.0, 1e6),
     callback=finite,
     default=64.0,
     show_default=True,

@@ -49,6 +49,7 @@ from l0mem.cli._common import (
     to_stdout,
 )
 from l0mem.cli._exits import ExitCode
+from l0mem.cli._numbers import IntRange
 from l0mem.cli._options import (
     answer_only_option,
     backend_option,
@@ -313,7 +314,7 @@ def _render_staging(result: Any, console: Console) -> None:
 )
 @click.option(
     "--seed",
-    type=click.IntRange(0, 2**63 - 1),
+    type=IntRange(0, 2**63 - 1),
     default=0,
     show_default=True,
     help="Seed of the pattern the copies are checked with (a failure names it, to repeat the run).",

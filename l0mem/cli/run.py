@@ -34,6 +34,7 @@ from l0mem.cli._common import (
     signal_exit,
     to_stdout,
 )
+from l0mem.cli._numbers import FloatRange, IntRange
 from l0mem.cli._options import (
     answer_only_option,
     checked_floor,
@@ -86,7 +87,7 @@ def _shared(func: _F) -> _F:
         (
             click.option(
                 "--interval",
-                type=click.FloatRange(MIN_INTERVAL, MAX_INTERVAL),
+                type=FloatRange(MIN_INTERVAL, MAX_INTERVAL),
                 callback=finite,
                 default=DEFAULT_INTERVAL,
                 show_default=True,
@@ -172,7 +173,7 @@ def _stop_on_signals(watch: Watch) -> contextlib.AbstractContextManager[None]:
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(0.1, MAX_INTERVAL),
+    type=FloatRange(0.1, MAX_INTERVAL),
     callback=finite,
     default=DEFAULT_GRACE,
     show_default=True,
@@ -341,13 +342,13 @@ def run_exit_code(result: WatchResult, summary: WatchSummary, fail_on_mirror: bo
 @click.command("watch", epilog=exit_epilog("watch"))
 @click.option(
     "--pid",
-    type=click.IntRange(1, PID_MAX),
+    type=IntRange(1, PID_MAX),
     required=True,
     help="The process to watch, with every process it starts (read-only).",
 )
 @click.option(
     "--duration",
-    type=click.FloatRange(MIN_INTERVAL, 10 * 365 * 86400.0),
+    type=FloatRange(MIN_INTERVAL, 10 * 365 * 86400.0),
     callback=finite,
     metavar="SECONDS",
     help="Stop watching after this long (default: until the process ends or Ctrl-C).",
