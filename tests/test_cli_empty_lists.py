@@ -8,9 +8,7 @@ help text, so that a new one joins), and says what it takes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 import pytest
@@ -18,33 +16,14 @@ from click.testing import CliRunner
 
 from l0mem.audit.remedies import ALL_SETUPS
 from l0mem.cli import cli
-from tests.support.cli import never_reach_a_device
+from tests.support.cli import command_params, never_reach_a_device, usage_error
 
 EMPTY = ("", ",", " ", " , ", ",,", "\t")
 
 
-def _params(keep: Callable[[click.Parameter], bool]) -> dict[tuple[str, str], Any]:
-    """Return every parameter of every command that ``keep`` takes, by (command, name)."""
-    found: dict[tuple[str, str], Any] = {}
-
-    def walk(group: click.Group, prefix: str) -> None:
-        ctx = click.Context(group)
-        for name in group.list_commands(ctx):
-            command = group.get_command(ctx, name)
-            if isinstance(command, click.Group):
-                walk(command, f"{prefix}{name} ")
-            elif command is not None:
-                for p in command.params:
-                    if keep(p):
-                        found[f"{prefix}{name}", p.opts[-1]] = p
-
-    walk(cli, "")
-    return found
-
-
 def _list_options() -> dict[tuple[str, str], click.Option]:
     """Return every option that takes a comma list, by (command, option)."""
-    return _params(lambda p: isinstance(p, click.Option) and "comma" in (p.help or ""))
+    return command_params(lambda p: isinstance(p, click.Option) and "comma" in (p.help or ""))
 
 
 LISTS = _list_options()
@@ -69,13 +48,9 @@ def test_the_list_options_are_these() -> None:
 def test_a_list_of_nothing_is_a_usage_error_naming_what_it_takes(
     command: str, option: str, value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    never_reach_a_device(monkeypatch)
-    result = CliRunner().invoke(cli, [*command.split(), option, value])
-    assert result.exit_code == 2, (result.output, result.exception)
-    text = " ".join(result.stderr.split())
+    text = usage_error([*command.split(), option, value], monkeypatch)
     assert option in text and "names no" in text, text
     assert TAKES[option] in text, text
-    assert result.stdout == ""
 
 
 @pytest.mark.parametrize("value", EMPTY, ids=repr)
@@ -116,7 +91,7 @@ def test_an_option_left_out_still_means_its_default(monkeypatch: pytest.MonkeyPa
 
 def _path_params() -> dict[tuple[str, str], click.Parameter]:
     """Return every option and argument that names a file or directory, by (command, name)."""
-    return _params(lambda p: isinstance(p.type, click.Path))
+    return command_params(lambda p: isinstance(p.type, click.Path))
 
 
 PATHS = _path_params()

@@ -9,34 +9,19 @@ from __future__ import annotations
 
 import click
 import pytest
-from click.testing import CliRunner
 
-from l0mem.cli import cli
 from l0mem.cli._numbers import FloatRange, IntRange
-from tests.support.cli import never_reach_a_device
+from tests.support.cli import command_params, usage_error
 
 # Forms Python's int()/float() take that are not how l0mem reads a number.
 NOT_NUMBERS = ("1_000", "+5", "\u0663", "\uff15", "1 000", "0x10", "nan", "inf", "1e", "\u0661.5")
 
 
 def _numeric_options() -> dict[tuple[str, str], click.Option]:
-    found: dict[tuple[str, str], click.Option] = {}
-
-    def walk(group: click.Group, prefix: str) -> None:
-        ctx = click.Context(group)
-        for name in group.list_commands(ctx):
-            command = group.get_command(ctx, name)
-            if isinstance(command, click.Group):
-                walk(command, f"{prefix}{name} ")
-            elif command is not None:
-                for p in command.params:
-                    if isinstance(p, click.Option) and isinstance(
-                        p.type, (click.types.IntParamType, click.types.FloatParamType)
-                    ):
-                        found[f"{prefix}{name}", p.opts[-1]] = p
-
-    walk(cli, "")
-    return found
+    return command_params(
+        lambda p: isinstance(p, click.Option)
+        and isinstance(p.type, (click.types.IntParamType, click.types.FloatParamType))
+    )
 
 
 NUMERIC = _numeric_options()
@@ -53,13 +38,10 @@ def test_every_numeric_option_reads_numbers_by_the_one_rule() -> None:
 def test_a_number_written_otherwise_is_a_usage_error_saying_how(
     command: str, option: str, value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    never_reach_a_device(monkeypatch)
     args = [*command.split(), option, value]
     if command == "run":
         args += ["--", "true"]
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 2, (result.output, result.exception)
-    text = " ".join(result.stderr.split())
+    text = usage_error(args, monkeypatch)
     assert "ASCII digits" in text or "nan" in value or "inf" in value, text
 
 

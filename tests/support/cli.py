@@ -6,10 +6,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -113,3 +114,37 @@ def never_reach_a_device(monkeypatch: pytest.MonkeyPatch) -> None:
         "l0mem.cli.audit.run_audit",
     ):
         monkeypatch.setattr(target, _reached)
+
+
+def command_params(keep: Callable[[click.Parameter], bool]) -> dict[tuple[str, str], Any]:
+    """Return every parameter of every l0mem command that ``keep`` takes, by (command, name)."""
+    from l0mem.cli import cli
+
+    found: dict[tuple[str, str], Any] = {}
+
+    def walk(group: click.Group, prefix: str) -> None:
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            if isinstance(command, click.Group):
+                walk(command, f"{prefix}{name} ")
+            elif command is not None:
+                for p in command.params:
+                    if keep(p):
+                        found[f"{prefix}{name}", p.opts[-1]] = p
+
+    walk(cli, "")
+    return found
+
+
+def usage_error(args: Sequence[str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """Return the usage error ``l0mem ARGS`` gives (exit 2, nothing on stdout), blanks joined, before any work."""
+    from click.testing import CliRunner
+
+    from l0mem.cli import cli
+
+    never_reach_a_device(monkeypatch)
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.stdout == ""
+    return " ".join(result.stderr.split())
