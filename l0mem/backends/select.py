@@ -108,17 +108,22 @@ def sycl_devices() -> list[Any]:
 
 def resolve_kind(kind: str) -> Kind:
     """Return "l0" or "sycl" for ``kind``; "auto" picks Level Zero when a driver has a device."""
+    return _resolve(kind)[0]
+
+
+def _resolve(kind: str) -> tuple[Kind, NoDeviceError | None]:
+    """Return the kind for ``kind`` and, where "auto" fell back to SYCL, why Level Zero could not serve."""
     if kind == "l0":
-        return "l0"
+        return "l0", None
     if kind == "sycl":
-        return "sycl"
+        return "sycl", None
     if kind != "auto":
         raise DeviceSelectionError(f"unknown backend {kind!r}; known: {', '.join(KINDS)}")
     try:
         level_zero_devices()
-    except NoDeviceError:
-        return "sycl"
-    return "l0"
+    except NoDeviceError as err:
+        return "sycl", err
+    return "l0", None
 
 
 def _split(specs: Sequence[int | str | Any]) -> list[int | str | Any]:
@@ -225,8 +230,8 @@ def partition(device: Any, parts: int) -> list[Any]:
         raise NoDeviceError(f"cannot partition {name}: {err}") from None
 
 
-def _sycl_after_level_zero(specs: list[int | str | Any]) -> list[Any]:
-    """Return the SYCL devices ``specs`` name where "auto" found no Level Zero device.
+def _sycl_after_level_zero(specs: list[int | str | Any], l0: NoDeviceError) -> list[Any]:
+    """Return the SYCL devices ``specs`` name where "auto" found no Level Zero device (``l0``: why).
 
     Where SYCL has none either, the one line says both: a user without a driver
     and without dpctl was told only to install dpctl.
@@ -236,11 +241,7 @@ def _sycl_after_level_zero(specs: list[int | str | Any]) -> list[Any]:
     try:
         return _select_sycl(specs)
     except (SyclUnavailableError, NoDeviceError) as err:
-        try:
-            level_zero_devices()
-        except NoDeviceError as l0:
-            raise NoDeviceError(f"{l0}; SYCL: {err}") from None
-        raise
+        raise NoDeviceError(f"{l0}; SYCL: {err}") from None
 
 
 def select_devices(
@@ -258,12 +259,14 @@ def select_devices(
     specs = _split(devices)
     if kind == "auto" and any(_is_sycl_spec(s) for s in specs):
         kind = "sycl"
-    chosen_kind = resolve_kind(kind)
+    chosen_kind, l0_missing = _resolve(kind)
     if chosen_kind == "l0":
         if sub_devices is not None:
             raise DeviceSelectionError("sub-devices apply to the SYCL backend only")
         return chosen_kind, _select_l0(specs)
-    chosen = _select_sycl(specs) if kind != "auto" else _sycl_after_level_zero(specs)
+    chosen = (
+        _select_sycl(specs) if l0_missing is None else _sycl_after_level_zero(specs, l0_missing)
+    )
     if sub_devices is None:
         return chosen_kind, chosen
     if len(chosen) != 1:
