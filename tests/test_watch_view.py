@@ -193,3 +193,8 @@ def test_an_undecided_answer_names_the_first_signal_and_the_details_name_every_o
         assert f"  {name}: {why}" in full, full
     alone = _text(summary_view(result, summary, {}, _console(), answer_only=True))
     assert "meminfo.Shmem" not in alone
+    # A reason of another kind (no device memory seen) is the answer as it is.
+    other = dataclasses.replace(undecided, reason="no device memory was seen")
+    summary = dataclasses.replace(summary, analysis=other)
+    assert answer_lines(result, summary)[1] == "  no device memory was seen"
+    assert "signals passed over" not in _text(summary_view(result, summary, {}, _console()))

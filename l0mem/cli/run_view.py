@@ -19,7 +19,7 @@ from rich.table import Table
 from l0mem.cli._common import escape
 from l0mem.cli.fits_view import fits_table
 from l0mem.cli.layout import fitted, whole
-from l0mem.estimate import SetupAnalysis
+from l0mem.estimate import SetupAnalysis, undecided_reason
 from l0mem.units import format_bytes
 from l0mem.watch import (
     Series,
@@ -160,18 +160,22 @@ def answer_lines(result: WatchResult, summary: WatchSummary) -> list[str]:
     return lines
 
 
+def _listed_apart(analysis: SetupAnalysis) -> bool:
+    """Return whether the reason is the list of several signals passed over (answered by its first)."""
+    passed = analysis.passed_over
+    return len(passed) >= 2 and analysis.reason == undecided_reason(passed)
+
+
 def _brief_reason(analysis: SetupAnalysis) -> str:
-    """Return the reason for the answer: undecided, the first signal's why and how many more."""
-    passed = list(analysis.passed_over.items())
-    if analysis.verdict != "inconclusive" or len(passed) < 2:
-        return analysis.reason
-    (name, why), more = passed[0], len(passed) - 1
-    return f"no host signal could decide ({name}: {why}; {more} more below)"
+    """Return the reason for the answer: a list of signals passed over as its first and how many more."""
+    if _listed_apart(analysis):
+        return undecided_reason(analysis.passed_over, shown=1, more="more below")
+    return analysis.reason
 
 
 def _passed_over_lines(analysis: SetupAnalysis) -> list[str]:
-    """Return each signal the estimation passed over and why, for the details."""
-    if analysis.verdict != "inconclusive" or len(analysis.passed_over) < 2:
+    """Return each signal the estimation passed over and why, for the details the answer points to."""
+    if not _listed_apart(analysis):
         return []
     return [f"  {escape(name)}: {escape(why)}" for name, why in analysis.passed_over.items()]
 

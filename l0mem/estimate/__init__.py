@@ -29,6 +29,7 @@ from l0mem.estimate.decide import (
     classify,
     released,
     separated,
+    undecided_reason,
     why_unusable,
 )
 from l0mem.estimate.fits import fit_signal, least_squares
@@ -92,6 +93,7 @@ __all__ = [
     "separated",
     "signal_info",
     "step_slope",
+    "undecided_reason",
     "why_unusable",
     "windows",
 ]

@@ -246,7 +246,22 @@ def _no_signal_reason(any_alloc: bool, passed_over: dict[str, str]) -> str:
         return "no samples were taken while device memory was allocated"
     if not passed_over:
         return "none of the prioritised host signals was recorded in every alloc sample"
-    detail = "; ".join(f"{name}: {why}" for name, why in passed_over.items())
+    return undecided_reason(passed_over)
+
+
+def undecided_reason(
+    passed_over: Mapping[str, str], shown: int | None = None, more: str = "more"
+) -> str:
+    """Return why no host signal decided: each one passed over and why.
+
+    ``shown``: only the first ``shown`` of them, then how many ``more`` there
+    are (an answer short enough to read first, the rest in its details).
+    """
+    items = list(passed_over.items())
+    listed = items if shown is None else items[:shown]
+    detail = "; ".join(f"{name}: {why}" for name, why in listed)
+    if len(listed) < len(items):
+        detail += f"; {len(items) - len(listed)} {more}"
     return f"no host signal could decide ({detail})"
 
 
@@ -311,5 +326,6 @@ __all__ = [
     "decided_reason",
     "released",
     "separated",
+    "undecided_reason",
     "why_unusable",
 ]
