@@ -138,8 +138,8 @@ def junit_xml(report: AuditReport) -> bytes:
 def _shown_as_written(root: ET.Element) -> None:
     """Show every control character in the document's text and attributes as its code.
 
-    Reasons carry a child's last line of stderr and values of the driver's
-    environment: a control character there is no valid XML 1.0, and a CI
+    Reasons carry a child's last line of stderr (a driver's words): a control
+    character or an undecodable byte there is no valid XML 1.0, and a CI
     system could not read the file.
     """
     for element in root.iter():

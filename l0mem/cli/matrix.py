@@ -41,6 +41,7 @@ from l0mem.cli._numbers import FloatRange
 from l0mem.cli._options import check_plot, finite, json_option, plot_option
 from l0mem.cli._paths import NamedPath
 from l0mem.cli.layout import fitted
+from l0mem.text import excerpt
 
 # The longest schema name a "not in the matrix" line shows.
 KIND_CHARS = 48
@@ -82,8 +83,7 @@ class Skipped(NamedTuple):
 def _kind(schema: str) -> str:
     """Return how a file of ``schema`` is counted: its name without ``l0mem.``, cut short."""
     kind = schema.split(".", 1)[-1] if schema.startswith("l0mem.") else "unknown"
-    # A name is shown and counted, never a file's whole text.
-    return kind if len(kind) <= KIND_CHARS else kind[: KIND_CHARS - 3] + "..."
+    return excerpt(kind, KIND_CHARS)  # a name is shown and counted, never a file's whole text
 
 
 def _what(schema: str, kind: str) -> str:
