@@ -56,7 +56,7 @@ from l0mem.cli._options import (
 )
 from l0mem.cli._paths import NamedPath
 from l0mem.cli._signals import handling
-from l0mem.cli.audit_answer import answer_lines
+from l0mem.cli.audit_answer import answer_lines, first_reason
 from l0mem.cli.audit_options import device_indices, env_option, setups_option, size_option
 from l0mem.cli.audit_view import Bars, progress_bars, render, unavailable_lines
 from l0mem.files import ReportWriteError
@@ -121,9 +121,8 @@ def exit_code(report: AuditReport, fail_on_mirror: bool) -> int:
 
 def _why(runs: Sequence[SetupRun]) -> str:
     """Return the first run's label and reason, and how many more the report holds (one line, -q too)."""
-    first = runs[0]
     more = f"; {len(runs) - 1} more in the report" if len(runs) > 1 else ""
-    return f"{first.label}: {first.reason or first.status}{more}"
+    return first_reason(runs) + more
 
 
 def outcome(report: AuditReport, fail_on_mirror: bool) -> tuple[int, str | None]:

@@ -9,6 +9,8 @@ integrated device's 1:1 is a positive control, not a mirror), are details.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from l0mem.audit.analysis import remedy_effects
 from l0mem.audit.costs import remedy_advice
 from l0mem.audit.model import AuditReport, SetupRun
@@ -34,14 +36,20 @@ def _slope(run: SetupRun) -> str:
     return "" if slope is None else f" {slope:.0f} MiB/GiB"
 
 
+def first_reason(runs: Sequence[SetupRun], limit: int | None = None) -> str:
+    """Return the first run's label and reason (its status without one), cut at ``limit`` characters."""
+    first = runs[0]
+    why = first.reason or first.status
+    return f"{first.label}: {why if limit is None else excerpt(why, limit)}"
+
+
 def _why(runs: list[SetupRun], answer_only: bool, more: str) -> str:
     """Return where the reason is: below, or (``answer_only``: nothing is below) the first one itself."""
     if not answer_only:
         return f"below: {more}"
     if not runs:
         return "no set-up was planned"
-    first = runs[0]
-    return f"{first.label}: {excerpt(first.reason or first.status, 200)}"
+    return first_reason(runs, 200)
 
 
 def answer_lines(report: AuditReport, answer_only: bool = False) -> list[str]:
