@@ -135,3 +135,77 @@ def test_ctrl_z_without_a_shell_to_stop_to_lets_the_workload_go_on() -> None:
     )
     assert b"done" in output and b"verdict" in output, output
     assert os.waitstatus_to_exitcode(status) == 0, output
+
+
+# A shell that starts the job in the background (its own group, the terminal
+# kept), optionally with `stty tostop`, and brings it to the foreground (fg)
+# each time it stops, as a user would after "Stopped (tty input)".
+_BACKGROUND_SHELL = """
+import os, signal, sys, termios
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+if sys.argv[1] == "tostop":
+    attrs = termios.tcgetattr(0)
+    attrs[3] |= termios.TOSTOP
+    termios.tcsetattr(0, termios.TCSANOW, attrs)
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+    os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+os.setpgid(pid, pid)
+stops = 0
+while True:
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    if not os.WIFSTOPPED(status):
+        break
+    stops += 1
+    print("MINISHELL: job stopped", stops, flush=True)
+    if stops > 5:
+        os.killpg(pid, signal.SIGKILL)
+        continue
+    os.tcsetpgrp(0, pid)
+    os.killpg(pid, signal.SIGCONT)
+os.tcsetpgrp(0, os.getpgrp())
+print("MINISHELL: exit", os.waitstatus_to_exitcode(status), "after", stops, "stops", flush=True)
+"""
+
+
+def test_a_job_started_in_the_background_gets_the_terminal_at_fg() -> None:
+    # The workload reads the terminal from the background: it is stopped (SIGTTIN),
+    # l0mem stops with it so the shell sees its job stop; at fg l0mem hands the
+    # terminal to the workload, which reads what was typed and ends.
+    job = ["-m", "l0mem", "run", "--quiet", "--", "sh", "-c", 'read line; echo "got:$line"']
+    status, output = _in_a_terminal(
+        ["-c", _BACKGROUND_SHELL, "plain", *job], b"hello\n", b"MINISHELL: job stopped"
+    )
+    text = output.decode(errors="replace")
+    assert "got:hello" in text, text
+    assert "MINISHELL: exit 0 after 1 stops" in text, text
+    assert os.waitstatus_to_exitcode(status) == 0, text
+
+
+def test_with_tostop_a_background_job_writes_once_in_the_foreground() -> None:
+    # With `stty tostop` a background group that writes is stopped (SIGTTOU): after
+    # one fg the workload has the terminal and every write goes through.
+    job = ["-m", "l0mem", "run", "--quiet", "--", "sh", "-c", "echo one; echo two; echo done"]
+    status, output = _in_a_terminal(["-c", _BACKGROUND_SHELL, "tostop", *job], b"")
+    text = output.decode(errors="replace")
+    assert "one" in text and "two" in text and "done" in text, text
+    assert "verdict" in text and "MINISHELL: exit 0 after 1 stops" in text, text
+    assert os.waitstatus_to_exitcode(status) == 0, text
+
+
+def test_a_job_left_in_the_background_keeps_the_shell_s_terminal() -> None:
+    # A workload that never touches the terminal runs to its end in the background;
+    # l0mem never takes the terminal from the shell (it is the shell's at the end).
+    shell = _BACKGROUND_SHELL.replace(
+        'os.tcsetpgrp(0, os.getpgrp())\nprint("MINISHELL: exit"',
+        'print("MINISHELL: owner", os.tcgetpgrp(0) == os.getpgrp(), flush=True)\n'
+        'print("MINISHELL: exit"',
+    )
+    assert shell != _BACKGROUND_SHELL
+    job = ["-m", "l0mem", "run", "--quiet", "--", "sh", "-c", "sleep 1"]
+    status, output = _in_a_terminal(["-c", shell, "plain", *job], b"")
+    text = output.decode(errors="replace")
+    assert "MINISHELL: owner True" in text, text
+    assert "MINISHELL: exit 0 after 0 stops" in text, text

@@ -20,11 +20,12 @@ from l0mem.units import format_bytes
 from l0mem.watch.engine import FloorStop, Outlived, Watch, WatchResult, available, baseline_values
 from l0mem.watch.sources import NoSuchProcess, Source, TreeSource, WatchError, no_process
 from l0mem.watch.workload import (
+    controlling_terminal,
     follow_stop,
-    foreground_terminal,
     job_stopped,
     orphans,
     own_children,
+    pass_foreground,
     pidfd,
     process_state,
     reclaim_terminal,
@@ -127,7 +128,7 @@ def _run(
     stdout: int | None,
     follow: float,
 ) -> WatchResult:
-    terminal = foreground_terminal()
+    terminal = controlling_terminal()
     known = own_children()  # l0mem's own (Sysman's reader): not the workload's
     proc = start(command, env, terminal=terminal, stdout=stdout)
     known.add(proc.pid)
@@ -181,6 +182,8 @@ def _run(
                 floor_stop = FloorStop(
                     last.t, available(last.values) or 0, watch.floor or 0, "SIGTERM", False
                 )
+            if running:
+                pass_foreground(terminal, proc.pid)  # started in the background, then fg
             if terminal is not None and job_stopped(proc.pid, pids):
                 follow_stop(terminal, proc.pid)  # Ctrl-Z: stop with the workload, as a shell job
             if first_ended is not None and _done_following(
@@ -200,13 +203,13 @@ def _run(
     except BaseException:
         # l0mem itself failed: the workload must not run on unwatched.
         signal_tree(proc.pid, pids, signal.SIGTERM)
-        reclaim_terminal(terminal)
+        reclaim_terminal(terminal, proc.pid)
         raise
     finally:
         _close(fd)
     returncode = proc.wait()
     orphans(known)  # reap those that ended since the last look; the rest run on unwatched
-    reclaim_terminal(terminal)
+    reclaim_terminal(terminal, proc.pid)
     outlived = None
     if first_ended is not None:
         outlived = Outlived(first_ended[1], watch.clock() - first_ended[0], left_running)

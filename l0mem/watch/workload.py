@@ -40,14 +40,23 @@ def pidfd(pid: int) -> int | None:
         return None
 
 
-def foreground_terminal() -> int | None:
-    """Return standard input's descriptor when it is a terminal l0mem has in the foreground, else None."""
+def controlling_terminal() -> int | None:
+    """Return standard input's descriptor when it is l0mem's controlling terminal (foreground or not), else None."""
     try:
-        if os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp():
+        if os.isatty(0):
+            os.tcgetpgrp(0)  # ENOTTY unless it is this session's terminal
             return 0
     except OSError:
         pass
     return None
+
+
+def has_foreground(fd: int, pgid: int) -> bool:
+    """Return whether process group ``pgid`` is the terminal's foreground group."""
+    try:
+        return os.tcgetpgrp(fd) == pgid
+    except OSError:
+        return False
 
 
 def _set_foreground(fd: int, pgid: int) -> None:
@@ -59,9 +68,20 @@ def _set_foreground(fd: int, pgid: int) -> None:
         signal.signal(signal.SIGTTOU, previous)
 
 
-def reclaim_terminal(fd: int | None) -> None:
-    """Take the terminal back for l0mem's own process group after the workload ended."""
-    if fd is not None:
+def pass_foreground(fd: int | None, pgid: int) -> None:
+    """Hand the terminal to the workload's group where l0mem's group has it (after the shell's ``fg``)."""
+    if fd is not None and has_foreground(fd, os.getpgrp()):
+        with contextlib.suppress(OSError):
+            _set_foreground(fd, pgid)
+
+
+def reclaim_terminal(fd: int | None, pgid: int) -> None:
+    """Take the terminal back for l0mem's own group where the workload's group has it.
+
+    Where another group has it (l0mem runs in the background: the shell's),
+    it stays theirs.
+    """
+    if fd is not None and has_foreground(fd, pgid):
         with contextlib.suppress(OSError):
             _set_foreground(fd, os.getpgrp())
 
@@ -75,15 +95,18 @@ def start(
 ) -> subprocess.Popen[bytes]:
     """Start ``command`` in its own process group with l0mem's stdin, stdout and stderr.
 
-    With ``terminal`` (see :func:`foreground_terminal`) the workload's group gets
-    the terminal's foreground, as a shell gives it to a job: it can read the
-    terminal (a background group reading it is stopped by SIGTTIN) and Ctrl-C
-    reaches it; l0mem keeps watching from the background. ``stdout`` (a file
+    With ``terminal`` (see :func:`controlling_terminal`), where l0mem's group
+    has its foreground, the workload's group gets it, as a shell gives it to a
+    job: it can read the terminal (a background group reading it is stopped by
+    SIGTTIN) and Ctrl-C reaches it; l0mem keeps watching from the background.
+    Where l0mem itself runs in the background, the workload starts there too
+    and gets the terminal when the shell brings l0mem to the foreground
+    (:func:`pass_foreground`). ``stdout`` (a file
     descriptor) replaces l0mem's standard output for the workload: where l0mem
     writes a report there, the workload's lines go to standard error.
     """
     group: dict[str, Any]
-    if terminal is not None:
+    if terminal is not None and has_foreground(terminal, os.getpgrp()):
 
         def foreground() -> None:
             os.setpgrp()
@@ -185,16 +208,12 @@ def follow_stop(terminal: int, pgid: int) -> None:
     continued too. Without a shell above to stop to (l0mem leads its own
     session), the stop is discarded by the kernel and the workload goes on.
     """
-    with contextlib.suppress(OSError):
-        # Only from the workload: in the background (after bg) the terminal is the shell's.
-        if os.tcgetpgrp(terminal) == pgid:
-            reclaim_terminal(terminal)
+    # Only from the workload: in the background (after bg) the terminal is the shell's.
+    reclaim_terminal(terminal, pgid)
     with contextlib.suppress(OSError):
         os.killpg(os.getpgrp(), signal.SIGTSTP)
     # Here once continued, or at once where the stop was discarded.
-    with contextlib.suppress(OSError):
-        if os.tcgetpgrp(terminal) == os.getpgrp():
-            _set_foreground(terminal, pgid)
+    pass_foreground(terminal, pgid)
     with contextlib.suppress(OSError):
         os.killpg(pgid, signal.SIGCONT)
 
@@ -281,11 +300,13 @@ def signal_tree(pgid: int, pids: Sequence[int], signum: int) -> None:
 
 __all__ = [
     "PR_SET_CHILD_SUBREAPER",
+    "controlling_terminal",
     "follow_stop",
-    "foreground_terminal",
+    "has_foreground",
     "job_stopped",
     "orphans",
     "own_children",
+    "pass_foreground",
     "pidfd",
     "process_state",
     "reclaim_terminal",
