@@ -316,3 +316,36 @@ def test_no_reader_outlives_l0mem(tmp_path: Path, signum: int) -> None:
         l0mem.wait(30)
         for pid in _processes_with(str(holder).encode()):  # a SIGKILLed l0mem forwards nothing
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("command", ["run", "watch"])
+def test_a_driver_hung_in_zeinit_is_named_while_it_is_awaited(tmp_path: Path, command: str) -> None:
+    # Sysman's reader hangs in zeInit: the command says what it waits for after a
+    # moment (it sat silent for the whole wait), then goes on without the count.
+    env = {**_env(tmp_path), "ZESIM_HANG_IN": "init"}
+    report = tmp_path / "report.json"
+    # watch reads the driver settings from the watched process: it has the hang too.
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(90)"], env=env)
+    target = (
+        ["--", sys.executable, "-c", "pass"]
+        if command == "run"
+        else ["--duration", "0.5", "--pid", str(sleeper.pid)]
+    )
+    try:
+        started = time.monotonic()
+        proc = run_l0mem(command, ["--interval", "0.1", "--json", str(report), *target], env, 90)
+        took = time.monotonic() - started
+        quiet = run_l0mem(command, ["--quiet", *target], env, 90)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert proc.returncode == 0, proc.stderr
+    waits = [ln for ln in proc.stderr.splitlines() if "has not loaded the Level Zero driver" in ln]
+    assert len(waits) == 1, proc.stderr
+    assert waits[0].startswith(f"l0mem {command}: Sysman's reader"), waits[0]
+    assert "--no-sysman" in waits[0] and "without its device memory count" in waits[0]
+    data = json.loads(report.read_text())
+    assert "sysman" in data["unavailable"], data["unavailable"]
+    assert took < 40, took
+    assert quiet.returncode == 0, quiet.stderr
+    assert "has not loaded" not in quiet.stderr, quiet.stderr

@@ -267,6 +267,7 @@ def run(
             sysman=None if no_sysman else _sysman(stack, os.environ, None),
             look=min(LOOK, interval),
         )
+        progress.await_reader(watch.sysman, "the workload starts")
         stack.callback(watch.close)
         # Until the files are written: a second signal must not cost what was measured.
         stack.enter_context(_stop_on_signals(watch))
@@ -383,6 +384,7 @@ def watch(
         watcher = Watch(
             interval=interval, on_sample=on_sample, sysman=sysman, look=min(LOOK, interval)
         )
+        progress.await_reader(sysman, "watching starts")
         stack.callback(watcher.close)
         # Until the files are written: a second signal must not cost what was measured.
         stack.enter_context(_stop_on_signals(watcher))

@@ -22,6 +22,8 @@ from l0mem.cli.layout import fitted, whole
 from l0mem.estimate import SetupAnalysis, undecided_reason
 from l0mem.units import format_bytes
 from l0mem.watch import (
+    BASELINE_WAIT,
+    DeviceMemoryReader,
     Series,
     WatchResult,
     WatchSample,
@@ -103,6 +105,10 @@ def live_table(series: Series, sample: WatchSample, peaks: _Peaks) -> Table:
     return table
 
 
+# How long Sysman's reader may take to load the driver before run and watch say they wait.
+QUIET_WAIT = 1.0
+
+
 class Progress:
     """Shows each sample as it comes: a live table on a terminal, else a line; nothing when quiet."""
 
@@ -123,6 +129,24 @@ class Progress:
     def __exit__(self, *exc: Any) -> None:
         if self.live is not None:
             self.live.stop()
+
+    def note(self, text: str) -> None:
+        """Show one line of progress (nothing when quiet)."""
+        if not self.quiet:
+            self.console.print(f"l0mem {self.command}: {text}", soft_wrap=True, markup=False)
+
+    def await_reader(self, reader: DeviceMemoryReader | None, then: str) -> None:
+        """Wait a moment for Sysman's reader; past it, say what is awaited before the baseline waits on.
+
+        A driver hung in zeInit holds the reader for the whole wait: without
+        this line the command would sit silent that long.
+        """
+        if reader is not None and not reader.wait_ready(QUIET_WAIT):
+            self.note(
+                f"Sysman's reader has not loaded the Level Zero driver within {QUIET_WAIT:.0f} s;"
+                f" waiting up to {BASELINE_WAIT - QUIET_WAIT:.0f} s more, then {then} without"
+                " its device memory count (--no-sysman skips it)"
+            )
 
     def __call__(self, series: Series, sample: WatchSample) -> None:
         """Show ``sample``."""

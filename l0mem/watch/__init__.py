@@ -13,6 +13,7 @@ and the leaves.
 """
 
 from l0mem.watch.engine import (
+    BASELINE_WAIT,
     DEFAULT_GRACE,
     DEFAULT_INTERVAL,
     LOOK,
@@ -32,6 +33,7 @@ from l0mem.watch.series import (
 )
 from l0mem.watch.sources import (
     CommandError,
+    DeviceMemoryReader,
     NoSuchProcess,
     NotPermitted,
     TreeReading,
@@ -41,10 +43,12 @@ from l0mem.watch.sources import (
 from l0mem.watch.summary import WatchSummary, live_ratio, summarize
 
 __all__ = [
+    "BASELINE_WAIT",
     "DEFAULT_GRACE",
     "DEFAULT_INTERVAL",
     "LOOK",
     "CommandError",
+    "DeviceMemoryReader",
     "FloorError",
     "FloorStop",
     "NoSuchProcess",

@@ -51,8 +51,8 @@ class Tracer(Protocol):
 class DeviceMemoryReader(Protocol):
     """Device memory read beside the tree (Sysman's, from :class:`l0mem.watch.sysman.SysmanReader`)."""
 
-    def wait_ready(self, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for the reader to be able to answer."""
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the reader to be able to answer; return whether it was settled."""
 
     def read(self) -> tuple[dict[str, int], str | None]:
         """Return this sample's values, or ({}, why they are absent)."""

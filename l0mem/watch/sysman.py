@@ -118,15 +118,16 @@ class SysmanReader:
         except OSError:
             self._fail("Sysman's reader ended")
 
-    def wait_ready(self, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for the child to have loaded the driver (or given up)."""
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the child to have loaded the driver (or given up); return whether it did either."""
         deadline = time.monotonic() + timeout
         while self._proc is not None and self._devices is None:
             left = deadline - time.monotonic()
             if left <= 0:
-                return
+                return False
             for msg in self._lines(left):
                 self._header(msg)
+        return True
 
     def read(self) -> tuple[dict[str, int], str | None]:
         """Return this sample's ``sysman.<index>.used`` values, or ({}, why they are absent)."""
