@@ -209,3 +209,4 @@ def test_a_job_left_in_the_background_keeps_the_shell_s_terminal() -> None:
     text = output.decode(errors="replace")
     assert "MINISHELL: owner True" in text, text
     assert "MINISHELL: exit 0 after 0 stops" in text, text
+    assert os.waitstatus_to_exitcode(status) == 0, text
