@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from l0mem.cli._common import MIN_COLUMNS
 from l0mem.files import write_json
 from tests.support import sim as simsupport
 from tests.support.cli import run_l0mem
@@ -246,8 +247,9 @@ def test_init_path_is_shown(tmp_path, offered):
     assert row.split("│")[2].strip() == want
 
 
-@pytest.mark.parametrize("columns", ["80", "120"])
+@pytest.mark.parametrize("columns", ["5", "40", "80", "120"])
 def test_every_path_version_and_identifier_is_whole_at(sim_env, tmp_path, columns):
+    # Below MIN_COLUMNS l0mem lays out at MIN_COLUMNS; a terminal wraps the rest.
     path = tmp_path / "info.json"
     proc = run_info(["--json", str(path)], dict(sim_env, COLUMNS=columns))
     assert proc.returncode == 0, proc.stderr
@@ -260,7 +262,9 @@ def test_every_path_version_and_identifier_is_whole_at(sim_env, tmp_path, column
         for dev in drv["devices"]:
             values += [dev["name"], dev["type"], dev["uuid"], dev["pci_address"] or "-"]
             values.append(f"{dev['vendor_id']}:{dev['device_id']}")
-    assert_whole_at(proc.stdout, int(columns), values)
+    # Every field's name too: at 5 columns they were cut to "vend…", "PCI …".
+    values += ["vendor:device", "PCI address", "UUID", "kernel driver", "sub-devices"]
+    assert_whole_at(proc.stdout, max(int(columns), MIN_COLUMNS), values)
 
 
 @pytest.mark.parametrize("columns", ["80", "120"])

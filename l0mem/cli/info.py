@@ -161,22 +161,18 @@ def render(report: dict[str, Any], console: Console) -> None:
             f"(raw {drv['driver_version']:#010x}), API {drv['api_version']}"
         )
         for dev in drv["devices"]:
-            table = Table(
-                title=f"Device {dev['index']}: {dev['name']}",
-                show_header=False,
-                title_justify="left",
-            )
-            table.add_column("field", no_wrap=True)
-            # Identifiers are copied from here into commands: never cut or wrap them.
-            table.add_column("value", no_wrap=True, overflow="fold")
-            table.add_row("type", dev["type"])
-            table.add_row("vendor:device", f"{dev['vendor_id']}:{dev['device_id']}")
-            table.add_row("PCI address", dev["pci_address"] or "-")
-            table.add_row("UUID", dev["uuid"])
-            table.add_row("memory", format_bytes(dev["memory_bytes"]))
-            table.add_row("kernel driver", dev["kernel_driver"] or "-")
-            table.add_row("sub-devices", str(dev["sub_devices"]))
-            console.print(table)
+            rows = [
+                ("type", dev["type"]),
+                ("vendor:device", f"{dev['vendor_id']}:{dev['device_id']}"),
+                ("PCI address", dev["pci_address"] or "-"),
+                ("UUID", dev["uuid"]),
+                ("memory", format_bytes(dev["memory_bytes"])),
+                ("kernel driver", dev["kernel_driver"] or "-"),
+                ("sub-devices", str(dev["sub_devices"])),
+            ]
+            # Identifiers are copied from here into commands: never cut (pairs stacks them).
+            title = escape(f"Device {dev['index']}: {dev['name']}")
+            console.print(pairs(console, title, [(k, escape(v)) for k, v in rows]), crop=False)
         if len(drv["devices"]) > 1:
             console.print(
                 f"Driver {drv['index']}: peer access (row device can access column device)"

@@ -71,7 +71,9 @@ def pairs(console: Console, title: str, rows: Sequence[tuple[str, str]]) -> Rend
     A line ``field: value`` wider than the terminal puts the value, whole, on
     an indented line of its own (a path or a setting to copy is never folded).
     """
-    table = Table(title=Text.from_markup(title) if title else None, show_header=False)
+    table = Table(
+        title=Text.from_markup(title) if title else None, title_justify="left", show_header=False
+    )
     table.add_column("field", no_wrap=True)
     table.add_column("value", overflow="fold")
     for row in rows:
