@@ -10,10 +10,12 @@ cost the report or turn the exit code into 1.
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -86,3 +88,37 @@ def test_audit_keeps_its_report_when_the_terminal_closes(tmp_path: Path, quiet: 
     code = _hang_up(args, env, b"" if quiet else b"l0", 2.0)
     assert code == HANGUP
     assert report.stat().st_size > 0
+
+
+# Commands that call the driver run in a child l0mem forks (l0mem.cli._supervise);
+# a closed terminal's SIGHUP goes to the session leader alone, here the parent.
+DRIVER_COMMANDS = {
+    "p2p": ["p2p", "--backend", "l0", "--sizes", "4KiB,64MiB", "--reps", "400"],
+    "allreduce": ["allreduce", "--backend", "l0", "--sizes", "4KiB,64MiB", "--reps", "400"],
+    "bench": ["bench", "kernels", "--backend", "l0", "--elements", "4194304", "--reps", "4000"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(DRIVER_COMMANDS))
+def test_a_command_in_a_child_keeps_its_report_when_the_terminal_closes(
+    tmp_path: Path, command: str
+) -> None:
+    report = tmp_path / "r.json"
+    args = [*DRIVER_COMMANDS[command], "--json", str(report)]
+    code = _hang_up(args, host_env(sim.sim_env(devices=2)), b"", 2.0)
+    assert code == HANGUP  # it ran on to its end before (exit 0), or for ever
+    data = json.loads(report.read_text())
+    assert data["complete"] is False, data  # what was measured, said to be a part
+
+
+def test_watch_keeps_its_report_when_the_terminal_closes(tmp_path: Path) -> None:
+    report = tmp_path / "w.json"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        args = ["watch", "--pid", str(sleeper.pid), "--json", str(report)]
+        code = _hang_up(args, host_env(os.environ), b"", 1.5)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert code == HANGUP
+    assert json.loads(report.read_text())["samples"]

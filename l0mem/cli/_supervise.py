@@ -10,9 +10,11 @@ exit 6 the exit table promises; SIGKILL (the kernel's OOM killer, or
 ``kill -9``) gets a line and 137; any other end is passed on as it is.
 
 Stop signals sent to the parent alone (``kill``, ``timeout``, a service
-manager) are passed on to the child; those the terminal sends (Ctrl-C,
-a hang-up) reach the child itself, being in the same process group, and
-are not sent twice (a second stop ends a command at once). The child
+manager) are passed on to the child; Ctrl-C from the terminal reaches the
+child itself, being in the same process group, and is not sent twice (a
+second stop ends a command at once). A closed terminal's SIGHUP goes to
+the session's leader alone: where l0mem leads its session (a window or
+``ssh -t`` running it as its command), the parent passes it on. The child
 stops as on SIGTERM when the parent dies. In-process callers (the tests'
 ``CliRunner``, ``l0mem.cli.main`` imported) never fork: only the console
 script asks for it (:func:`l0mem.cli.as_console_script`).
@@ -92,12 +94,17 @@ def supervised(command: Callable[[], str], console_script: bool) -> None:
         if os.getppid() != parent:  # the parent died before the line above
             os.kill(os.getpid(), signal.SIGTERM)
         return
+    # A closed terminal's SIGHUP goes to the session leader alone: where that is this
+    # process, the child would never get it (the foreground group's Ctrl-C it does).
+    leader = os.getsid(0) == parent
     while True:
         try:
             got = signal.sigtimedwait(stops, _WAIT_S)
         except InterruptedError:
             got = None
-        if got is not None and got.si_code != _SI_KERNEL:
+        if got is not None and (
+            got.si_code != _SI_KERNEL or (leader and got.si_signo == signal.SIGHUP)
+        ):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, got.si_signo)
         done, status = os.waitpid(pid, os.WNOHANG)
