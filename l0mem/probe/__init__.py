@@ -16,7 +16,7 @@ the walks from ``python -m benchmarks.bench_sampling --crowd 3000``):
 - the process tree: by hand (:mod:`l0mem.probe.pids`), from each process's
   ``task/<tid>/children``: 2.9 ms a walk of 200 processes, where psutil's
   ``Process.children(recursive=True)`` scans every process's parent pid (68 ms,
-  more than the 50 ms between samples of ``run``). Without those files, the
+  more than the 10 ms between samples of ``run``). Without those files, the
   hand scan of parent pids is 3x cheaper than ``psutil.process_iter``.
 - per-process memory: ``/proc/<pid>/status``, one read that gives the
   ``RssAnon``, ``RssFile``, ``RssShmem``, ``VmPin`` and ``VmLck`` psutil lacks along

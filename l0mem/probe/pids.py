@@ -53,7 +53,7 @@ def access_message(path: str, pid: int, proc_root: str = "/proc") -> str:
 def children_of(pid: int, proc_root: str = "/proc") -> list[int]:
     """Return the child pids of every thread of ``pid`` from ``task/*/children``; raise OSError."""
     # O(tree): 2.9 ms a walk of 200 processes on a machine of 3,272, where psutil's
-    # children(recursive=True) took 68 ms, more than the 50 ms between samples
+    # children(recursive=True) took 68 ms, more than the 10 ms between samples
     task_dir = os.path.join(proc_root, str(pid), "task")
     out: list[int] = []
     for tid in os.listdir(task_dir):
