@@ -29,7 +29,7 @@ from l0mem.plots import audit as audit_plot
 from l0mem.plots import matrix as matrix_plot
 from l0mem.plots import p2p as p2p_plot
 from l0mem.plots.audit import FULL_MIRROR, climbs_of
-from l0mem.plots.matrix import VERDICT_COLOURS, cell_ratio
+from l0mem.plots.matrix import VERDICT_COLOURS, cell_label, cell_ratio
 from l0mem.plots.p2p import pair_grid
 from tests.support.plots import capture
 from tests.test_analysis import synthetic_report, synthetic_run
@@ -474,3 +474,12 @@ def test_an_svg_of_any_text_is_valid_xml(tmp_path: Path, raw: str) -> None:
     root = ET.parse(path).getroot()  # parses
     text = "".join(root.itertext())
     assert "l0mem run: job\\" in text and raw not in text, text[:200]
+
+
+@pytest.mark.parametrize("ratio", [-0.004, -0.0001, -1e-12, 0.0, 0.004, -0.006])
+def test_a_matrix_cell_near_zero_has_no_signed_zero(ratio: float) -> None:
+    (m,) = build([("a.json", synthetic_report([synthetic_run(ratio, setup="l0")]))])
+    (cell,) = [c for row in m.cells.values() for c in row.values()]
+    shown = cell_label(cell).splitlines()[1]
+    assert shown != "-0.00"
+    assert float(shown) == pytest.approx(cell_ratio(cell), abs=0.005)  # type: ignore[arg-type]

@@ -43,7 +43,9 @@ def cell_label(cell: Cell) -> str:
     """Return a cell's annotation: verdict, median ratio, machines, and DISAGREE where they do."""
     ratio = cell_ratio(cell)
     # The verdict in words too: the colours alone do not read in grey or to every eye.
-    text = f"{cell_verdict(cell)}\n" + ("-" if ratio is None else f"{ratio:.2f}")
+    shown = "-" if ratio is None else f"{ratio:.2f}"
+    # A clean cell's median a hair below 0 read "-0.00": a sign with nothing to sign.
+    text = f"{cell_verdict(cell)}\n" + ("0.00" if shown == "-0.00" else shown)
     text += f"\nn={cell.machines}"
     return text + ("\nDISAGREE" if cell.disagree else "")
 
