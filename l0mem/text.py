@@ -13,6 +13,8 @@ What it may import: nothing of l0mem (a leaf every layer may use).
 
 from __future__ import annotations
 
+import re
+
 
 def _control(code: int, keep: str, ch: str) -> bool:
     return (code < 0x20 or 0x7F <= code < 0xA0) and ch not in keep
@@ -29,9 +31,18 @@ def xml_text(text: str, keep: str = "") -> str:
     return shown.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+# Halves of a UTF-16 pair: in a str only alone (json.loads joins an escaped pair).
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def whole_text(text: str) -> str:
+    """Return ``text`` with each lone surrogate (half a UTF-16 pair, no character) as U+FFFD."""
+    return _SURROGATES.sub("\ufffd", text)
+
+
 def excerpt(text: str, limit: int = 24) -> str:
     """Return ``text``, or its first ``limit - 3`` characters and "..." where it is longer than ``limit``."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-__all__ = ["excerpt", "printable", "xml_text"]
+__all__ = ["excerpt", "printable", "whole_text", "xml_text"]

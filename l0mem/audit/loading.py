@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from l0mem.audit.model import AuditReport, ReportFormatError, parse_schema
-from l0mem.text import excerpt, printable
+from l0mem.text import excerpt, printable, whole_text
 
 PathLike = str | os.PathLike[str]
 
@@ -40,6 +40,10 @@ _MAX_INT = 1 << 64
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _AS_PARENS = bytes.maketrans(b"[]{}", b"()()")
+# A \u escape of half a UTF-16 pair (D800-DFFF): the only way a surrogate gets in
+# (raw UTF-8 cannot hold one). Looked for in the raw text, where it costs a scan at C
+# speed: a report without one is never walked.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 def _read_capped(p: Path, name: str) -> bytes:
@@ -139,13 +143,26 @@ def _parse_float(text: str) -> float:
     return value
 
 
+def _whole(value: Any) -> Any:
+    """Return JSON data ``value`` with every string (keys too) through :func:`whole_text`."""
+    if isinstance(value, str):
+        return whole_text(value)
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    if isinstance(value, dict):
+        return {whole_text(k): _whole(v) for k, v in value.items()}
+    return value
+
+
 def load_json_data(path: PathLike) -> dict[str, Any]:
     """Return the JSON object in ``path``; raise ReportFormatError (one line) when unreadable.
 
     Only a regular file of at most MAX_REPORT_BYTES, nested at most
     MAX_REPORT_DEPTH deep, with numbers of magnitude below 2**64, is read.
     A UTF-8 byte order mark before it is ignored; UTF-16 or UTF-32 text is
-    refused by name.
+    refused by name. A lone surrogate escaped in a string (``"\\ud800"``,
+    half a UTF-16 pair: valid JSON, no character, and no output can write
+    it) is read as U+FFFD; an escaped pair is the character it encodes.
     """
     p = Path(path)
     name = printable(str(p))  # a newline in the name must not cut the reason off
@@ -171,6 +188,8 @@ def load_json_data(path: PathLike) -> dict[str, Any]:
         raise ReportFormatError(f"{name}: not JSON ({_one_line(exc)})") from None
     if not isinstance(data, dict):
         raise ReportFormatError(f"{name}: not an l0mem report (top level is not a JSON object)")
+    if _SURROGATE_ESCAPE.search(raw):
+        data = _whole(data)
     return data
 
 
