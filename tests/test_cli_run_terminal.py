@@ -17,6 +17,8 @@ import signal
 import sys
 import time
 
+import psutil
+
 from tests.support.cli import REPO_ROOT
 
 HANG_S = 60.0
@@ -61,10 +63,21 @@ def _in_a_terminal(argv: list[str], typed: bytes, after: bytes = b"") -> tuple[i
         return status, output
     finally:
         os.close(master)
+        _end_session(pid)
         try:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def _end_session(sid: int) -> None:
+    """Kill every process left in the terminal's session (a failed test's l0mem and workload)."""
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != sid and os.getsid(proc.pid) == sid:
+                proc.kill()
+        except (psutil.Error, ProcessLookupError, PermissionError):
             pass
 
 

@@ -347,3 +347,36 @@ def test_ctrl_c_at_a_terminal_is_one_stop_not_two() -> None:
     assert os.waitstatus_to_exitcode(status) == 130, text
     assert "the driver was still in a call" in text, text
     assert took >= UNWIND_S * 0.9, took
+
+
+@pytest.mark.parametrize("how", ["parent", "group"])
+@pytest.mark.parametrize("command", ["p2p", "allreduce"])
+def test_a_command_stopped_and_continued_goes_on_to_its_end(command: str, how: str) -> None:
+    # kill -STOP / -CONT of l0mem (how="parent"), or Ctrl-Z and fg (the whole group):
+    # the wait for the child came back with no signal asked for, which l0mem passed on
+    # and died of (exit 70, the child ended by SIGTERM).
+    sizes = ["--sizes", "4KiB,16MiB", "--reps", "40", "--backend", "l0"]
+    args = [sys.executable, "-m", "l0mem", command, "-q", *sizes]
+    proc = subprocess.Popen(
+        args, env=_env(), cwd=REPO_ROOT, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _worker(proc.pid, time.monotonic() + 30)
+        for stop in (signal.SIGSTOP, signal.SIGTSTP):
+            time.sleep(0.5)
+            if how == "parent":
+                os.kill(proc.pid, stop)
+                time.sleep(0.3)
+                os.kill(proc.pid, signal.SIGCONT)
+            else:
+                os.killpg(proc.pid, stop)
+                time.sleep(0.3)
+                os.killpg(proc.pid, signal.SIGCONT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "interrupted" not in err, err

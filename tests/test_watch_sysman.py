@@ -349,3 +349,41 @@ def test_a_driver_hung_in_zeinit_is_named_while_it_is_awaited(tmp_path: Path, co
     assert took < 40, took
     assert quiet.returncode == 0, quiet.stderr
     assert "has not loaded" not in quiet.stderr, quiet.stderr
+
+
+@pytest.mark.parametrize(("command", "signum"), [("run", signal.SIGINT), ("watch", signal.SIGTERM)])
+def test_a_stop_while_the_driver_hangs_in_zeinit_ends_at_once_and_starts_nothing(
+    tmp_path: Path, command: str, signum: int
+) -> None:
+    env = {**_env(tmp_path), "ZESIM_HANG_IN": "init", "COLUMNS": "160"}
+    report = tmp_path / "report.json"
+    started = tmp_path / "started"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(90)"], env=env)
+    target = (
+        ["--", sys.executable, "-c", f"open({str(started)!r}, 'w').close()"]
+        if command == "run"
+        else ["--pid", str(sleeper.pid)]
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "l0mem", command, "--json", str(report), *target],
+        env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # the wait is named after a second: it is under way
+        assert "has not loaded the Level Zero driver" in line, line
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum, err
+    assert took < 3, took  # it waited the whole 10 s before
+    assert not started.exists()  # the workload was never started
+    data = json.loads(report.read_text())
+    assert data["stop_signal"] == signal.Signals(signum).name, data["stop_signal"]

@@ -102,10 +102,14 @@ def supervised(command: Callable[[], str], console_script: bool) -> None:
             got = signal.sigtimedwait(stops, _WAIT_S)
         except InterruptedError:
             got = None
-        if got is not None and (
-            got.si_code != _SI_KERNEL or (leader and got.si_signo == signal.SIGHUP)
+        # After a stop and continue the wait can return a siginfo of no signal asked for
+        # (si_signo 0, a stray si_code): only a stop signal is ever passed on.
+        if (
+            got is not None
+            and got.si_signo in stops
+            and (got.si_code != _SI_KERNEL or (leader and got.si_signo == signal.SIGHUP))
         ):
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(OSError):
                 os.kill(pid, got.si_signo)
         done, status = os.waitpid(pid, os.WNOHANG)
         if done == pid:

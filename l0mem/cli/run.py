@@ -267,10 +267,10 @@ def run(
             sysman=None if no_sysman else _sysman(stack, os.environ, None),
             look=min(LOOK, interval),
         )
-        progress.await_reader(watch.sysman, "the workload starts")
         stack.callback(watch.close)
         # Until the files are written: a second signal must not cost what was measured.
         stack.enter_context(_stop_on_signals(watch))
+        progress.await_reader(watch.sysman, "the workload starts", watch.stopped)
         try:
             with reporting("run"), progress:
                 # A report on standard output is l0mem's alone: the workload's lines go to stderr.
@@ -384,10 +384,10 @@ def watch(
         watcher = Watch(
             interval=interval, on_sample=on_sample, sysman=sysman, look=min(LOOK, interval)
         )
-        progress.await_reader(sysman, "watching starts")
         stack.callback(watcher.close)
         # Until the files are written: a second signal must not cost what was measured.
         stack.enter_context(_stop_on_signals(watcher))
+        progress.await_reader(sysman, "watching starts", watcher.stopped)
         try:
             with reporting("watch"), progress:
                 result = watch_pid(watcher, pid, duration=duration)

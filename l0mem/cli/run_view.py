@@ -10,6 +10,7 @@ peaks, on which device the host pages were charged and what was unavailable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console, Group
@@ -135,13 +136,15 @@ class Progress:
         if not self.quiet:
             self.console.print(f"l0mem {self.command}: {text}", soft_wrap=True, markup=False)
 
-    def await_reader(self, reader: DeviceMemoryReader | None, then: str) -> None:
+    def await_reader(
+        self, reader: DeviceMemoryReader | None, then: str, stop: Callable[[], bool]
+    ) -> None:
         """Wait a moment for Sysman's reader; past it, say what is awaited before the baseline waits on.
 
         A driver hung in zeInit holds the reader for the whole wait: without
         this line the command would sit silent that long.
         """
-        if reader is not None and not reader.wait_ready(QUIET_WAIT):
+        if reader is not None and not reader.wait_ready(QUIET_WAIT, stop) and not stop():
             self.note(
                 f"Sysman's reader has not loaded the Level Zero driver within {QUIET_WAIT:.0f} s;"
                 f" waiting up to {BASELINE_WAIT - QUIET_WAIT:.0f} s more, then {then} without"

@@ -184,6 +184,10 @@ class Watch:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"s")
 
+    def stopped(self) -> bool:
+        """Return whether a stop was requested."""
+        return self.stop_signal is not None
+
     @property
     def series(self) -> Series:
         """Return what was recorded so far."""
@@ -206,7 +210,7 @@ class Watch:
         if self.sysman is None:
             return values, unavailable
         if wait:
-            self.sysman.wait_ready(wait)
+            self.sysman.wait_ready(wait, self.stopped)
         got, why = self.sysman.read()
         values.update(got)
         unavailable.pop("sysman", None)

@@ -97,6 +97,11 @@ def run_workload(
     for the workload's.
     """
     take_baseline(watch, prober)
+    if watch.stopped():  # while the baseline waited (a driver hung in zeInit): start nothing
+        return WatchResult(
+            watch.series, None, None, watch.stop_signal, watch.final_trace(), None,
+            watch.device_names(),
+        )  # fmt: skip
     check_floor(watch)
     with subreaper():
         return _run(watch, command, env, source_factory, stdout, follow)

@@ -10,7 +10,7 @@ its kinds are the one-line reasons a watch cannot start.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import psutil
@@ -51,8 +51,8 @@ class Tracer(Protocol):
 class DeviceMemoryReader(Protocol):
     """Device memory read beside the tree (Sysman's, from :class:`l0mem.watch.sysman.SysmanReader`)."""
 
-    def wait_ready(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the reader to be able to answer; return whether it was settled."""
+    def wait_ready(self, timeout: float, stop: Callable[[], bool] | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (less where ``stop`` says so) for the reader to be able to answer; return whether it was settled."""
 
     def read(self) -> tuple[dict[str, int], str | None]:
         """Return this sample's values, or ({}, why they are absent)."""

@@ -26,7 +26,7 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from l0mem.driverenv import recorded_environment
@@ -34,6 +34,7 @@ from l0mem.trace.environment import untraced
 
 ANSWER_WAIT = 0.2  # seconds a sample waits for Sysman's answer
 START_WAIT = 20.0  # seconds the child may take to load the loader and the driver
+STOP_POLL = 0.05  # seconds between looks at a stop request while the child loads
 _STOP_WAIT = 2.0
 
 
@@ -118,14 +119,18 @@ class SysmanReader:
         except OSError:
             self._fail("Sysman's reader ended")
 
-    def wait_ready(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the child to have loaded the driver (or given up); return whether it did either."""
+    def wait_ready(self, timeout: float, stop: Callable[[], bool] | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for the child to have loaded the driver (or given up); return whether it did either.
+
+        ``stop`` is asked every :data:`STOP_POLL` seconds: where it says so
+        (the user stopped l0mem), the wait ends at once.
+        """
         deadline = time.monotonic() + timeout
         while self._proc is not None and self._devices is None:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or (stop is not None and stop()):
                 return False
-            for msg in self._lines(left):
+            for msg in self._lines(min(left, STOP_POLL)):
                 self._header(msg)
         return True
 
