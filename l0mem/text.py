@@ -8,6 +8,12 @@ each one as its code, ``\\x1b``. An error quoting what it refuses quotes at
 most its start (:func:`excerpt`): a value of thousands of characters makes no
 error line of thousands.
 
+A report's JSON may escape one half of a UTF-16 pair alone (``"\\ud800"``):
+no UTF-8 output can carry it, and :func:`whole_text` reads it as U+FFFD. A
+name the system gives (a command line argument, a path) is bytes, which
+Python keeps as such a surrogate where they are not UTF-8 (``\\udcff``):
+:func:`os_text` shows each such byte as its code, ``\\xff``.
+
 What it may import: nothing of l0mem (a leaf every layer may use).
 """
 
@@ -40,9 +46,26 @@ def whole_text(text: str) -> str:
     return _SURROGATES.sub("\ufffd", text)
 
 
+def _os_byte(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    # U+DC80-U+DCFF is a byte Python could not decode (surrogateescape): show the byte.
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def os_text(text: str) -> str:
+    """Return a string the system gave (argv, a path) as text that encodes: a byte that is not UTF-8 as ``\\xNN``.
+
+    Python gives such bytes as U+DC80-U+DCFF (``os.fsdecode``); any other lone
+    surrogate is shown as its code (``\\ud800``). Everything else is kept as
+    it is, control characters too: a format that cannot carry those shows
+    them with :func:`printable`.
+    """
+    return text if _SURROGATES.search(text) is None else _SURROGATES.sub(_os_byte, text)
+
+
 def excerpt(text: str, limit: int = 24) -> str:
     """Return ``text``, or its first ``limit - 3`` characters and "..." where it is longer than ``limit``."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-__all__ = ["excerpt", "printable", "whole_text", "xml_text"]
+__all__ = ["excerpt", "os_text", "printable", "whole_text", "xml_text"]

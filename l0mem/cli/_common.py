@@ -30,7 +30,7 @@ from l0mem.cli._exits import exit_epilog as exit_epilog
 from l0mem.cli._exits import interrupt_signal as interrupt_signal
 from l0mem.cli._exits import signal_exit as signal_exit
 from l0mem.files import discard, is_stdout
-from l0mem.text import printable
+from l0mem.text import os_text, printable
 
 if TYPE_CHECKING:
     from l0mem.backends.select import ContextMode
@@ -83,8 +83,9 @@ def notice(command: str, message: str) -> None:
     A stderr that is gone (a closed terminal, a reader that left) takes the line
     quietly: the reports are written and the exit code is the command's own.
     """
-    # Escapes are shown, not obeyed (click would drop them off a terminal, showing another name).
-    text = printable(message)
+    # Escapes are shown, not obeyed (click would drop them off a terminal, showing another name);
+    # a name's byte that is not UTF-8 as its code, as every report shows it.
+    text = printable(os_text(message))
     try:
         click.echo(f"l0mem {command}: {text}" if command else f"l0mem: {text}", err=True)
     except OSError as err:
@@ -261,9 +262,9 @@ def escape(text: str) -> str:
     Every text a command prints from a report or another process goes
     through here: an escape sequence in a watched command's name or a
     report's label is shown, never sent to the terminal (newlines and tabs
-    stay).
+    stay), and a name's byte that is not UTF-8 as its code (``\\xff``).
     """
-    return _markup_escape(printable(text, keep="\n\t"))
+    return _markup_escape(printable(os_text(text), keep="\n\t"))
 
 
 def to_stdout(*paths: Path | None) -> bool:

@@ -19,6 +19,7 @@ import click
 
 from l0mem.cli._common import ExitCode, fail
 from l0mem.cli._paths import NamedPath
+from l0mem.text import os_text
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -115,7 +116,7 @@ def _labels(
             )
         if key in out:
             raise click.BadParameter(f"{key!r} given twice")
-        out[key] = text
+        out[key] = os_text(text)  # a byte that is not UTF-8 as \xNN: every report carries it
     return out
 
 

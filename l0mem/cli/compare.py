@@ -45,6 +45,7 @@ from l0mem.cli._paths import NamedPath
 from l0mem.cli.audit_view import NO_HARDWARE_MARK, SIMULATOR_MARK
 from l0mem.cli.layout import fitted, whole
 from l0mem.files import write_bytes
+from l0mem.text import os_text
 
 
 def _fmt_slope(value: float | None, sign: str = "") -> str:
@@ -265,8 +266,8 @@ def compare(
     if json_path is not None:
         data = comparison.to_dict()
         data.update(
-            baseline=str(baseline),
-            current=str(current),
+            baseline=os_text(str(baseline)),
+            current=os_text(str(current)),
             fail_on_missing=not allow_new_setups,
             exit_code=int(code),
         )

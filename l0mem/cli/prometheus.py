@@ -20,6 +20,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from l0mem.files import write_bytes
+from l0mem.text import os_text
 
 Labels = Mapping[str, str]
 
@@ -35,6 +36,7 @@ class Metrics:
         """Add one sample of gauge ``name``; a value that is None or not finite is left out.
 
         Every sample of one gauge carries the same label names (the client's rule).
+        A label value is written as text that encodes (:func:`~l0mem.text.os_text`).
         """
         if value is None or not math.isfinite(value):
             return  # made at its first value: a gauge without labels would read 0 otherwise
@@ -42,7 +44,8 @@ class Metrics:
         if gauge is None:
             gauge = Gauge(name, help_text, sorted(labels), registry=self.registry)
             self._gauges[name] = gauge
-        (gauge.labels(**labels) if labels else gauge).set(float(value))
+        shown = {k: os_text(v) for k, v in labels.items()}
+        (gauge.labels(**shown) if shown else gauge).set(float(value))
 
     def text(self) -> str:
         """Return the metrics in Prometheus' text exposition format."""

@@ -30,6 +30,7 @@ from l0mem.estimate import DEFAULT_CONFIG, AnalysisConfig, for_stacks
 from l0mem.files import ReportWriteError
 from l0mem.plots import MissingDependencyError, write_watch_plot
 from l0mem.probe.fingerprint import gpu_modules
+from l0mem.text import os_text
 from l0mem.watch import Series, Watch, WatchResult, WatchSample, WatchSummary, summarize
 from l0mem.watch.export import document, simulated, write_csv, write_json
 
@@ -95,7 +96,7 @@ def metric_labels(meta: dict[str, Any]) -> dict[str, str]:
     if meta.get("pid") is not None:
         labels["pid"] = str(meta["pid"])
     if meta.get("command"):
-        labels["command"] = os.path.basename(str(meta["command"][0]))
+        labels["command"] = os_text(os.path.basename(str(meta["command"][0])))
     labels.update((meta.get("options") or {}).get("labels") or {})
     return labels
 
@@ -117,6 +118,7 @@ def write_all(
     title: str,
 ) -> list[str]:
     json_path, csv_path, plot_path, prometheus_path = paths
+    title = os_text(title)  # the command line: a byte that is not UTF-8 as \xNN
     shown = f"SIMULATOR: {title}" if simulated(result) else title
     errors = []
     writers: list[tuple[Path | None, Callable[[Path], None]]] = [

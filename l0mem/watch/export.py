@@ -20,7 +20,7 @@ from l0mem.driverenv import recorded_environment
 from l0mem.estimate.model import AnalysisConfig
 from l0mem.files import PathLike, json_bytes, write_bytes
 from l0mem.probe.fingerprint import host_fingerprint
-from l0mem.text import printable
+from l0mem.text import os_text, printable
 from l0mem.watch.engine import WatchResult
 from l0mem.watch.estimation import device_series, watch_config
 from l0mem.watch.series import (
@@ -81,18 +81,20 @@ def document(
 ) -> dict[str, Any]:
     """Return the JSON document of one watch (schema :data:`SCHEMA`)."""
     series = result.series
+    # Names from the command line and the environment: a byte that is not UTF-8 as \xNN.
+    env = None if environment is None else recorded_environment(environment)
     return {
         "schema": SCHEMA,
         "l0mem_version": __version__,
         "created": utc_now(),
         "mode": mode,
-        "command": None if command is None else list(command),
+        "command": None if command is None else [os_text(a) for a in command],
         "pid": pid,
         "options": dict(options),
         "exit": ending(result),
         "stop_signal": _signal_name(result.stop_signal),
         "floor_stop": None if result.floor_stop is None else result.floor_stop.to_dict(),
-        "environment": None if environment is None else recorded_environment(environment),
+        "environment": None if env is None else {os_text(k): os_text(v) for k, v in env.items()},
         "fingerprint": host_fingerprint(),
         "simulated": simulated(result),
         "tracing": series.tracing,
