@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,8 @@ def test_labels_and_values_survive_the_parser() -> None:
     m.add("l0mem_y_ratio", "Ratio.", 0.25)
     (x, y) = list(text_string_to_metric_families(m.text()))
     assert x.name == "l0mem_x_bytes" and x.type == "gauge"
-    assert [(s.labels, s.value) for s in x.samples] == [({"a": 'q"u\\o\nte'}, 3 * MIB)]
+    # Quote and backslash escaped by the client; the newline shown as its code, as the terminal does.
+    assert [(s.labels, s.value) for s in x.samples] == [({"a": 'q"u\\o\\x0ate'}, 3 * MIB)]
     assert [s.value for s in y.samples] == [0.25]
 
 
@@ -166,6 +168,42 @@ def test_a_value_prometheus_must_escape_survives_the_file(tmp_path: Path) -> Non
     )
     assert proc.returncode == 0, proc.stderr
     metrics = _parse(out)
+    # The newline is a control character: shown as its code, as the terminal shows it.
     assert metrics and all(
-        s.labels["note"] == 'a "b" \\ c\nd' for samples in metrics.values() for s in samples
+        s.labels["note"] == 'a "b" \\ c\\x0ad' for samples in metrics.values() for s in samples
     )
+
+
+CONTROLS = [chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]]
+
+
+@pytest.mark.parametrize("control", CONTROLS, ids=lambda c: f"{ord(c):02x}")
+def test_a_control_character_in_a_label_value_is_shown_never_written(control: str) -> None:
+    from l0mem.text import printable
+
+    m = Metrics()
+    value = f"sl{control}[31mep{control}"
+    m.add("l0mem_x_bytes", "X.", 1.0, command=value, note=f"{control}a")
+    text = m.text()
+    assert not any(c in text for c in CONTROLS if c != "\n")
+    assert text.count("\n") == 3  # HELP, TYPE and the sample: no line of a label's
+    ((sample,),) = [list(f.samples) for f in text_string_to_metric_families(text)]
+    assert sample.labels == {"command": printable(value), "note": printable(f"{control}a")}
+
+
+def test_run_shows_a_command_named_with_an_escape_sequence(tmp_path: Path) -> None:
+    command = tmp_path / "sl\x1b[31mep"
+    shutil.copy("/bin/true", command)
+    out = tmp_path / "r.prom"
+    proc = run_l0mem(
+        "run",
+        ["--quiet", "--prometheus", str(out), "--label", "note=\x9b2J\r", "--", str(command)],
+        dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "\x1b" not in text and "\x9b" not in text and "\r" not in text
+    assert 'command="sl\\\\x1b[31mep"' in text  # the client escapes the backslash
+    for samples in _parse(out).values():
+        for s in samples:
+            assert s.labels["command"] == "sl\\x1b[31mep" and s.labels["note"] == "\\x9b2J\\x0d"

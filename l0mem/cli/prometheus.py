@@ -20,7 +20,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from l0mem.files import write_bytes
-from l0mem.text import os_text
+from l0mem.text import os_text, printable
 
 Labels = Mapping[str, str]
 
@@ -36,7 +36,9 @@ class Metrics:
         """Add one sample of gauge ``name``; a value that is None or not finite is left out.
 
         Every sample of one gauge carries the same label names (the client's rule).
-        A label value is written as text that encodes (:func:`~l0mem.text.os_text`).
+        A label value (a command's name, a set-up's) is written as text that
+        encodes (:func:`~l0mem.text.os_text`), its control characters shown as
+        the terminal shows them (:func:`~l0mem.text.printable`), never raw.
         """
         if value is None or not math.isfinite(value):
             return  # made at its first value: a gauge without labels would read 0 otherwise
@@ -44,7 +46,7 @@ class Metrics:
         if gauge is None:
             gauge = Gauge(name, help_text, sorted(labels), registry=self.registry)
             self._gauges[name] = gauge
-        shown = {k: os_text(v) for k, v in labels.items()}
+        shown = {k: printable(os_text(v)) for k, v in labels.items()}
         (gauge.labels(**shown) if shown else gauge).set(float(value))
 
     def text(self) -> str:
