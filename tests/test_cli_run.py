@@ -11,6 +11,7 @@ mode ``watch``), where only the workload moves memory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -95,7 +96,12 @@ def _env(host: str | None = "watch", **config: object) -> dict[str, str]:
 
 
 def _workload_args(
-    workload: Path, truth: Path, steps: int = 6, step: int = 32 * MIB, pause: float = 0.15, code: int = 0
+    workload: Path,
+    truth: Path,
+    steps: int = 6,
+    step: int = 32 * MIB,
+    pause: float = 0.15,
+    code: int = 0,
 ) -> list[str]:
     return [sys.executable, str(workload), str(truth), str(steps), str(step), str(pause), str(code)]
 
@@ -118,7 +124,9 @@ def test_the_workloads_exit_code_passes_through(workload: Path, tmp_path: Path) 
 def test_a_report_on_stdout_is_l0mems_alone_and_the_workloads_lines_go_to_stderr(flag: str) -> None:
     # What the workload prints is not in its command line (which the report holds).
     job = [sys.executable, "-c", "import sys; print('out' * 3); print('err' * 3, file=sys.stderr)"]
-    proc = run_l0mem("run", ["--quiet", "--interval", "0.05", flag, "-", "--", *job], dict(os.environ))
+    proc = run_l0mem(
+        "run", ["--quiet", "--interval", "0.05", flag, "-", "--", *job], dict(os.environ)
+    )
     assert proc.returncode == 0, proc.stderr
     assert "outoutout" not in proc.stdout
     assert "outoutout" in proc.stderr and "errerrerr" in proc.stderr
@@ -153,7 +161,17 @@ def test_the_host_cost_is_the_mirror_the_simulator_held(workload: Path, tmp_path
     env = _env(mirror="peer-resident")
     plot = tmp_path / "run.png"
     proc = _run(
-        ["--quiet", "--interval", "0.05", "--json", str(report), "--csv", str(tmp_path / "run.csv"), "--plot", str(plot)],
+        [
+            "--quiet",
+            "--interval",
+            "0.05",
+            "--json",
+            str(report),
+            "--csv",
+            str(tmp_path / "run.csv"),
+            "--plot",
+            str(plot),
+        ],
         env,
         args,
     )
@@ -200,7 +218,17 @@ def test_the_host_floor_stops_a_workload_that_grows_past_it(workload: Path, tmp_
     floor = 64 * GIB - 160 * MIB
     args = _workload_args(workload, tmp_path / "truth.json", steps=20, pause=0.1)
     proc = _run(
-        ["--quiet", "--interval", "0.05", "--grace", "3", "--host-floor", str(floor), "--json", str(report)],
+        [
+            "--quiet",
+            "--interval",
+            "0.05",
+            "--grace",
+            "3",
+            "--host-floor",
+            str(floor),
+            "--json",
+            str(report),
+        ],
         env,
         args,
     )
@@ -227,7 +255,9 @@ def test_watch_follows_a_running_workload(workload: Path, tmp_path: Path) -> Non
         cwd=REPO_ROOT,
     )
     try:
-        proc = run_l0mem("watch", ["--pid", str(child.pid), "--interval", "0.05", "--json", "-"], env)
+        proc = run_l0mem(
+            "watch", ["--pid", str(child.pid), "--interval", "0.05", "--json", "-"], env
+        )
     finally:
         child.wait(timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -293,7 +323,9 @@ def test_a_process_that_cannot_be_read_is_one_clear_line(monkeypatch: pytest.Mon
 
     class Refused:
         def __init__(self, root: int, **kwargs: object) -> None:
-            raise l0mem.probe.ProbeAccessError(f"cannot read /proc/{root}/fd: permission denied (x)")
+            raise l0mem.probe.ProbeAccessError(
+                f"cannot read /proc/{root}/fd: permission denied (x)"
+            )
 
     monkeypatch.setattr(l0mem.probe, "TreeProber", Refused)
     result = CliRunner().invoke(cli, ["watch", "--pid", "1"])
@@ -301,13 +333,27 @@ def test_a_process_that_cannot_be_read_is_one_clear_line(monkeypatch: pytest.Mon
     assert result.stderr.strip() == "l0mem watch: cannot read /proc/1/fd: permission denied (x)"
 
 
-def test_a_stop_signal_is_forwarded_and_the_samples_are_kept(workload: Path, tmp_path: Path) -> None:
+def test_a_stop_signal_is_forwarded_and_the_samples_are_kept(
+    workload: Path, tmp_path: Path
+) -> None:
     report = tmp_path / "stopped.json"
     env = _env(mirror="peer-resident")
     env["WORKLOAD_HOLD"] = "60"
     args = _workload_args(workload, tmp_path / "truth.json", steps=2, pause=0.05)
     l0mem = subprocess.Popen(
-        [sys.executable, "-m", "l0mem", "run", "--quiet", "--interval", "0.05", "--json", str(report), "--", *args],
+        [
+            sys.executable,
+            "-m",
+            "l0mem",
+            "run",
+            "--quiet",
+            "--interval",
+            "0.05",
+            "--json",
+            str(report),
+            "--",
+            *args,
+        ],
         env=env,
         cwd=REPO_ROOT,
         stderr=subprocess.PIPE,
@@ -410,13 +456,19 @@ def test_traced_verdict_and_slope_match_the_simulators_ground_truth(
     # The answer says what to try when the host pays: here the residency on the peer.
     said = " ".join(proc.stderr.split())
     if summary["verdict"] in ("mirror", "partial"):
-        assert "what to do: the workload made 512 MiB resident on a peer: --no-peer-residency" in said
+        assert (
+            "what to do: the workload made 512 MiB resident on a peer: --no-peer-residency" in said
+        )
     else:
         assert "what to do" not in said
 
 
 def test_run_trace_inside_run_trace_changes_neither_result(workload: Path, tmp_path: Path) -> None:
-    truth_path, outer, inner = tmp_path / "truth.json", tmp_path / "outer.json", tmp_path / "inner.json"
+    truth_path, outer, inner = (
+        tmp_path / "truth.json",
+        tmp_path / "outer.json",
+        tmp_path / "inner.json",
+    )
     step, steps = 32 * MIB, 4
     args = _workload_args(workload, truth_path, steps=steps, step=step, pause=0.1)
     opts = ["--quiet", "--trace", "--interval", "0.04"]
@@ -548,7 +600,11 @@ def test_the_answer_comes_first_and_nothing_is_cut_at_80_or_120_columns(
     ("script", "code", "said"),
     [
         ("sleep 0.3; exit 3", 3, "the workload exited with 3; l0mem exits with 3"),
-        ("sleep 0.3; kill -SEGV $$", 139, "the workload was killed by SIGSEGV; l0mem exits with 139"),
+        (
+            "sleep 0.3; kill -SEGV $$",
+            139,
+            "the workload was killed by SIGSEGV; l0mem exits with 139",
+        ),
     ],
 )
 def test_the_workloads_own_exit_code_is_named_when_passed_on(
@@ -572,3 +628,28 @@ def test_no_device_memory_is_advised_as_such_and_trace_only_where_it_was_not_use
         assert advice.text.startswith("no device memory was seen"), advice.text
         assert ("--trace" in advice.text) is not tracing
         assert "no total of the host's memory" not in advice.text
+
+
+def test_a_process_left_running_is_named_in_the_summary_and_the_report(tmp_path: Path) -> None:
+    # The first process ends at once; the one it started sleeps on past --follow.
+    pidfile = tmp_path / "pid"
+    report = tmp_path / "run.json"
+    # Its output away from l0mem's pipes, which the test reads to their end.
+    job = f"sleep 30 >/dev/null 2>&1 & echo $! > {pidfile}"
+    proc = run_l0mem(
+        "run",
+        ["--follow", "0.5", "--json", str(report), "--", "sh", "-c", job],
+        host_env(os.environ),
+    )
+    try:
+        left = int(pidfile.read_text())
+        assert proc.returncode == 0, proc.stderr
+        lines = [ln for ln in proc.stderr.splitlines() if "left running, unwatched" in ln]
+        assert len(lines) == 1 and lines[0].rstrip().endswith(f"pid {left}"), proc.stderr
+        outlived = json.loads(report.read_text())["exit"]["outlived"]
+        assert outlived["left_running"] == [left] and outlived["processes"] == 1, outlived
+    finally:
+        with_pid = pidfile.read_text().strip() if pidfile.exists() else ""
+        if with_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(with_pid), signal.SIGKILL)
