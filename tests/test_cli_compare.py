@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -107,6 +108,36 @@ def test_exit_5_when_no_runs_in_common() -> None:
     # Nothing was compared: a run missing now is not called a regression beside exit 5.
     assert "only in baseline: l0 (it had a verdict)" in result.stdout
     assert "REGRESSION" not in result.stdout
+
+
+def _measured_nothing(path: Path, how: str) -> Path:
+    report = synthetic_report([synthetic_run(1.0), synthetic_run(0.0, setup="l0", seed=2)])
+    skipped = [
+        dataclasses.replace(r, status="skipped", result=None, samples=[], devices=[], reason="x")
+        for r in report.runs
+    ]
+    runs = {"no run": [], "all skipped": skipped}[how]
+    write_json(dataclasses.replace(report, runs=runs), path)
+    return path
+
+
+@pytest.mark.parametrize("how", ["no run", "all skipped"])
+@pytest.mark.parametrize("which", ["baseline", "current", "both"])
+def test_a_report_that_measured_nothing_is_named_and_exit_5(
+    how: str, which: str, tmp_path: Path
+) -> None:
+    # "runs": [] is what the audit writes when every discovery failed (exit 6).
+    good = tmp_path / "good.json"
+    write_json(synthetic_report([synthetic_run(1.0), synthetic_run(0.0, setup="l0", seed=2)]), good)
+    empty = _measured_nothing(tmp_path / "empty.json", how)
+    before = empty if which in ("baseline", "both") else good
+    after = empty if which in ("current", "both") else good
+    for flags in ([], ["-q"], ["--json", str(tmp_path / "c.json")]):
+        result = _run(str(before), str(after), *flags)
+        assert result.exit_code == 5, result.output
+        line = _one_line_error(result.stderr)
+        assert f"{empty} holds no measured set-up" in line, line
+        assert result.stdout == ""
 
 
 def test_exit_5_on_schema_major_mismatch() -> None:

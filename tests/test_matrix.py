@@ -548,3 +548,79 @@ def test_a_directory_holding_no_report_is_exit_4(tmp_path: Path) -> None:
     proc = run_l0mem("matrix", [str(tmp_path)], {})
     assert proc.returncode == 4, proc.stderr
     assert one_line(proc, "matrix").startswith(f"l0mem matrix: no report in {tmp_path}")
+
+
+def _unmeasured(path: Path, how: str, *, simulated: bool = False) -> Path:
+    """Write an audit report that measured nothing: no run (``how`` "none"), or every set-up skipped."""
+    report = synthetic_report([synthetic_run(1.0, setup=PEER), synthetic_run(0.0, setup=PLAIN)])
+    skipped = [
+        dataclasses.replace(r, status="skipped", result=None, samples=[], devices=[], reason="x")
+        for r in report.runs
+    ]
+    runs = {"none": [], "one skipped": skipped[:1], "all skipped": skipped}[how]
+    fingerprint = {
+        "simulated": simulated,
+        "host": {"kernel_release": "6.8.0", "machine_id": "m9"},
+        "compute_runtime": {"driver_versions": ["26.99.9"]},
+        "environment": {},
+    }
+    write_json(dataclasses.replace(report, runs=runs, fingerprint=fingerprint), path)
+    return path
+
+
+UNMEASURED = ("none", "one skipped", "all skipped")
+
+
+@pytest.mark.parametrize("how", UNMEASURED)
+@pytest.mark.parametrize("flags", [[], ["--json", "-"], ["--markdown", "m.md"], ["--csv", "m.csv"]])
+def test_a_report_that_measured_nothing_alone_is_named_and_not_a_success(
+    how: str, flags: list[str], tmp_path: Path
+) -> None:
+    # What the audit writes when every discovery failed (exit 6): "runs": [].
+    path = _unmeasured(tmp_path / "empty.json", how)
+    flags = [str(tmp_path / f) if f.startswith("m.") else f for f in flags]
+    proc = run_l0mem("matrix", [str(path), *flags], {})
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    line = one_line(proc, "matrix")
+    assert str(path) in line and "holds no measured set-up" in line, line
+    assert proc.stdout == ""
+
+
+def test_reports_that_measured_nothing_are_each_named_and_none_is_a_success(
+    tmp_path: Path,
+) -> None:
+    paths = [_unmeasured(tmp_path / f"e{i}.json", how) for i, how in enumerate(UNMEASURED)]
+    other = tmp_path / "p2p.json"
+    other.write_text(json.dumps(NOT_AUDIT["p2p.json"][0]))
+    proc = run_l0mem("matrix", [*map(str, paths), str(other)], {})
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    line = one_line(proc, "matrix")
+    assert "none of the 4 file(s) given holds a measured set-up" in line, line
+    assert all(str(p) in line for p in paths) and "and 1 more" in line, line  # 3 named
+
+
+def test_reports_that_measured_nothing_beside_others_are_each_a_warning(tmp_path: Path) -> None:
+    good = _report(tmp_path / "good.json", "26.05.1", "m1", 1.0)
+    # The simulator's empty report must not make a simulator group of no cells either.
+    paths = [
+        _unmeasured(tmp_path / f"e{i}.json", how, simulated=i == 0)
+        for i, how in enumerate(UNMEASURED)
+    ]
+    out = tmp_path / "m.json"
+    proc = run_l0mem("matrix", [str(good), *map(str, paths), "--json", str(out)], {}, columns=250)
+    assert proc.returncode == 0, proc.stderr
+    warnings = proc.stderr.splitlines()
+    assert len(warnings) == len(paths), proc.stderr
+    for path, how, line in zip(paths, UNMEASURED, warnings, strict=True):
+        assert line.startswith(f"l0mem matrix: warning: {path}: left out: "), line
+        assert "holds no measured set-up" in line, line
+        if how == "none":
+            assert '"runs" is empty' in line, line
+    assert f"not in the matrix: {len(paths)} audit report(s) that hold no measured set-up" in (
+        proc.stdout
+    )
+    assert "26.99.9" not in proc.stdout and "simulator" not in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["empty_reports"] == [str(p) for p in paths]
+    assert [g["group"] for g in data["groups"]] == ["hardware, schema 1"]
+    assert all(row["cells"] for g in data["groups"] for row in g["rows"])

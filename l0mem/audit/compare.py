@@ -134,6 +134,15 @@ def load_pair(baseline: PathLike, current: PathLike) -> tuple[AuditReport, Audit
         )
     before = report_from_data(data_b, baseline)
     after = report_from_data(data_c, current)
+    # A report of no measured set-up (every discovery failed: "runs": []) holds nothing to
+    # judge: "no run in common" would not say which file, nor why.
+    empty = [
+        f"{name} holds no measured set-up ({report.unmeasured})"
+        for report, name in ((before, baseline), (after, current))
+        if report.unmeasured is not None
+    ]
+    if empty:
+        raise ReportMismatchError("; ".join(empty) + ": nothing to compare")
     check_comparable(before, after, baseline, current)
     return before, after
 

@@ -282,8 +282,9 @@ def to_dict(
     found: Sequence[Regression] = (),
     baseline: str | None = None,
     apart: Mapping[str, int] | None = None,
+    empty: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Return the matrices as JSON (docs/matrix.md)."""
+    """Return the matrices as JSON (docs/matrix.md); ``empty``: reports of no measured set-up."""
     return {
         "schema": MATRIX_SCHEMA,
         "baseline": baseline,
@@ -303,6 +304,7 @@ def to_dict(
         ],
         "regressions": [dataclasses.asdict(r) for r in found],
         "not_audit_reports": dict(apart or {}),
+        "empty_reports": list(empty),
     }
 
 

@@ -116,6 +116,19 @@ class AuditReport:
             return "no-hardware"
         return "hardware"
 
+    @property
+    def unmeasured(self) -> str | None:
+        """Return why the report holds no measured set-up (no run, or every one skipped), else None.
+
+        An audit whose every device discovery failed writes ``"runs": []``
+        (exit 6); one whose every set-up was skipped, only skipped runs (exit 3).
+        """
+        if not self.runs:
+            return 'its "runs" is empty: the audit measured nothing'
+        if all(r.status == "skipped" for r in self.runs):
+            return "every set-up in it was skipped"
+        return None
+
     def run(self, setup: str, remedy: str | None = None) -> SetupRun | None:
         """Return the run of ``setup`` (under ``remedy``), or None."""
         return next((r for r in self.runs if r.key == (setup, remedy)), None)

@@ -270,8 +270,9 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.BAD_INPUT,
         "`matrix`: a report is missing, unreadable or malformed, a directory holds none, or "
-        "none of the files given is an audit or run/watch report (each file left out beside "
-        "usable ones is a warning)",
+        "none of the files given is an audit or run/watch report that holds a measured set-up "
+        "(an audit report of no run, or only skipped ones, is left out as well; each file left "
+        "out beside usable ones is a warning)",
         _only("matrix"),
     ),
     Row(
@@ -283,7 +284,8 @@ EXIT_TABLE: tuple[Row, ...] = (
     Row(
         ExitCode.MISMATCH,
         "the reports are well-formed but cannot be compared (different schema major "
-        "versions, no run in common, the two from different platforms (hardware, the "
+        "versions, no run in common, a report that holds no measured set-up (no run, or only "
+        "skipped ones; the line names it), the two from different platforms (hardware, the "
         "simulator, a GPU driver running without hardware), or with `--fail-on-missing` a "
         "run in only one of them)",
         _only("compare"),

@@ -6,7 +6,10 @@ holds the verdicts, the median MiB per GiB and the number of machines, and is
 flagged when machines of one stack disagree. The simulator's, no-hardware and
 hardware reports, and reports of different schema majors, get tables of their
 own; files that are not audit reports (a ``run``/``watch`` report, a schema
-this l0mem cannot read) are counted apart. A directory stands for the
+this l0mem cannot read) are counted apart, and so are audit reports that
+hold no measured set-up (every device discovery failed, every set-up was
+skipped): each is a warning, and inputs none of which holds a measured set-up
+are exit 4, never an empty matrix. A directory stands for the
 ``*.json`` files in it. ``--baseline STACK`` (the whole row, or a part unique
 to one) holds every other row to it by ``l0mem compare``'s rule: exit 1 on
 any regression. ``--plot PATH`` draws the matrix as a heatmap (PNG or SVG).
@@ -41,7 +44,7 @@ from l0mem.cli._numbers import FloatRange
 from l0mem.cli._options import check_plot, finite, json_option, plot_option
 from l0mem.cli._paths import NamedPath
 from l0mem.cli.layout import fitted
-from l0mem.text import excerpt
+from l0mem.text import excerpt, os_text
 
 # The longest schema name a "not in the matrix" line shows.
 KIND_CHARS = 48
@@ -76,8 +79,10 @@ class Skipped(NamedTuple):
     """A file the matrix left out: its name, the kind it is counted as, and what it is."""
 
     path: Path
-    kind: str  # the schema without "l0mem." (cut to KIND_CHARS), or "unknown"
-    what: str  # for the user: what the file is instead of an audit report
+    # The schema without "l0mem." (cut to KIND_CHARS), or "unknown"; None for an
+    # audit report that holds no measured set-up (counted apart from the others).
+    kind: str | None
+    what: str  # for the user: what the file is instead of an audit report with cells
 
 
 def _kind(schema: str) -> str:
@@ -122,8 +127,14 @@ def _read(paths: list[Path]) -> tuple[list[tuple[str, Any]], list[Skipped]]:
             kind = _kind(schema)
             skipped.append(Skipped(path, kind, _what(schema, kind)))
             continue
+        report = report_from_data(data, path)
+        why = report.unmeasured
+        if why is not None:  # a row of no cells, or a group heading alone, would say nothing
+            what = f"an audit report that holds no measured set-up ({why})"
+            skipped.append(Skipped(path, None, what))
+            continue
         # Read one at a time and kept without samples: a fleet's reports never all in memory.
-        reports.append((str(path), summarized(report_from_data(data, path))))
+        reports.append((str(path), summarized(report)))
     return reports, skipped
 
 
@@ -132,9 +143,13 @@ NAMED_FILES = 3
 
 
 def _none_usable(skipped: list[Skipped]) -> str:
-    """Return the line for inputs of which none is an audit or run/watch report."""
+    """Return the line for inputs of which none is an audit or run/watch report with a cell."""
+    if len(skipped) == 1 and skipped[0].kind is None:
+        return f"{skipped[0].path}: {skipped[0].what}: no matrix to show"
     named = "; ".join(f"{s.path}: {s.what}" for s in skipped[:NAMED_FILES])
     more = f"; and {len(skipped) - NAMED_FILES} more" if len(skipped) > NAMED_FILES else ""
+    if any(s.kind is None for s in skipped):
+        return f"none of the {len(skipped)} file(s) given holds a measured set-up ({named}{more})"
     return (
         f"none of the {len(skipped)} file(s) given is an audit or run/watch report ({named}{more})"
     )
@@ -257,11 +272,15 @@ def matrix(
         stack = _baseline_stack(matrices, baseline)
         found = mx.regressions(matrices, stack, slope_tolerance)
     apart: dict[str, int] = {}
+    empty: list[str] = []
     for left in skipped:  # said once the command line is known good: a usage error is one line
         notice("matrix", f"warning: {left.path}: left out: {left.what}")
-        apart[left.kind] = apart.get(left.kind, 0) + 1
+        if left.kind is None:
+            empty.append(os_text(str(left.path)))
+        else:
+            apart[left.kind] = apart.get(left.kind, 0) + 1
     if json_path is not None:
-        save_json("matrix", json_path, mx.to_dict(matrices, found, stack, apart))
+        save_json("matrix", json_path, mx.to_dict(matrices, found, stack, apart, empty))
     if markdown_path is not None:
         _write_text("matrix", markdown_path, mx.markdown(matrices))
     if csv_path is not None:
@@ -286,6 +305,10 @@ def matrix(
         console.print("cells: verdict(s), median MiB of host per GiB of device, machines (n)")
         for kind, n in sorted(apart.items()):
             console.print(f"not in the matrix: {n} file(s) of schema {escape(kind)}")
+        if empty:
+            console.print(
+                f"not in the matrix: {len(empty)} audit report(s) that hold no measured set-up"
+            )
         for r in found:
             console.print(
                 f"[bold red]REGRESSION[/] {escape(r.stack)} {escape(r.column)}: {escape(r.note)}"
