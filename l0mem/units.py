@@ -4,6 +4,8 @@ A size is a decimal number with an optional binary suffix (K, M, G, T: powers
 of 1024; ``KiB``/``KB``/``K`` alike) that comes to a whole number of bytes.
 Every option and function that takes a size parses it here, and sizes are
 printed here too: :func:`format_size` exactly, :func:`format_bytes` rounded.
+Other numbers a table shows rounded (a slope, a ratio) go through
+:func:`fixed`: one that rounds to zero is never a signed zero.
 
 What it may import: nothing of l0mem (a leaf every layer may use).
 """
@@ -76,11 +78,22 @@ def format_bytes(n: float, digits: int | None = None) -> str:
     return f"{n:.0f} B"
 
 
+def fixed(value: float, places: int = 0, *, sign: bool = False) -> str:
+    """Return ``value`` with ``places`` decimals (a ``+`` before a positive one with ``sign``).
+
+    A value that rounds to zero is ``0`` (``0.00``): never ``-0`` for a slope a
+    hair below zero, nor ``+0`` for a change of nothing.
+    """
+    text = f"{value:{'+' if sign else ''}.{places}f}"
+    return f"{0:.{places}f}" if text.lstrip("+-").strip("0.") == "" else text
+
+
 __all__ = [
     "GIB",
     "KIB",
     "MAX_SIZE",
     "MIB",
+    "fixed",
     "format_bytes",
     "format_size",
     "parse_size",

@@ -410,3 +410,26 @@ def test_quiet_prints_no_answer_where_the_reports_cannot_be_compared() -> None:
     assert proc.returncode == 5
     assert proc.stdout == ""  # exit 5 has no answer: its one line says why
     assert "no set-up run in common" in _one_line_error(proc.stderr)
+
+
+SIGNED_ZERO = re.compile(r"(?<![\w.])[+-]0(?:\.0+)?(?![\w.])")
+
+
+@pytest.mark.parametrize(
+    ("before", "now"),
+    [(0.0, -0.0004), (0.0, 0.0004), (-0.0004, 0.0), (0.0004, 0.0), (-0.0001, -0.0004)],
+)
+@pytest.mark.parametrize("tolerance", ["0", "64"])
+def test_no_compare_number_is_a_signed_zero(
+    before: float, now: float, tolerance: str, tmp_path: Path
+) -> None:
+    a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    write_json(synthetic_report([synthetic_run(before)]), a)
+    write_json(synthetic_report([synthetic_run(now)]), b)
+    result = _run(str(a), str(b), "--slope-tolerance", tolerance, "--json", str(out))
+    assert result.exit_code in (0, 1), result.output
+    assert not SIGNED_ZERO.search(result.stdout), result.stdout
+    data = json.loads(out.read_text())
+    for change in data["changes"]:
+        for key in ("baseline_slope", "current_slope", "slope_change"):
+            assert json.dumps(change[key]) != "-0.0", (key, change)

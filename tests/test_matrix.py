@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -624,3 +625,34 @@ def test_reports_that_measured_nothing_beside_others_are_each_a_warning(tmp_path
     assert data["empty_reports"] == [str(p) for p in paths]
     assert [g["group"] for g in data["groups"]] == ["hardware, schema 1"]
     assert all(row["cells"] for g in data["groups"] for row in g["rows"])
+
+
+# A signed zero as a token of any output: "-0", "+0", "-0.0", "-0.00".
+SIGNED_ZERO = re.compile(r"(?<![\w.])[+-]0(?:\.0+)?(?![\w.])")
+NEAR_ZERO = (-0.0004, -0.0001, -1e-12, -0.0, 0.0, 0.0001, 0.0004, -0.00004)
+
+
+@pytest.mark.parametrize("ratios", [(r,) for r in NEAR_ZERO] + [NEAR_ZERO[:3], NEAR_ZERO[1:5]])
+def test_no_matrix_number_is_a_signed_zero(ratios: tuple[float, ...]) -> None:
+    from l0mem.audit.matrix import build, csv_rows, markdown, to_dict
+
+    reports = [
+        (f"r{i}.json", synthetic_report([synthetic_run(r, setup=PLAIN, seed=i)]))
+        for i, r in enumerate(ratios)
+    ]
+    (m,) = build(reports)
+    (cell,) = [c for row in m.cells.values() for c in row.values()]
+    assert cell.slope is not None
+    for text in (cell.text(), markdown([m]), "\n".join(",".join(r) for r in csv_rows([m]))):
+        assert not SIGNED_ZERO.search(text), text
+    slope = to_dict([m])["groups"][0]["rows"][0]["cells"][PLAIN]["slope_mib_per_gib"]
+    assert json.dumps(slope) != "-0.0"
+
+
+def test_the_matrix_of_a_clean_cell_a_hair_below_zero_shows_0(tmp_path: Path) -> None:
+    a = _report(tmp_path / "a.json", "26.05.1", "m1", -0.0004)
+    csv_path = tmp_path / "m.csv"
+    proc = run_l0mem("matrix", [str(a), "--csv", str(csv_path)], {}, columns=250)
+    assert proc.returncode == 0, proc.stderr
+    assert "clean 0 (n=1)" in proc.stdout and not SIGNED_ZERO.search(proc.stdout)
+    assert not SIGNED_ZERO.search(csv_path.read_text().replace(",", " "))

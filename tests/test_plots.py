@@ -482,4 +482,4 @@ def test_a_matrix_cell_near_zero_has_no_signed_zero(ratio: float) -> None:
     (cell,) = [c for row in m.cells.values() for c in row.values()]
     shown = cell_label(cell).splitlines()[1]
     assert shown != "-0.00"
-    assert float(shown) == pytest.approx(cell_ratio(cell), abs=0.005)  # type: ignore[arg-type]
+    assert float(shown) == pytest.approx(cell_ratio(cell), abs=0.005)

@@ -167,7 +167,7 @@ def test_markers_sit_at_the_slopes_joined_by_an_arrow_from_before_to_now(
     assert not {"arrow-2", "arrow-3", "arrow-4"} & set(drawn)
     assert {"before-4", "now-4"} <= set(drawn)
     numbers = [t.get_text() for t in ax.texts]
-    assert numbers == ["2 -> 1030 (+1028)", "512 -> 300 (-212)", "700", "40", "5 -> 5 (+0)"]
+    assert numbers == ["2 -> 1030 (+1028)", "512 -> 300 (-212)", "700", "40", "5 -> 5 (0)"]
 
 
 def test_a_negative_slope_near_zero_is_shown_as_0_not_minus_0(

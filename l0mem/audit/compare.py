@@ -71,6 +71,9 @@ class RunChange:
         """Return the change as plain JSON data."""
         d = dataclasses.asdict(self)
         d["slope_change"] = self.slope_change
+        for key in ("baseline_slope", "current_slope", "slope_change"):
+            if d[key] is not None:
+                d[key] += 0.0  # -0.0 is 0.0: never a signed zero in the JSON
         return d
 
 

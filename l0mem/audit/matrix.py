@@ -23,6 +23,7 @@ from l0mem.audit.analysis import ensure_analysed
 from l0mem.audit.compare import DEFAULT_SLOPE_TOLERANCE, judge_runs
 from l0mem.audit.model import AuditReport, SetupRun
 from l0mem.text import printable
+from l0mem.units import fixed
 
 MATRIX_SCHEMA = "l0mem.matrix/1"
 # Recorded variables that name files on one machine, not a setting of the stack.
@@ -152,7 +153,8 @@ class Cell:
     def slope(self) -> float | None:
         """Return the median deciding slope (MiB per GiB) over the runs that have one."""
         slopes = [r.result.slope for _, r in self.runs if r.result and r.result.slope is not None]
-        return statistics.median(slopes) if slopes else None
+        # + 0.0: a median of -0.0 is 0.0, never a signed zero in the JSON.
+        return statistics.median(slopes) + 0.0 if slopes else None
 
     @property
     def worst(self) -> SetupRun:
@@ -172,7 +174,7 @@ class Cell:
         verdict = "/".join(
             v if n == 1 or len(counts) == 1 else f"{v}x{n}" for v, n in counts.items()
         )
-        slope = "-" if self.slope is None else f"{self.slope:.0f}"
+        slope = "-" if self.slope is None else fixed(self.slope)
         flag = " DISAGREE" if self.disagree else ""
         return f"{verdict} {slope} (n={self.machines}){flag}"
 
@@ -348,7 +350,7 @@ def csv_rows(matrices: Sequence[Matrix]) -> list[list[str]]:
     for m in matrices:
         for s in m.stacks:
             for c, cell in sorted(m.cells[s].items()):
-                slope = "" if cell.slope is None else f"{cell.slope:.1f}"
+                slope = "" if cell.slope is None else fixed(cell.slope, 1)
                 rows.append(
                     [
                         printable(m.group),

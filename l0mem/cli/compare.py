@@ -46,11 +46,12 @@ from l0mem.cli.audit_view import NO_HARDWARE_MARK, SIMULATOR_MARK
 from l0mem.cli.layout import fitted, whole
 from l0mem.files import write_bytes
 from l0mem.text import os_text
+from l0mem.units import fixed
 
 
-def _fmt_slope(value: float | None, sign: str = "") -> str:
-    # Rounded to whole MiB/GiB first so that tiny negative values do not print as "-0".
-    return "-" if value is None else f"{round(value):{sign}d}"
+def _fmt_slope(value: float | None, sign: bool = False) -> str:
+    # Whole MiB/GiB: a tiny negative value (or change) is "0", never "-0" or "+0".
+    return "-" if value is None else fixed(value, sign=sign)
 
 
 def _result_cell(change: RunChange) -> str:
@@ -80,7 +81,7 @@ def _table(
             escape(c.current_verdict or c.current_status),
             _fmt_slope(c.baseline_slope),
             _fmt_slope(c.current_slope),
-            _fmt_slope(c.slope_change, "+"),
+            _fmt_slope(c.slope_change, sign=True),
             _result_cell(c),
         )
         for c in comparison.changes
@@ -115,7 +116,7 @@ def _how(change: RunChange) -> str:
         return change.note  # a verdict lost: why, as the note says it
     parts = [f"{before} -> {now}"] if before != now else []
     if change.slope_change is not None:
-        parts.append(f"{change.slope_change:+.0f} MiB/GiB")
+        parts.append(f"{fixed(change.slope_change, sign=True)} MiB/GiB")
     return ", ".join(parts) or change.note
 
 

@@ -29,6 +29,7 @@ from l0mem.plots.figure import (
     save_figure,
     simulator_suffix,
 )
+from l0mem.units import fixed
 
 WIDTH_IN = 10.0
 ROW_HEIGHT_IN = 0.62
@@ -135,7 +136,7 @@ def _draw_row(ax: Any, i: int, change: RunChange, min_arrow: float) -> None:
         return
     text = _mib(shown[0])
     if before is not None and now is not None:
-        text = f"{_mib(before)} -> {_mib(now)} ({_mib(now - before, '+')})"
+        text = f"{_mib(before)} -> {_mib(now)} ({_mib(now - before, sign=True)})"
         if abs(now - before) >= min_arrow:
             arrow = FancyArrowPatch((before, i), (now, i), lw=1.6, color=colour, **ARROW)
             ax.add_patch(arrow).set(zorder=DATA_ZORDER, gid=f"arrow-{i}")
@@ -152,9 +153,9 @@ def _draw_row(ax: Any, i: int, change: RunChange, min_arrow: float) -> None:
     )
 
 
-def _mib(value: float, sign: str = "") -> str:
-    # Rounded first, as the table does: a tiny negative slope is 0, not "-0".
-    return f"{round(value):{sign}d}"
+def _mib(value: float, sign: bool = False) -> str:
+    # As the table shows it: a tiny negative slope, or a change of nothing, is 0 ("-0", "+0" never).
+    return fixed(value, sign=sign)
 
 
 def _apart_note(comparison: Comparison) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from l0mem.audit.matrix import Cell, Matrix
 from l0mem.files import PathLike
 from l0mem.plots.figure import new_figure, save_figure
+from l0mem.units import fixed
 
 VERDICT_COLOURS = {
     "clean": "#4daf4a",
@@ -43,9 +44,8 @@ def cell_label(cell: Cell) -> str:
     """Return a cell's annotation: verdict, median ratio, machines, and DISAGREE where they do."""
     ratio = cell_ratio(cell)
     # The verdict in words too: the colours alone do not read in grey or to every eye.
-    shown = "-" if ratio is None else f"{ratio:.2f}"
-    # A clean cell's median a hair below 0 read "-0.00": a sign with nothing to sign.
-    text = f"{cell_verdict(cell)}\n" + ("0.00" if shown == "-0.00" else shown)
+    # A clean cell's median a hair below 0 reads 0.00, as the tables show it: never "-0.00".
+    text = f"{cell_verdict(cell)}\n" + ("-" if ratio is None else fixed(ratio, 2))
     text += f"\nn={cell.machines}"
     return text + ("\nDISAGREE" if cell.disagree else "")
 
