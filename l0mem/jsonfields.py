@@ -24,8 +24,12 @@ def fail(path: str, what: str) -> ReportFormatError:
     return ReportFormatError(f"{path or '<root>'}: {what}")
 
 
-def _kind(value: object) -> str:
+def json_kind(value: object) -> str:
+    """Return what a JSON value is, as field errors name it: ``null``, ``int``, ``str``, ``list``."""
     return "null" if value is None else type(value).__name__
+
+
+_kind = json_kind
 
 
 def obj(value: object, path: str) -> Mapping[str, Any]:

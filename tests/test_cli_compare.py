@@ -433,3 +433,45 @@ def test_no_compare_number_is_a_signed_zero(
     for change in data["changes"]:
         for key in ("baseline_slope", "current_slope", "slope_change"):
             assert json.dumps(change[key]) != "-0.0", (key, change)
+
+
+WRONG_SCHEMA = {
+    "int": (12, "int"),
+    "float": (1.5, "float"),
+    "bool": (True, "bool"),
+    "null": (None, "null"),
+    "list": (["l0mem.audit/1.2"], "list"),
+    "object": ({"name": "l0mem.audit/1.2"}, "dict"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WRONG_SCHEMA))
+@pytest.mark.parametrize("side", ["baseline", "current"])
+def test_a_schema_of_the_wrong_type_is_said_so_not_missing(
+    kind: str, side: str, tmp_path: Path
+) -> None:
+    value, named = WRONG_SCHEMA[kind]
+    bad = tmp_path / "bad.json"
+    data = json.loads(Path(BASELINE).read_text())
+    data["schema"] = value
+    bad.write_text(json.dumps(data))
+    args = [str(bad), BASELINE] if side == "baseline" else [BASELINE, str(bad)]
+    result = _run(*args)
+    assert result.exit_code == 4, result.output
+    line = _one_line_error(result.stderr)
+    assert f"{bad}: schema: expected a string, got {named}" in line, line
+    assert "missing" not in line
+    # Without the field, it is missing.
+    del data["schema"]
+    bad.write_text(json.dumps(data))
+    assert "schema: missing field" in _one_line_error(_run(*args).stderr)
+
+
+@pytest.mark.parametrize("kind", sorted(WRONG_SCHEMA))
+def test_matrix_says_a_schema_of_the_wrong_type_is_not_a_string(kind: str, tmp_path: Path) -> None:
+    value, named = WRONG_SCHEMA[kind]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": value, "runs": []}))
+    proc = run_l0mem("matrix", [str(bad)], {})
+    assert proc.returncode == 4, proc.stderr
+    assert f'its "schema" is {named}, not a string' in proc.stderr, proc.stderr

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from l0mem.audit.model import AuditReport, ReportFormatError, parse_schema
+from l0mem.jsonfields import json_kind
 from l0mem.text import excerpt, printable, whole_text
 
 PathLike = str | os.PathLike[str]
@@ -200,9 +201,14 @@ def _one_line(exc: BaseException) -> str:
 
 def schema_of(data: dict[str, Any], source: PathLike) -> tuple[int, int]:
     """Return (major, minor) of the report schema in ``data``; raise ReportFormatError."""
-    schema = data.get("schema")
-    if not isinstance(schema, str):
+    if "schema" not in data:
         raise ReportFormatError(f"{source}: schema: missing field (not an l0mem audit report)")
+    schema = data["schema"]
+    if not isinstance(schema, str):  # there, but not a name: say what it is
+        raise ReportFormatError(
+            f"{source}: schema: expected a string, got {json_kind(schema)} "
+            "(not an l0mem audit report)"
+        )
     try:
         return parse_schema(schema)
     except ReportFormatError as exc:

@@ -111,12 +111,17 @@ def _read(paths: list[Path]) -> tuple[list[tuple[str, Any]], list[Skipped]]:
     from l0mem.audit.loading import load_json_data, report_from_data
     from l0mem.audit.matrix import from_watch, summarized
     from l0mem.audit.model import ReportFormatError
+    from l0mem.jsonfields import json_kind
 
     reports: list[tuple[str, Any]] = []
     skipped: list[Skipped] = []
     for path in paths:
         data = load_json_data(path)
-        schema = str(data.get("schema", ""))
+        schema = data.get("schema", "")
+        if not isinstance(schema, str):  # there, but not a name: say what it is
+            what = f'not an l0mem report (its "schema" is {json_kind(schema)}, not a string)'
+            skipped.append(Skipped(path, "unknown", what))
+            continue
         if schema.startswith("l0mem.watch/1.") and isinstance(data.get("summary"), dict):
             try:
                 reports.append((str(path), from_watch(data)))
