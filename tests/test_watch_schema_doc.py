@@ -77,3 +77,26 @@ def test_every_field_written_is_documented() -> None:
         assert f"`{key}`" in summary, f"devices[].{key}"
     for key in fields["peaks"]["host_cost"]:
         assert f"`{key}`" in summary, f"Peak.{key}"
+
+
+def _follow_default() -> str:
+    from l0mem.cli.run import run
+
+    (option,) = [p for p in run.params if p.name == "follow"]
+    return str(option.default)
+
+
+def test_every_page_says_follow_sets_how_long_outliving_processes_are_followed() -> None:
+    # `run --follow SECONDS|all` sets it (10 by default; all: until every one ends);
+    # a page that gives a fixed 10 s tells the user of --follow all the wrong bound.
+    default = _follow_default()
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "guide" / "run-watch.md").read_text()
+    (exit_row,) = [ln for ln in DOC.splitlines() if ln.startswith("| `exit` |")]
+    outlived = exit_row[exit_row.index("`outlived`") :]
+    paragraphs = [p for p in guide.split("\n\n") if "outlive" in p]
+    assert paragraphs
+    for text in [outlived, *paragraphs]:
+        flat = " ".join(text.split())
+        assert "`--follow`" in flat or "`--follow " in flat, flat
+        assert f"{default} by default" in flat and "all" in flat, flat
+        assert "or 10 s passed" not in flat
