@@ -128,3 +128,14 @@ def test_kernel_module_version_on_a_fake_sysfs(tmp_path):
         fp.kernel_module_version("../etc", str(tmp_path))
     info = fp.host_fingerprint(sys_root=str(tmp_path))
     assert info["gpu_modules"] == {"xe": "A1B2C3D4E5F60718293A4B5", "i915": "1.6.0"}
+
+
+@pytest.mark.parametrize("raw", [b"\xff", b"0\xc3(", b"\xed\xa0\x80", b"ok\xc3\xa9\x80"], ids=repr)
+def test_a_driver_setting_that_is_not_utf8_is_recorded_as_its_bytes(raw: bytes) -> None:
+    # The audit's fingerprint, as run/watch record it: text that encodes, the byte as \xNN.
+    name = os.fsdecode(b"ZE_X" + raw)
+    env = {name: os.fsdecode(raw), "ZE_AFFINITY_MASK": "0"}
+    shown = raw.decode("utf-8", "backslashreplace")
+    recorded = fp.driver_environment(env)
+    assert recorded == {"ZE_AFFINITY_MASK": "0", "ZE_X" + shown: shown}
+    json.dumps(recorded, ensure_ascii=False).encode("utf-8")

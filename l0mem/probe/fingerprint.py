@@ -32,6 +32,7 @@ from typing import Any
 
 from l0mem.driverenv import recorded_environment
 from l0mem.probe.parse import parse_meminfo
+from l0mem.text import os_text
 
 # Debian/Ubuntu and RPM names of the Intel GPU compute stack and the Level Zero loader.
 GPU_PACKAGES = (
@@ -223,5 +224,9 @@ def machine_id(path: str = "/etc/machine-id") -> str | None:
 
 
 def driver_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Return the variables of ``env`` (default: this process's) that change driver behaviour."""
-    return recorded_environment(os.environ if env is None else env)
+    """Return the variables of ``env`` (default: this process's) that change driver behaviour.
+
+    As a report records them: a byte that is not UTF-8 as ``\\xNN`` (:func:`l0mem.text.os_text`).
+    """
+    recorded = recorded_environment(os.environ if env is None else env)
+    return {os_text(k): os_text(v) for k, v in recorded.items()}
