@@ -29,11 +29,17 @@ def _demo(out: Path, env: dict[str, str], *extra: str) -> subprocess.Popen[str]:
 
 
 @pytest.fixture(scope="module")
-def shown(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+def shown(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Return the finished demo (its output) and its reports' directory."""
     out = tmp_path_factory.mktemp("demo")
     # The user's own simulator settings and driver variables must not change what it shows.
-    env = {**sim.sim_env(devices=1, mirror="none"), "NEOReadDebugKeys": "1", "EnableDeferBacking": "0"}
+    env = {
+        **sim.sim_env(devices=1, mirror="none"),
+        "NEOReadDebugKeys": "1",
+        "EnableDeferBacking": "0",
+    }
     proc = _demo(out, env)
     stdout, stderr = proc.communicate(timeout=600)
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), out
@@ -127,9 +133,35 @@ def test_without_a_simulated_driver_it_says_what_to_do(tmp_path: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == 3
-    assert proc.stderr.startswith("l0mem demo: this l0mem has no simulated driver")
-    assert "install l0mem's wheel" in proc.stderr and SIM_VAR in proc.stderr
-    assert not (tmp_path / "out").exists()
+    line = proc.stderr.strip()
+    assert line.startswith("l0mem demo: this checkout's simulated driver is not built"), line
+    assert "libze-dev" in line and not (tmp_path / "out").exists()
+    # The command it gives builds the simulator and names it: run exactly that.
+    assignment = line.split(f"{SIM_VAR}=", 1)[1].rsplit(" l0mem demo", 1)[0]
+    named = subprocess.run(
+        ["sh", "-c", f"printf %s {assignment}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert named.returncode == 0, named.stderr
+    assert Path(named.stdout).is_file() and Path(named.stdout).name == "libze_sim.so"
+
+
+def test_an_install_without_the_simulator_says_how_to_get_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import l0mem
+    from l0mem.cli.demo import no_simulator
+
+    monkeypatch.delenv(SIM_VAR, raising=False)
+    monkeypatch.setattr(l0mem, "__file__", str(tmp_path / "site" / "l0mem" / "__init__.py"))
+    why = no_simulator()
+    assert why.startswith("this l0mem was installed without its simulated driver"), why
+    assert "libze-dev" in why and "install l0mem's wheel" in why and "tests.support" not in why
+    monkeypatch.setenv(SIM_VAR, str(tmp_path / "nothing.so"))
+    assert no_simulator() == f"{SIM_VAR}={tmp_path / 'nothing.so'}: no such file"
 
 
 def test_sigterm_during_a_step_stops_the_step_too_and_keeps_its_report(tmp_path: Path) -> None:

@@ -52,6 +52,26 @@ def simulator() -> Path | None:
     return PACKAGED if PACKAGED.is_file() else None
 
 
+def no_simulator() -> str:
+    """Return why there is no simulated driver, and how to get one where l0mem is installed."""
+    if os.environ.get(SIM_VAR):
+        return f"{SIM_VAR}={os.environ[SIM_VAR]}: no such file"
+    checkout = Path(l0mem.__file__).resolve().parent.parent
+    if (checkout / "tests" / "support" / "sim.py").is_file():
+        # An editable install of a checkout: its simulator is built from its tests/.
+        build = "python -c 'from tests.support import sim; print(sim.build())'"
+        return (
+            "this checkout's simulated driver is not built: build it (gcc and the Level Zero "
+            f"headers, libze-dev) and name it: {SIM_VAR}=$(cd {shlex.quote(str(checkout))} && "
+            f"{build}) l0mem demo"
+        )
+    return (
+        "this l0mem was installed without its simulated driver (built only where gcc and the "
+        "Level Zero headers, libze-dev, were present): install l0mem's wheel (bash .ci/wheel "
+        "builds one with it)"
+    )
+
+
 def demo_env(library: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """Return the environment of the demo's steps: two simulated GPUs mirroring what a peer holds.
 
@@ -155,17 +175,7 @@ def demo(out: Path | None, size: str) -> None:
         raise click.BadParameter(str(exc), param_hint="'--size'") from None
     library = simulator()
     if library is None:
-        why = (
-            f"{SIM_VAR}={os.environ[SIM_VAR]}: no such file"
-            if os.environ.get(SIM_VAR)
-            else "this l0mem has no simulated driver (a wheel built without it, or a checkout)"
-        )
-        fail(
-            "demo",
-            ExitCode.NO_DEVICE,
-            f"{why}: install l0mem's wheel, or in a checkout set {SIM_VAR} to "
-            "$(python -c 'from tests.support import sim; print(sim.build())')",
-        )
+        fail("demo", ExitCode.NO_DEVICE, no_simulator())
     where = _out_dir(out)
     plan = steps(where, nbytes)
     for _, argv in plan:  # each report the steps write, checked as every command checks its own
