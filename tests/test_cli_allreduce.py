@@ -326,28 +326,75 @@ def test_a_failure_in_a_later_size_keeps_the_sizes_that_finished(tmp_path, later
     assert any(line.split()[:1] == ["100"] for line in proc.stdout.splitlines()), proc.stdout
 
 
-@pytest.mark.parametrize("columns", [80, 120])
+# Every header of the table, as the table prints it (its lines) and as a stacked row names it.
+ALLREDUCE_HEADERS = (
+    "elements",
+    "path",
+    "time ms",
+    "spread",
+    "vs path",
+    "crossed",
+    "bus GB/s",
+    "max error",
+    "err/ bound",
+    "same bits",
+)
+
+
+def _table_values(row):
+    """Return every number a table row of ``row`` (a report's result) shows, as it shows it."""
+    from l0mem.cli.allreduce import _ms
+    from l0mem.units import format_bytes
+
+    t = row["time_ns"]
+    return [
+        f"{row['nelem']:,}",
+        _ms(t["median"]),
+        f"{t['spread']:.0%}",
+        f"{row['time_to_critical_path']:.2f}",
+        format_bytes(row["total_bytes_crossed"], digits=1),
+        f"{row['busbw_gbps']:.2f}",
+        f"{row['max_abs_error']:.2g}",
+        f"{row['max_error_to_bound']:.3f}",
+    ]
+
+
+def _header_whole(table, header):
+    """Return whether ``header`` is whole in ``table``: each word a word of it, or stacked as a label."""
+    words = {w.rstrip(":") for w in table.split()}
+    label = header.replace("/ ", "/")
+    return all(w in words for w in header.split()) or f"{label}:" in table
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
 def test_the_answer_comes_first_and_every_number_is_whole(tmp_path, columns):
+    # The default sizes: their crossed bytes (128.0 MiB), max errors (2.4e-07) and the
+    # headers ("same bits") were cut at 80 columns (2.4e-0, 128.0 Mi, sam/bit).
     from l0mem.cli.allreduce import _ms
     from tests.support.widths import assert_whole_at
 
     out = tmp_path / "ar.json"
-    args = ["--backend", "l0", "--sizes", "16K,1M", "--reps", "2", "--warmup", "0"]
+    args = ["--backend", "l0", "--reps", "2", "--warmup", "0"]
     proc = run_l0mem("allreduce", [*args, "--json", str(out)], sim.sim_env(devices=2), columns=columns)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     text = proc.stdout
-    assert text.startswith("[SIMULATOR] Every sum within its error bound and the same on every device")
+    said = " ".join(text.split("\n\n", 1)[0].split())  # the answer, its lines joined
+    assert said.startswith("[SIMULATOR] Every sum within its error bound and the same on every device")
     top = max(r["nelem"] for r in data["results"])
     at = {r["path"]: r for r in data["results"] if r["nelem"] == top}
     picked = next(p for p, r in at.items() if r["auto"])
-    said = " ".join(text.split("\n\n", 1)[0].split())  # the answer, its lines joined
     assert f"At {top:,} elements: bf16 {_ms(at['bf16']['time_ns']['median'])} ms" in said
     assert f"f32 {_ms(at['f32']['time_ns']['median'])} ms" in said
     assert said.endswith(f"the threshold picks {picked}")
-    values = [f"{r['nelem']:,}" for r in data["results"]] + [_ms(r["time_ns"]["median"]) for r in data["results"]]
-    table = text.split("\n\n", 1)[1]
+    assert {r["nelem"] for r in data["results"]} == {4096, 32768, 1 << 20, 16 << 20}
+    # The table alone: after the devices' line, before the legend (which names the headers too).
+    table = text.split("\n\n", 1)[1].split("\nms: median time")[0]
+    table = table.split("threshold ", 1)[1]
+    values = [v for r in data["results"] for v in _table_values(r)]
     assert_whole_at(table, columns, values)
+    cut = [h for h in ALLREDUCE_HEADERS if not _header_whole(table, h)]
+    assert not cut, f"headers cut at {columns} columns: {cut}\n{table}"
 
 
 # "the bf16 all-reduce of 4,096 elements (16 KiB per device) over devices 0,1 hung in call 2 of

@@ -35,9 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import click
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from l0mem.cli._common import (
     ExitCode,
@@ -68,6 +66,7 @@ from l0mem.cli._options import (
     verbose_option,
     warmup_option,
 )
+from l0mem.cli.layout import fitted
 from l0mem.units import MAX_SIZE, format_bytes
 
 
@@ -81,7 +80,7 @@ def _num(value: float | None, spec: str) -> str:
     return "-" if value is None or value != value else format(value, spec)
 
 
-# Short headers on two lines keep the table within 80 columns.
+# Short headers on two lines keep the table narrow (stacked, a header is one label: "time ms").
 _COLUMNS = (
     "elements",
     "path",
@@ -131,7 +130,7 @@ def answer_lines(report: dict[str, Any]) -> list[str]:
 def render(
     report: dict[str, Any], console: Console, *, answer_only: bool = False, verbose: bool = False
 ) -> None:
-    """Print an all-reduce report: the answer, a rich table (80 columns, no number cut), ``verbose``: all."""
+    """Print an all-reduce report: the answer, a table or its rows stacked (no number cut), ``verbose``: all."""
     if not report.get("no_hardware"):
         for line in answer_lines(report):
             console.print(escape(line))
@@ -149,32 +148,31 @@ def render(
         )
         return
     routes = sorted(set(report["routes"].values()))
-    table = Table(
-        title=f"threshold {report['threshold']:,} elements; copies {'/'.join(routes) or '-'}",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    for col in _COLUMNS:
-        # Never wrap inside a cell; if the terminal is too narrow even so, fold
-        # onto the next line rather than cut a number short with an ellipsis.
-        table.add_column(col, justify="right", no_wrap=True, overflow="fold")
+    rows = []
     for r in report["results"]:
         t = r["time_ns"]
         good = r["within_bound"]
-        table.add_row(
-            f"{r['nelem']:,}",
-            f"{r['path']}{' *' if r['auto'] else ''}",
-            _ms(t["median"]),
-            f"{t['spread']:.0%}",
-            _num(r.get("time_to_critical_path"), ".2f"),
-            format_bytes(r["total_bytes_crossed"], digits=1),
-            _num(r["busbw_gbps"], ".2f"),
-            _num(r["max_abs_error"], ".2g"),
-            f"[{'green' if good else 'red'}]{_num(r['max_error_to_bound'], '.3f')}[/]",
-            "yes" if r["identical"] else "[red]no[/]",
+        rows.append(
+            (
+                f"{r['nelem']:,}",
+                f"{r['path']}{' *' if r['auto'] else ''}",
+                _ms(t["median"]),
+                f"{t['spread']:.0%}",
+                _num(r.get("time_to_critical_path"), ".2f"),
+                format_bytes(r["total_bytes_crossed"], digits=1),
+                _num(r["busbw_gbps"], ".2f"),
+                _num(r["max_abs_error"], ".2g"),
+                f"[{'green' if good else 'red'}]{_num(r['max_error_to_bound'], '.3f')}[/]",
+                "yes" if r["identical"] else "[red]no[/]",
+            )
         )
-    console.print(table)
+    # A table where it fits the terminal, else one block per row: a number is never cut.
+    title = f"threshold {report['threshold']:,} elements; copies {'/'.join(routes) or '-'}"
+    table = fitted(
+        console, escape(title), _COLUMNS, rows, right=_COLUMNS, compact=True, heading="{} elements"
+    )
+    console.print(table, crop=False)
+    console.print()
     console.print(
         "ms: median time, spread: (slowest - fastest) / median; vs path: the time over the "
         "critical path of its copies and kernels, each timed alone in this run (1.00: no "

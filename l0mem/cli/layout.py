@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.measure import Measurement
@@ -30,17 +31,27 @@ def fitted(
     *,
     caption: str | None = None,
     right: Sequence[str] = (),
+    compact: bool = False,
+    heading: str = "{}",
 ) -> RenderableType:
     """Return ``rows`` under ``headers`` as a table where it fits ``console``, else stacked.
 
     Cells are rich markup (escape what is not); ``right`` names the columns
-    right-justified in the table form.
+    right-justified in the table form. A header may take two lines
+    (``"time\\nms"``); stacked, its lines are one label (``time ms:``).
+    ``compact``: a table without borders, a rule under the headers and one
+    blank between columns (a wide table of numbers). ``heading`` formats a
+    stacked row's first cell (``"{} elements"`` where it is a bare number).
     """
     table = Table(
         title=Text.from_markup(title) if title else None,
         title_justify="left",
         caption=caption,
         caption_justify="left",
+        box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
+        pad_edge=not compact,
+        collapse_padding=compact,
+        show_edge=not compact,
     )
     for name in headers:
         table.add_column(name, justify="right" if name in right else "left", overflow="fold")
@@ -53,16 +64,23 @@ def fitted(
         parts.append(whole(title, style="bold"))
     for row in rows:
         head, *rest = row
-        parts.append(whole(parted(head or "-", console.width), style="bold"))
+        parts.append(
+            whole(parted(heading.format(head) if head else "-", console.width), style="bold")
+        )
         # An empty cell says nothing: no "at:" line without a value.
         parts += [
-            whole(parted(f"  {n}: {c}", console.width))
+            whole(parted(f"  {_label(n)}: {c}", console.width))
             for n, c in zip(headers[1:], rest, strict=True)
             if c
         ]
     if caption:
         parts.append(whole(escape(caption)))
     return Group(*parts)
+
+
+def _label(header: str) -> str:
+    """Return a header of several lines as one label (``err/`` ``bound``: ``err/bound``)."""
+    return " ".join(header.split()).replace("/ ", "/")
 
 
 def pairs(console: Console, title: str, rows: Sequence[tuple[str, str]]) -> RenderableType:
