@@ -372,25 +372,93 @@ def test_a_late_device_loss_is_always_kept(tmp_path):
     assert len(json.loads(out.read_text())["copies"]) >= 1
 
 
-@pytest.mark.parametrize("columns", [80, 120])
-def test_the_answer_comes_first_naming_each_pairs_route(tmp_path, columns):
+def _route_rates(data):
+    """Return each pair's median GB/s by the route l0mem takes, at the largest size measured, and that size."""
+    kinds: dict[tuple[str, int, int], list[dict]] = {}
+    for c in data["copies"]:
+        if c["gbps"] is not None:
+            kinds.setdefault((c["kind"], c["src"], c["dst"]), []).append(c)
+    rates = {}
+    for peer in data["peers"]:
+        measured = kinds.get((peer["route"], peer["src"], peer["dst"]))
+        if measured:
+            top = max(measured, key=lambda c: c["nbytes"])
+            rates[peer["src"], peer["dst"]] = (top["gbps"], top["nbytes"])
+    return rates
+
+
+def _said_routes(data):
+    """Return how the answer counts the pairs of each route (the pairs named where few)."""
+    total = len(data["peers"])
+    said = []
+    for route, name in (("direct", "Direct"), ("staged", "Host-staged")):
+        pairs = [f"{p['src']}>{p['dst']}" for p in data["peers"] if p["route"] == route]
+        if len(pairs) == total:
+            said.append(f"{name}: all {total} pairs")
+        elif pairs:
+            named = f" ({', '.join(pairs)}" if len(pairs) <= 4 else ""
+            said.append(f"{name}: {len(pairs)} of {total} pairs{named}")
+    return said
+
+
+@pytest.mark.parametrize("peers", ["all", "0>1,1>0"])
+@pytest.mark.parametrize("devices", [2, 4, 8])
+def test_the_answer_is_at_most_five_lines_whatever_the_device_count(tmp_path, devices, peers):
+    # 8 devices printed a 19-line answer at 80 columns: every pair with its GB/s.
+    from l0mem.units import format_size
+
     out = tmp_path / "p2p.json"
+    config = {} if peers == "all" else {"peers": peers}
     proc = run_l0mem(
         "p2p",
-        ["--sizes", "4K,1M", "--reps", "2", "--json", str(out)],
-        sim.sim_env(devices=3, peers="0>1,1>0"),
-        columns=columns,
+        ["--sizes", "4K,1M", "--reps", "1", "--warmup", "0", "--json", str(out)],
+        sim.sim_env(devices=devices, **config),
+        columns=80,
     )
     assert proc.returncode == 0, proc.stderr
-    head = proc.stdout.split("\n\n")[0]
-    assert head.startswith("[SIMULATOR] Direct: ") and len(head.splitlines()) <= 5 * 2, proc.stdout
-    assert max(len(line) for line in proc.stdout.splitlines()) <= columns
+    data = json.loads(out.read_text())
+    head, rest = proc.stdout.split("\n\n", 1)
+    assert 1 <= len(head.splitlines()) <= 5, proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
     flat = " ".join(head.split())
-    direct, staged = flat.split("Staged through host memory: ")
-    for peer in json.loads(out.read_text())["peers"]:
-        pair = f"{peer['src']}>{peer['dst']}"
-        assert pair in (direct if peer["route"] == "direct" else staged), (pair, flat)
+    assert flat.startswith("[SIMULATOR] "), flat
+    for said in _said_routes(data):
+        assert said in flat, (said, flat)
+    rates = _route_rates(data)
+    assert len(rates) == len(data["peers"]) == devices * (devices - 1)
+    (slow, (slow_gbps, size)), (fast, (fast_gbps, _)) = (
+        min(rates.items(), key=lambda kv: kv[1][0]),
+        max(rates.items(), key=lambda kv: kv[1][0]),
+    )
+    assert f"At {format_size(size)}: fastest {fast[0]}>{fast[1]} {fast_gbps:.2f} GB/s" in flat, flat
+    assert f"slowest {slow[0]}>{slow[1]} {slow_gbps:.2f} GB/s" in flat, flat
     assert "Every copy checked byte for byte came back whole" in flat
+    # The details below keep every pair, its route and its GB/s.
+    details = " ".join(rest.split())
+    for (src, dst), (gbps, nbytes) in rates.items():
+        assert f"{src}>{dst} {gbps:.2f} GB/s at {format_size(nbytes)}" in details, (src, dst)
+
+
+@pytest.mark.parametrize("peers", ["all", "0>1,1>0"])
+@pytest.mark.parametrize("devices", [2, 4, 8])
+def test_a_failure_opens_the_answer_in_five_lines(tmp_path, devices, peers):
+    out = tmp_path / "p2p.json"
+    args = ["--sizes", "8K", "--reps", "1", "--warmup", "0", "--seed", "5", "--json", str(out)]
+    config = {} if peers == "all" else {"peers": peers}
+    env = sim.sim_env(devices=devices, corrupt_offsets="4096", **config)
+    for quiet in ([], ["-q"]):
+        proc = run_l0mem("p2p", [*quiet, *args], env, columns=80)
+        assert proc.returncode == 1, proc.stderr
+        head = proc.stdout.split("\n\n", 1)[0]
+        assert 1 <= len(head.splitlines()) <= 5, proc.stdout
+        data = json.loads(out.read_text())
+        assert head.startswith("[SIMULATOR] FAILED: "), head
+        assert sum(not c["ok"] for c in data["checks"]) > 1
+        failed = " ".join(head.split()).split(" Direct: ")[0]
+        rest = "(the others: without -q, or in --json)" if quiet else "(all of them below)"
+        assert failed.endswith(rest), head
+        for said in _said_routes(data):
+            assert said in " ".join(head.split()), (said, head)
 
 
 @pytest.mark.parametrize(
@@ -416,7 +484,7 @@ def test_quiet_names_the_copy_that_failed(tmp_path, options, config):
     where = f"{first['src']}>{first['dst']} {first.get('route') or first['kind']} {first['nbytes']:,} bytes"
     answer = proc.stdout.splitlines()
     assert 1 <= len(answer) <= 5, proc.stdout
-    (failed,) = [line for line in answer if line.startswith("FAILED: ")]
+    (failed,) = [line for line in answer if line.removeprefix("[SIMULATOR] ").startswith("FAILED: ")]
     assert where in failed, (where, failed)
     if checks:
         assert f"the first at offset {first['first_mismatch']:,} (seed {data['seed']})" in failed

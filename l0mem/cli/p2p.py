@@ -85,16 +85,36 @@ def _table(title: str, columns: Sequence[str], justify: str = "left") -> Table:
     return table
 
 
-MAX_ANSWER = 5  # direct pairs, staged pairs, the checks, what was not timed
+MAX_ANSWER = 5  # what failed, direct pairs, host-staged pairs, fastest and slowest, the checks
+MAX_NAMED = 4  # a route's pairs are named in the answer up to this many (all: in the details)
 
 
-def _pairs(result: Any, route: str) -> str:
-    """Return the pairs copied by ``route`` with the median GB/s of their largest copy."""
+def _largest(result: Any) -> dict[tuple[int, int], Any]:
+    """Return each pair's largest measured copy by the route l0mem takes between them."""
+    route = {(p.src, p.dst): p.route for p in result.peers}
     largest: dict[tuple[int, int], Any] = {}
     for c in result.copies:
         known = largest.get((c.src, c.dst))
-        if c.kind == route and c.measured is not None and (known is None or c.nbytes > known.nbytes):
+        if (
+            route.get((c.src, c.dst)) == c.kind
+            and c.measured is not None
+            and (known is None or c.nbytes > known.nbytes)
+        ):
             largest[c.src, c.dst] = c
+    return largest
+
+
+def _reasons(result: Any) -> str:
+    """Return why the host-staged pairs are not copied direct."""
+    reasons = sorted(
+        {p.route_reason for p in result.peers if p.route != "direct" and p.route_reason}
+    )
+    return "; ".join(reasons) or "no peer access"
+
+
+def _pairs(result: Any, route: str) -> str:
+    """Return every pair copied by ``route`` with the median GB/s of its largest copy."""
+    largest = _largest(result)
     parts = []
     for peer in result.peers:
         if (peer.route == "direct") != (route == "direct"):
@@ -105,20 +125,53 @@ def _pairs(result: Any, route: str) -> str:
     return ", ".join(parts)
 
 
-def answer_lines(result: Any, answer_only: bool = False) -> list[str]:
-    """Return the answer, at most :data:`MAX_ANSWER` lines: which pairs copy direct, which through the host.
+def _routes(result: Any) -> list[str]:
+    """Return how many pairs copy direct and how many through host memory (named where few)."""
+    total = len(result.peers)
+    lines = []
+    for direct, name in ((True, "Direct"), (False, "Host-staged")):
+        pairs = [f"{p.src}>{p.dst}" for p in result.peers if (p.route == "direct") == direct]
+        if not pairs:
+            continue
+        line = (
+            f"{name}: all {total} pairs"
+            if len(pairs) == total
+            else f"{name}: {len(pairs)} of {total} pairs"
+        )
+        named = [", ".join(pairs)] if len(pairs) < total and len(pairs) <= MAX_NAMED else []
+        why = named if direct else [*named, _reasons(result)]
+        lines.append(f"{line} ({'; '.join(why)})" if why else line)
+    return lines
 
-    A copy that failed is named in it (the first one: pair, route, size, what
-    went wrong), so that ``-q``, which prints nothing else, still says which.
+
+def _extremes(result: Any) -> str | None:
+    """Return the fastest and the slowest pair at the largest size every route was timed at."""
+    largest = _largest(result)
+    if not largest:
+        return None
+    size = max(c.nbytes for c in largest.values())
+    at = [c for c in largest.values() if c.nbytes == size]
+    fast = max(at, key=lambda c: c.measured.gbps)
+    slow = min(at, key=lambda c: c.measured.gbps)
+
+    def pair(c: Any) -> str:
+        return f"{c.src}>{c.dst} {c.measured.gbps:.2f} GB/s {c.kind}"
+
+    if fast is slow:
+        return f"At {format_size(size)}: {pair(fast)}"
+    return f"At {format_size(size)}: fastest {pair(fast)}, slowest {pair(slow)}"
+
+
+def answer_lines(result: Any, answer_only: bool = False) -> list[str]:
+    """Return the answer, at most :data:`MAX_ANSWER` lines whatever the device count.
+
+    What failed comes first (the first copy: pair, route, size, what went
+    wrong), so that ``-q``, which prints nothing else, still says which; then
+    how many pairs copy direct and how many through host memory, the fastest
+    and the slowest pair and the checks (after a failure, neither). Every pair with its GB/s is in the
+    details (:func:`render` without ``-q``) and in ``--json``.
     """
     lines = []
-    if direct := _pairs(result, "direct"):
-        lines.append(f"Direct: {direct}")
-    if staged := _pairs(result, "staged"):
-        reasons = sorted({p.route_reason for p in result.peers if p.route != "direct" and p.route_reason})
-        lines.append(f"Staged through host memory: {staged} ({'; '.join(reasons) or 'no peer access'})")
-    if not result.peers:
-        lines.append("Only one device: no pairs to measure (SYCL: try --sub-devices 2).")
     if failures := result.failures:
         if len(failures) == 1:
             lines.append(f"FAILED: {failures[0]}")
@@ -128,7 +181,13 @@ def answer_lines(result: Any, answer_only: bool = False) -> list[str]:
                 f"FAILED: {len(failures)} copies corrupted data or hung; the first: "
                 f"{failures[0]} ({rest})"
             )
-    elif result.checks:
+    lines += _routes(result)
+    if not result.peers:
+        lines.append("Only one device: no pairs to measure (SYCL: try --sub-devices 2).")
+    # After a failure, what went wrong takes the lines of the speeds and the checks.
+    if not failures and (extremes := _extremes(result)):
+        lines.append(extremes)
+    if result.checks and not failures:
         lines.append("Every copy checked byte for byte came back whole")
     if result.no_hardware:
         lines.append(f"Not timed: {result.no_hardware}")
@@ -148,6 +207,11 @@ def render(
     if answer_only:
         return
     console.print()
+    # The answer counts the pairs; here is every one, its route and GB/s.
+    if direct := _pairs(result, "direct"):
+        console.print(escape(f"Direct: {direct}"))
+    if staged := _pairs(result, "staged"):
+        console.print(escape(f"Staged through host memory: {staged} ({_reasons(result)})"))
     devices = _table(f"Devices ({result.backend})", ("#", "name"))
     for i, name in enumerate(result.devices):
         devices.add_row(str(i), escape(name))
@@ -237,11 +301,7 @@ def _render_timings(result: Any, console: Console) -> None:
         rows.setdefault((c.nbytes, c.src, c.dst), {})[c.kind] = c
     for (nbytes, src, dst), kinds in rows.items():
         clocks = sorted(
-            {
-                c.measured.timing
-                for k, c in kinds.items()
-                if c.measured and k in DEVICE_TIMED_KINDS
-            }
+            {c.measured.timing for k, c in kinds.items() if c.measured and k in DEVICE_TIMED_KINDS}
         )
         table.add_row(
             format_size(nbytes),
