@@ -278,14 +278,38 @@ def finite(data: Any) -> Any:
     return data
 
 
+def unsigned_zeros(data: Any) -> Any:
+    """Return ``data`` with every ``-0.0`` as ``0.0``: the JSON half of :func:`l0mem.units.fixed`.
+
+    A slope of ``-0.0`` is no finding, and a reader printing it would show
+    the sign. Every other number (``-1e-09``, inf, nan) is kept as it is, and
+    so is anything that is not JSON data (for the writer to refuse).
+    """
+    return _plain(data, nulls=False)
+
+
+def _plain(data: Any, *, nulls: bool) -> Any:
+    """Return ``data`` with no signed zero and, with ``nulls``, every non-finite float as None."""
+    if isinstance(data, float):
+        if nulls and not math.isfinite(data):
+            return None
+        return 0.0 if data == 0.0 else data
+    if isinstance(data, dict):
+        return {k: _plain(v, nulls=nulls) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_plain(v, nulls=nulls) for v in data]
+    return data
+
+
 def json_bytes(data: Any, *, strict: bool = False) -> bytes:
     """Return ``data`` as indented standard JSON, UTF-8, newline-ended.
 
     Non-finite numbers (inf, nan) are written as null, or with ``strict``
     refused (ValueError) for a format that must keep every number: the audit
     report. TypeError when ``data`` holds something that is not JSON data.
+    A zero is never signed (:func:`unsigned_zeros`).
     """
-    payload = data if strict else finite(data)
+    payload = _plain(data, nulls=not strict)
     return (json.dumps(payload, indent=2, allow_nan=False) + "\n").encode()
 
 
@@ -302,6 +326,7 @@ __all__ = [
     "finite",
     "json_bytes",
     "same_path",
+    "unsigned_zeros",
     "write_bytes",
     "write_json",
 ]

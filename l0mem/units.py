@@ -5,7 +5,8 @@ of 1024; ``KiB``/``KB``/``K`` alike) that comes to a whole number of bytes.
 Every option and function that takes a size parses it here, and sizes are
 printed here too: :func:`format_size` exactly, :func:`format_bytes` rounded.
 Other numbers a table shows rounded (a slope, a ratio) go through
-:func:`fixed`: one that rounds to zero is never a signed zero.
+:func:`fixed`: one that rounds to zero is never a signed zero (every JSON
+l0mem writes has the same rule: :func:`l0mem.files.unsigned_zeros`).
 
 What it may import: nothing of l0mem (a leaf every layer may use).
 """
@@ -75,7 +76,7 @@ def format_bytes(n: float, digits: int | None = None) -> str:
         if abs(n) >= scale:
             places = (2 if scale == GIB else 0) if digits is None else digits
             return f"{n / scale:.{places}f} {unit}"
-    return f"{n:.0f} B"
+    return f"{fixed(n)} B"  # less than half a byte either side of 0 is 0 B, never -0 B
 
 
 def fixed(value: float, places: int = 0, *, sign: bool = False) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from l0mem.files import ReportWriteError, check_writable, same_path, write_bytes
+from l0mem.files import ReportWriteError, check_writable, json_bytes, same_path, write_bytes
 from tests.support.devnode import null_device
 
 
@@ -144,3 +144,26 @@ def test_a_name_at_the_file_systems_limit_is_written(tmp_path: Path, name: str) 
     write_bytes(target, b"{}")
     assert target.read_bytes() == b"{}"
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary left
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("value", [-0.0, -1e-9, -0.004])
+def test_json_never_holds_a_signed_zero(value: float, strict: bool) -> None:
+    # Every JSON l0mem writes (audit: strict; run, watch, p2p, ...: not) goes through json_bytes.
+    import json
+
+    data = {"release_slope": value, "fits": [{"slope": value}, (value, 1.5)], "n": 0}
+    raw = json_bytes(data, strict=strict).decode()
+    assert "-0.0," not in raw and "-0.0\n" not in raw and "-0.0]" not in raw, raw
+    back = json.loads(raw)
+    expected = 0.0 if value == 0.0 else value
+    assert back == {"release_slope": expected, "fits": [{"slope": expected}, [expected, 1.5]], "n": 0}
+    assert str(back["release_slope"]) == str(expected)  # 0.0, never -0.0
+
+
+def test_json_keeps_what_strict_refuses_and_what_is_not_json() -> None:
+    with pytest.raises(ValueError):
+        json_bytes({"x": float("nan")}, strict=True)
+    assert json_bytes({"x": float("inf")}) == b'{\n  "x": null\n}\n'
+    with pytest.raises(TypeError):
+        json_bytes({"x": {1, 2}})

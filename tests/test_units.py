@@ -28,6 +28,12 @@ def test_format_bytes_picks_the_largest_unit_reached(n: int, digits: int | None,
     assert format_bytes(n, digits) == text
 
 
+@pytest.mark.parametrize("n", [-0.0, -1e-9, -0.004, -0.4, 0.4])
+def test_less_than_half_a_byte_either_side_of_zero_is_0_b(n: float) -> None:
+    # -0.4 bytes was "-0 B".
+    assert format_bytes(n) == "0 B"
+
+
 def test_format_size_is_exact() -> None:
     assert [format_size(n) for n in (64 * MIB, 1536, 3 * GIB)] == ["64 MiB", "1536 B", "3 GiB"]
 

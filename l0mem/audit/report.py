@@ -19,6 +19,7 @@ from l0mem.audit.model import AuditReport, ReportFormatError, SetupRun
 from l0mem.estimate.signals import GIB
 from l0mem.files import json_bytes, write_bytes
 from l0mem.text import xml_text
+from l0mem.units import fixed
 
 JUNIT_CLASSNAME = "l0mem.audit"
 
@@ -61,9 +62,9 @@ def _describe_result(report: AuditReport, run: SetupRun) -> str:
     if res.ratio is None or res.slope is None:
         return f"{prefix}{res.verdict}: {res.reason}"
     text = (
-        f"{prefix}{res.verdict}: {res.slope:.0f} MiB host per GiB device "
-        f"(ratio {res.ratio:.2f}) by {res.deciding_signal} over "
-        f"{res.max_device_bytes / GIB:.2f} GiB"
+        f"{prefix}{res.verdict}: {fixed(res.slope)} MiB host per GiB device "
+        f"(ratio {fixed(res.ratio, 2)}) by {res.deciding_signal} over "
+        f"{fixed(res.max_device_bytes / GIB, 2)} GiB"
     )
     if res.vmrss_would_miss:
         text += "; proc.VmRSS does not show it"

@@ -16,6 +16,7 @@ from l0mem.audit.costs import remedy_advice
 from l0mem.audit.model import AuditReport, SetupRun
 from l0mem.cli.audit_view import PLATFORM_MARKS
 from l0mem.text import excerpt
+from l0mem.units import fixed
 
 MAX_LINES = 5  # affected (or not), clean, what to do, ended early, what was not decided
 
@@ -33,7 +34,7 @@ def _remedies_tried(report: AuditReport) -> str:
 
 def _slope(run: SetupRun) -> str:
     slope = None if run.result is None else run.result.slope
-    return "" if slope is None else f" {slope:.0f} MiB/GiB"
+    return "" if slope is None else f" {fixed(slope)} MiB/GiB"
 
 
 def first_reason(runs: Sequence[SetupRun], limit: int | None = None) -> str:

@@ -15,13 +15,14 @@ from rich.console import Console, RenderableType
 from l0mem.cli._common import escape
 from l0mem.cli.layout import fitted
 from l0mem.estimate.model import SetupAnalysis
+from l0mem.units import fixed
 
 HEADERS = ("signal", "side", "MiB/GiB", "+/-", "R^2", "note")
 
 
-def number(value: float | None, spec: str = ".0f") -> str:
-    """Return ``value`` formatted by ``spec``, or ``-`` when there is none."""
-    return "-" if value is None else format(value, spec)
+def number(value: float | None, places: int = 0) -> str:
+    """Return ``value`` with ``places`` decimals (never a signed zero), or ``-`` when there is none."""
+    return "-" if value is None else fixed(value, places)
 
 
 def fits_table(
@@ -51,7 +52,7 @@ def fits_table(
                 fit.side,
                 number(fit.slope),
                 number(fit.uncertainty),
-                number(fit.r2, ".3f"),
+                number(fit.r2, 3),
                 escape(note),
             )
         )

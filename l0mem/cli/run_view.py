@@ -21,7 +21,7 @@ from l0mem.cli._common import escape
 from l0mem.cli.fits_view import fits_table
 from l0mem.cli.layout import fitted, whole
 from l0mem.estimate import SetupAnalysis, undecided_reason
-from l0mem.units import format_bytes
+from l0mem.units import fixed, format_bytes
 from l0mem.watch import (
     BASELINE_WAIT,
     DeviceMemoryReader,
@@ -47,17 +47,23 @@ def _size(value: int | None) -> str:
 def _signed(value: int | None) -> str:
     if value is None:
         return "n/a"
-    return ("+" if value >= 0 else "-") + format_bytes(abs(value))
+    if not value:
+        return format_bytes(0)  # no change: neither + nor -
+    return ("+" if value > 0 else "-") + format_bytes(abs(value))
 
 
 def _ratio(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
+    return "n/a" if value is None else fixed(value, 2)
+
+
+def _seconds(t: float) -> str:
+    return fixed(t, 1)
 
 
 def sample_line(series: Series, sample: WatchSample) -> str:
     """Return one plain line describing ``sample`` (for logs that are not a terminal)."""
     parts = [
-        f"t={sample.t:.1f}s",
+        f"t={_seconds(sample.t)}s",
         f"pids={sample.pids}",
         f"host {_signed(host_cost(series, sample))}",
         f"device {_size(series.device_memory(sample.values))}",
@@ -84,7 +90,8 @@ class _Peaks:
 
 def live_table(series: Series, sample: WatchSample, peaks: _Peaks) -> Table:
     """Return the live view's table for the newest ``sample``."""
-    table = Table(title=f"t={sample.t:.1f} s, {sample.pids} process(es)", title_justify="left")
+    title = f"t={_seconds(sample.t)} s, {sample.pids} process(es)"
+    table = Table(title=title, title_justify="left")
     table.add_column("what")
     table.add_column("now", justify="right")
     table.add_column("peak", justify="right")
@@ -146,8 +153,9 @@ class Progress:
         """
         if reader is not None and not reader.wait_ready(QUIET_WAIT, stop) and not stop():
             self.note(
-                f"Sysman's reader has not loaded the Level Zero driver within {QUIET_WAIT:.0f} s;"
-                f" waiting up to {BASELINE_WAIT - QUIET_WAIT:.0f} s more, then {then} without"
+                "Sysman's reader has not loaded the Level Zero driver within "
+                f"{fixed(QUIET_WAIT)} s; waiting up to {fixed(BASELINE_WAIT - QUIET_WAIT)} s "
+                f"more, then {then} without"
                 " its device memory count (--no-sysman skips it)"
             )
 
@@ -173,7 +181,7 @@ def answer_lines(result: WatchResult, summary: WatchSummary) -> list[str]:
         head = f"[bold]SIMULATOR[/bold] (l0mem's simulated driver: not a hardware result) {head}"
     if slope is not None and fit is not None:
         head += (
-            f", {slope:.0f} +/- {fit.uncertainty or 0:.0f} MiB host per GiB device "
+            f", {fixed(slope)} +/- {fixed(fit.uncertainty or 0)} MiB host per GiB device "
             f"(ratio {_ratio(analysis.ratio)}, by {analysis.deciding_signal})"
         )
     lines = [head, f"  {escape(_brief_reason(analysis))}"]
@@ -260,10 +268,11 @@ def summary_view(
         lines.append(
             "VmRSS alone would have missed it: the tree's VmRSS grew far less than the host cost"
         )
-    if summary.per_resident_gib is not None and summary.per_resident_gib.slope is not None:
-        r = summary.per_resident_gib
+    resident = summary.per_resident_gib
+    if resident is not None and resident.slope is not None:
         lines.append(
-            f"per GiB made resident on a peer: {r.slope:.0f} +/- {r.uncertainty or 0:.0f} MiB host"
+            f"per GiB made resident on a peer: {fixed(resident.slope)} +/- "
+            f"{fixed(resident.uncertainty or 0)} MiB host"
         )
     if result.trace is not None:
         lines += trace_lines(result.trace)
@@ -271,10 +280,12 @@ def summary_view(
         o = result.outlived
         text = (
             f"{o.processes} process(es) the workload started ran on after its first one ended: "
-            f"followed for {o.seconds:.1f} s more"
+            f"followed for {_seconds(o.seconds)} s more"
         )
         if o.left_running:
-            pids = ", ".join(str(p) for p in o.left_running[:8]) + (", ..." if len(o.left_running) > 8 else "")
+            pids = ", ".join(str(p) for p in o.left_running[:8]) + (
+                ", ..." if len(o.left_running) > 8 else ""
+            )
             text += f"; left running, unwatched: pid {pids}"
         else:
             text += ", until they ended"
@@ -334,7 +345,15 @@ def trace_lines(trace: dict[str, Any]) -> list[str]:
 def _peak_cells(peak: Any) -> tuple[str, str]:
     if peak.bytes is None:
         return "unavailable", ""
-    return format_bytes(peak.bytes), f"{peak.t:.1f} s"
+    return format_bytes(peak.bytes), f"{_seconds(peak.t)} s"
 
 
-__all__ = ["MAX_ANSWER", "Progress", "answer_lines", "live_table", "remedy_hint", "sample_line", "summary_view"]
+__all__ = [
+    "MAX_ANSWER",
+    "Progress",
+    "answer_lines",
+    "live_table",
+    "remedy_hint",
+    "sample_line",
+    "summary_view",
+]
