@@ -8,7 +8,7 @@ import stat
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -356,6 +356,72 @@ def test_p2p_without_timings_says_why_in_each_cell(tmp_path: Path) -> None:
     write_p2p_plot(result, path)
     text = path.read_text()
     assert "HUNG" in text and "SIMULATOR" not in text
+
+
+def _p2p_of(n: int, sizes: tuple[int, ...]) -> P2PResult:
+    """Return a run over ``n`` devices: pairs up direct, pairs down host-staged, 0.4-120 GB/s."""
+    copies, peers = [], []
+    for k, nbytes in enumerate(sizes):
+        for src in range(n):
+            for dst in range(n):
+                # From 0.4 to 120 GB/s: one to three digits before the point.
+                ns = int(nbytes / (0.4 + 119.6 * ((src * n + dst + k) % 7) / 6))
+                kinds = ["same_device"] if src == dst else ["direct", "staged"]
+                for kind in kinds:
+                    copies.append(CopyTiming(kind, src, dst, nbytes, Measurement((ns,), nbytes, "device")))  # type: ignore[arg-type]
+    for src in range(n):
+        for dst in range(n):
+            if src != dst:
+                direct = src < dst
+                route: Literal["direct", "staged"] = "direct" if direct else "staged"
+                peers.append(PeerInfo(src, dst, direct, direct, None, None, None, None, route, ""))
+    return P2PResult(
+        backend="l0",
+        devices=tuple(f"l0mem simulated GPU {i}" for i in range(n)),
+        simulated=True,
+        sizes=sizes,
+        reps=1,
+        warmup=0,
+        peers=tuple(peers),
+        copies=tuple(copies),
+    )
+
+
+@pytest.mark.parametrize("panels", [1, 3])
+@pytest.mark.parametrize("n", [2, 3, 4, 6, 8])
+def test_every_p2p_cell_label_lies_inside_its_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int, panels: int
+) -> None:
+    # At 4 devices and more "same device" ran over its cell, cut at the panel's edge ("ame device").
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figures = capture(monkeypatch, p2p_plot)
+    sizes = (1 << 20, 16 << 20, 64 << 20)[:panels]  # p2p's default sizes: three panels
+    write_p2p_plot(_p2p_of(n, sizes), tmp_path / "p2p.png")
+    fig = figures[0]
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    heatmaps = [a for a in fig.axes if a.images]
+    assert len(heatmaps) == len(sizes)
+    for ax in heatmaps:
+        assert len(ax.texts) == n * n
+        for text in ax.texts:
+            col, row = text.get_position()
+            (x0, y0), (x1, y1) = ax.transData.transform([(col - 0.5, row + 0.5), (col + 0.5, row - 0.5)])
+            box = text.get_window_extent(renderer)
+            inside = x0 - 0.5 <= box.x0 and box.x1 <= x1 + 0.5 and y0 - 0.5 <= box.y0 and box.y1 <= y1 + 0.5
+            assert inside, (n, text.get_text(), box, (x0, y0, x1, y1))
+            assert text.get_fontsize() >= 4
+    # Every route is named in the cells or in a note that says what a short one means.
+    shown = " ".join(t.get_text() for ax in heatmaps for t in ax.texts) + " ".join(t.get_text() for t in fig.texts)
+    shown += fig._supxlabel.get_text() if fig._supxlabel is not None else ""
+    for route in ("same device", "direct", "host-staged"):
+        assert route in " ".join(shown.split()).replace("- ", "-"), (n, route)
+    # The device names below fit the image too.
+    image = fig.bbox
+    for text in [fig._supxlabel, fig._suptitle]:
+        box = text.get_window_extent(renderer)
+        assert image.x0 <= box.x0 and box.x1 <= image.x1, (n, text.get_text(), box, image)
 
 
 # ---------------------------------------------------------------- matrix
