@@ -231,6 +231,48 @@ def test_the_1_to_1_reference_is_drawn_over_the_data(
     assert len(marks) == 10 and order.index("ref-mirror") > max(order.index(n) for n in marks)
 
 
+# Slopes at or around the 1:1 line (1024 MiB/GiB), before and now, whose numbers were
+# drawn centred on the point: the dotted line ran through "1025 -> 1024 (-1)".
+NEAR_MIRROR = [
+    (1025.0, 1024.0),
+    (1024.0, 1025.0),
+    (1024.0, 1024.0),
+    (1020.0, 1030.0),
+    (1030.0, 1020.0),
+    (990.0, 1012.0),
+    (1060.0, 1036.0),
+    (None, 1024.0),
+    (1023.0, None),
+]
+
+
+@pytest.mark.parametrize("rows", [1, 3, len(NEAR_MIRROR)])
+@pytest.mark.parametrize("first", range(len(NEAR_MIRROR)))
+def test_no_number_is_drawn_across_the_1_to_1_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: int, rows: int
+) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    pairs = (NEAR_MIRROR[first:] + NEAR_MIRROR[:first])[:rows]
+    changes = [
+        _change(f"run{i}", before, now, ("mirror" if before else None, "mirror" if now else None))
+        for i, (before, now) in enumerate(pairs)
+    ]
+    fig, ax = _drawn(tmp_path, monkeypatch, changes=changes)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    line = ax.transData.transform((FULL_MIRROR, 0))[0]
+    frame = ax.get_window_extent(renderer)
+    assert len(ax.texts) == len(changes)
+    for text, (before, now) in zip(ax.texts, pairs, strict=True):
+        box = text.get_window_extent(renderer)
+        assert not box.x0 - 2 <= line <= box.x1 + 2, (text.get_text(), box, line)
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, (text.get_text(), box, frame)
+        # Beside its point still: the label's near edge is within its own width of it.
+        point = ax.transData.transform((now if now is not None else before, 0))[0]
+        assert min(abs(box.x0 - point), abs(box.x1 - point)) <= box.width + 4, (text.get_text(), box, point)
+
+
 def test_verdict_zones_follow_the_analysis_thresholds_behind_the_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

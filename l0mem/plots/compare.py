@@ -8,8 +8,9 @@ run without a slope on one side has that side's marker left out and says
 ``no verdict`` in its row label; a regression is drawn in red and labelled
 ``REGRESSION``, a run the rule could not judge ``not judged``. Behind the
 data, lightly, the verdict zones of the default analysis (clean, partial,
-mirror); over it the 1:1 reference (a full mirror, 1024 MiB per GiB). The
-legend sits below the axes, never over the data.
+mirror); over it the 1:1 reference (a full mirror, 1024 MiB per GiB), which
+no row's numbers cross: a label that would is set beside it, on its point's
+side. The legend sits below the axes, never over the data.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ NOTE_WIDTH = 150  # characters per line of the note on runs in one report only
 BEFORE: dict[str, Any] = {"ls": "", "marker": "o", "ms": 9, "mfc": "none", "mew": 2}
 NOW: dict[str, Any] = {"ls": "", "marker": "D", "ms": 8}
 ARROW: dict[str, Any] = {"arrowstyle": "-|>", "mutation_scale": 14, "shrinkA": 6, "shrinkB": 6}
+LABEL_RISE_PT = 7  # a row's numbers above its markers
+LABEL_GAP_PT = 4  # between the 1:1 line and a label set beside it
 
 
 def zones() -> list[tuple[str, float, float]]:
@@ -117,7 +120,36 @@ def write_compare_plot(comparison: Comparison, path: PathLike) -> None:
     ax.set_xlabel("deciding slope (MiB of host memory per GiB of device memory)")
     ax.grid(True, axis="x", alpha=0.3)
     _legend(fig, ax)
+    _beside_the_reference(fig, ax)
     save_figure(fig, fmt, path)
+
+
+def _beside_the_reference(fig: Any, ax: Any) -> None:
+    """Set each row's numbers that the 1:1 line would run through beside it, on their point's side.
+
+    Measured once the figure is laid out; the side of the point unless the
+    label has no room there within the axes.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()
+    line = ax.transData.transform((FULL_MIRROR, 0.0))[0]
+    frame = ax.get_window_extent(renderer)
+    gap = LABEL_GAP_PT * fig.dpi / 72
+    for text in ax.texts:  # the numbers of each row (annotations)
+        box = text.get_window_extent(renderer)
+        if box.x1 + gap < line or line < box.x0 - gap:
+            continue
+        x, y = text.xy
+        left = x <= FULL_MIRROR
+        if left and line - gap - box.width < frame.x0:
+            left = False
+        elif not left and line + gap + box.width > frame.x1:
+            left = True
+        text.xy = (FULL_MIRROR, y)
+        text.set_horizontalalignment("right" if left else "left")
+        text.set_position((-LABEL_GAP_PT if left else LABEL_GAP_PT, LABEL_RISE_PT))
 
 
 def _draw_row(ax: Any, i: int, change: RunChange, min_arrow: float) -> None:
@@ -143,7 +175,7 @@ def _draw_row(ax: Any, i: int, change: RunChange, min_arrow: float) -> None:
     ax.annotate(
         text,
         (shown[0], i),
-        xytext=(0, 7),
+        xytext=(0, LABEL_RISE_PT),
         textcoords="offset points",
         ha="center",
         va="bottom",
