@@ -14,7 +14,7 @@ import pytest
 
 from l0mem.audit.analysis import analyze_report
 from l0mem.audit.matrix import build
-from l0mem.audit.model import AuditReport, Sample, SignalFit
+from l0mem.audit.model import AuditReport, Sample, SetupRun, SignalFit
 from l0mem.bench.copies import CopyTiming, PeerInfo
 from l0mem.bench.p2p import P2PResult
 from l0mem.bench.timing import Measurement
@@ -230,6 +230,66 @@ def test_several_climbs_get_the_analysis_slope_through_the_drawn_costs() -> None
     )
     assert audit_plot.fitted_line(fit, climbs) == (-1.25, 2.0)  # the median of y - 2x, x up
     assert audit_plot.fitted_line(fit, climbs[:1]) == (-700.0, 2.0)
+
+
+def _busy_free(ratio: float, far_mib: int) -> SetupRun:
+    """Return a run climbing 8 x 256 MiB at ``ratio`` while a neighbour moves ``far_mib`` as it frees."""
+    samples: list[Sample] = []
+    avail = 20 * GIB
+
+    def snap(phase: str, device: int, shift: float = 0.0) -> None:
+        held = int(ratio * device)
+        values = {"meminfo.MemAvailable": avail - held + int(shift * MIB)}
+        samples.append(Sample(0.1 * len(samples), phase, device, values))  # type: ignore[arg-type]
+
+    for _ in range(4):
+        snap("idle", 0)
+    for k in range(1, 9):
+        snap("alloc", k * 256 * MIB)
+    # Freed step by step while another process gives back (or takes) memory, then after free.
+    for k in range(7, 0, -1):
+        snap("alloc", k * 256 * MIB, far_mib * (8 - k) / 7)
+    for _ in range(3):
+        snap("freed", 0, far_mib)
+    return dataclasses.replace(synthetic_run(ratio), samples=samples)
+
+
+@pytest.mark.parametrize("far_mib", [1900, 5000, -5000])
+@pytest.mark.parametrize("ratio", [0.0, 0.5, 1.0])
+def test_the_y_axis_is_set_by_the_climb_and_the_fit_not_by_the_free_phase(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratio: float, far_mib: int
+) -> None:
+    # On a busy machine the freed samples reached -1900 MiB: the axis stretched and the climb
+    # was squashed into a sliver. The limits hold the climb and the fits, the rest is marked.
+    figures = capture(monkeypatch, audit_plot)
+    report = analyze_report(synthetic_report([_busy_free(ratio, far_mib)]))
+    write_audit_plot(report, tmp_path / "audit.png")
+    (ax,) = [a for a in figures[0].axes if a.lines]
+    low, high = ax.get_ylim()
+    (run,) = report.runs
+    signal = audit_plot.plot_signal(report, run)
+    assert signal is not None
+    climbs = climbs_of(run.samples, signal)
+    climbing = [y for k, c in enumerate(climbs) for _, y in (c.base if k == 0 else []) + c.up]
+    fits = [y for ln in ax.lines if ln.get_gid() == "fit" for y in ln.get_ydata()]
+    for y in climbing + fits:
+        assert low <= y <= high, (y, low, high)
+    loose = [y for c in climbs for _, y in c.down + c.freed]
+    far = -far_mib  # the cost: memory given back by another process reads as a negative cost
+    assert far in loose and not low <= far <= high, (far, low, high)
+    # No wider than the climb, the fits and the references (0, the 1:1 line) with a margin.
+    top = max(x for c in climbs for x, _ in c.up)
+    held = [*climbing, *fits, 0.0, FULL_MIRROR * top]
+    margin = 0.1 * (max(held) - min(held))
+    assert min(held) - margin <= low and high <= max(held) + margin, (low, high, held)
+    # What lies off the axis is marked at its edge and counted.
+    off = [y for y in loose if not low <= y <= high]
+    marks = [ln for ln in ax.lines if ln.get_gid() == "off-scale"]
+    assert sum(len(ln.get_ydata()) for ln in marks) == len(off)
+    for ln in marks:
+        assert all(y in (low, high) for y in ln.get_ydata())
+    notes = [t.get_text() for t in ax.texts]
+    assert any(f"{len(off)} points off scale" in n for n in notes), notes
 
 
 def test_svg_labels_and_simulator(tmp_path: Path, report: AuditReport) -> None:

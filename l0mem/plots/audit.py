@@ -12,7 +12,11 @@ climb stay on that climb's zero: what the free did not give back shows.
 
 Over the data, on top: the run's fitted line (the analysis's slope), the
 1:1 reference (a full mirror, 1024 MiB of host per GiB of device) and 0 (no
-host cost). Legends sit below the panels, never over the data: under each
+host cost). The y axis is set by the climbs, the fitted lines and the
+references, with a margin: on a busy machine the samples while and after
+freeing move with the neighbours (-1900 MiB), and would squash the climb
+into a sliver. What lies beyond the axis is marked at its edge (a triangle
+pointing the way) and counted in the panel ("3 points off scale"). Legends sit below the panels, never over the data: under each
 panel one entry per run (its colour, verdict, signal and fitted slope), under
 the figure one key to the line styles. Every label is wrapped to the width a
 panel has and the figure is made as tall as its legends need, so nothing is
@@ -42,6 +46,7 @@ from l0mem.plots.figure import (
     save_figure,
     simulator_suffix,
 )
+from l0mem.units import fixed
 
 WIDTH_IN = 10.0
 AXES_HEIGHT_IN = 3.0
@@ -54,6 +59,8 @@ LEGEND_GAP_IN = 0.07
 # Characters of a legend line in a panel of one column and of two (small font, after the handle).
 LABEL_CHARS = {1: 100, 2: 48}
 TITLE_CHARS = 90
+Y_MARGIN = 0.06  # of the y range the climbs, fits and references span, above and below
+OFF_SCALE = "off-scale"  # the gid of the markers at the axis's edge
 
 Points = list[tuple[float, float]]
 
@@ -144,7 +151,7 @@ def _entry(report: AuditReport, run: SetupRun, chars: int) -> str:
     parts = [_label(run, signal)]
     fit = run.result.fit(signal) if run.result is not None else None
     if fit is not None and fit.slope is not None:
-        parts.append(f"fit {fit.slope:.0f} MiB/GiB ({_interval(fit)})")
+        parts.append(f"fit {fixed(fit.slope)} MiB/GiB ({_interval(fit)})")
     return "\n".join(_wrapped(part, chars) for part in parts)
 
 
@@ -155,11 +162,14 @@ class _Drawn:
     top: float = 0.0
     handle: Any = None  # the run's first line: its colour and marker in the panel's legend
     styles: set[str] = dataclasses.field(default_factory=set)
+    held: list[float] = dataclasses.field(default_factory=list)  # costs the y axis must hold
+    loose: Points = dataclasses.field(default_factory=list)  # while and after freeing
+    color: str = "C0"
 
 
 def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> _Drawn:
     """Draw one run's climbs and fitted line; return what was drawn (:class:`_Drawn`)."""
-    drawn_run = _Drawn()
+    drawn_run = _Drawn(color=color)
     signal = plot_signal(report, run)
     if signal is None:
         return drawn_run
@@ -169,6 +179,8 @@ def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> _Drawn
     top = 0.0
     for k, c in enumerate(climbs):
         line = (c.base if k == 0 else []) + c.up
+        drawn_run.held += [y for _, y in line]
+        drawn_run.loose += c.down + c.freed
         if line:
             (drawn_line,) = ax.plot(
                 [p[0] for p in line],
@@ -218,13 +230,14 @@ def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> _Drawn
     drawn = None if fit is None or top <= 0 else fitted_line(fit, climbs)
     if drawn is not None and fit is not None:
         intercept, slope = drawn
+        drawn_run.held += [intercept, intercept + slope * top]
         ax.plot(
             [0.0, top],
             [intercept, intercept + slope * top],
             "--",
             lw=2,
             color=color,
-            label=f"fit: {slope:.0f} MiB/GiB ({_interval(fit)})",
+            label=f"fit: {fixed(slope)} MiB/GiB ({_interval(fit)})",
             zorder=REFERENCE_ZORDER + 1,
             gid="fit",
         )
@@ -235,7 +248,7 @@ def _draw_run(ax: Any, report: AuditReport, run: SetupRun, color: str) -> _Drawn
 
 def _interval(fit: SignalFit) -> str:
     iv = fit.interval
-    return fit.method if iv is None else f"{iv[0]:.0f} to {iv[1]:.0f}, {fit.method}"
+    return fit.method if iv is None else f"{fixed(iv[0])} to {fixed(iv[1])}, {fit.method}"
 
 
 def _wrapped(text: str, chars: int) -> str:
@@ -266,10 +279,63 @@ def _style_keys(styles: set[str]) -> list[Any]:
         for name, style, label in keys
         if name in styles
     ]
+    if "off scale" in styles:
+        handles.append(
+            Line2D([], [], ls="", marker="v", ms=6, color="dimgrey", label="off scale, at the edge")
+        )
     if "references" in styles:
         handles.append(Line2D([], [], **{**MIRROR_REFERENCE, "gid": None}))
         handles.append(Line2D([], [], ls="-", lw=1.2, color="dimgrey", label="0: no host cost"))
     return handles
+
+
+def _on_scale(ax: Any, drawn: Sequence[_Drawn], mirror_top: float | None) -> bool:
+    """Set the y axis to the climbs, fits and references; mark what lies beyond. Return whether any does."""
+    held = [y for d in drawn for y in d.held]
+    if not held:
+        return False
+    # The references: 0, and the 1:1 line as far as it is drawn.
+    held += [0.0] + ([mirror_top] if mirror_top is not None else [])
+    low, high = min(held), max(held)
+    margin = Y_MARGIN * (high - low) or 1.0
+    low, high = low - margin, high + margin
+    ax.set_ylim(low, high)
+    off = 0
+    for d in drawn:
+        for edge, marker, outside in (
+            (low, "v", lambda y: y < low),
+            (high, "^", lambda y: y > high),
+        ):
+            xs = [x for x, y in d.loose if outside(y)]
+            if xs:
+                # On the edge and not clipped: the point is there, further than the axis goes.
+                ax.plot(
+                    xs,
+                    [edge] * len(xs),
+                    ls="",
+                    marker=marker,
+                    ms=6,
+                    color=d.color,
+                    clip_on=False,
+                    zorder=REFERENCE_ZORDER + 2,
+                    gid=OFF_SCALE,
+                )
+                off += len(xs)
+    if off:
+        ys = [y for d in drawn for _, y in d.loose if not low <= y <= high]
+        ax.text(
+            0.01,
+            0.02 if min(ys) < low else 0.98,
+            f"{off} points off scale (while or after freeing: {fixed(min(ys))} to "
+            f"{fixed(max(ys))} MiB)",
+            transform=ax.transAxes,
+            ha="left",
+            va="bottom" if min(ys) < low else "top",
+            fontsize="x-small",
+            color="dimgrey",
+            zorder=REFERENCE_ZORDER + 2,
+        )
+    return bool(off)
 
 
 def write_audit_plot(report: AuditReport, path: PathLike) -> None:
@@ -316,6 +382,8 @@ def write_audit_plot(report: AuditReport, path: PathLike) -> None:
         if top > 0:
             draw_references(ax, top)
             styles.add("references")
+        if _on_scale(ax, drawn, FULL_MIRROR * top if top > 0 else None):
+            styles.add("off scale")
         styles.update(*(d.styles for d in drawn))
         ax.set_title(setup + (" (SIMULATOR)" if any(r.simulated for r in runs) else ""))
         ax.set_xlabel("device memory allocated (GiB)")
