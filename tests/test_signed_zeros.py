@@ -173,3 +173,14 @@ def test_the_run_and_watch_json_holds_no_signed_zero(value: float, tmp_path: Pat
     path = tmp_path / "run.json"
     write_watch_json(data, path)
     _no_signed_zero_json(path.read_text())
+
+
+@pytest.mark.parametrize("near", [-0.0, -1e-9, -0.4])
+def test_the_estimation_s_reasons_never_sign_a_zero(near: float) -> None:
+    from types import SimpleNamespace
+
+    from l0mem.estimate.decide import _spans
+
+    text = _spans(SimpleNamespace(interval=(near, 200.0)))  # type: ignore[arg-type]
+    assert not SIGNED_ZERO.search(text), text
+    assert "its interval 0 to 200" in text

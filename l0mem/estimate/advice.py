@@ -17,6 +17,7 @@ from l0mem.estimate.fits import step_slopes
 from l0mem.estimate.model import AnalysisConfig, NextSteps, Sample, SignalFit
 from l0mem.estimate.steps import windows, windows_needed
 from l0mem.estimate.verdicts import separated
+from l0mem.units import fixed
 
 # Sizes are advised in whole steps of this many bytes.
 SIZE_ALIGN = 64 << 20
@@ -87,12 +88,12 @@ def next_steps(
         # The noise is MiB per window whatever the size: the ratio's spread shrinks with it.
         size = math.ceil(max_device * half / distance / SIZE_ALIGN) * SIZE_ALIGN
     noise = total.noise_mib
-    seen = f"about {noise:.0f} MiB" if noise is not None else "an unknown amount"
+    seen = f"about {fixed(noise)} MiB" if noise is not None else "an unknown amount"
     at = "windows" if total.method == "steps" else "samples"
     parts = [
         f"{total.signal} moved by {seen} per measurement beside this run's own steps "
-        f"(other processes' memory); its slope {slope:.0f} MiB/GiB lies between {low:.0f} and "
-        f"{high:.0f}"
+        f"(other processes' memory); its slope {fixed(slope)} MiB/GiB lies between {fixed(low)} and "
+        f"{fixed(high)}"
         + (f" ({why})" if why and "spans two verdicts" not in why else ", which spans two verdicts")
     ]
     if distance <= 0:
@@ -139,9 +140,9 @@ def _moved_between(
     assert total.slope is not None
     verdict = separated(total, config)
     found = None if verdict is None else against(samples, total, verdict, config)
-    level = "a different level" if found is None else f"{found[0].line.slope:.0f} MiB/GiB"
+    level = "a different level" if found is None else f"{fixed(found[0].line.slope or 0.0)} MiB/GiB"
     text = (
-        f"{total.signal}: its step windows say {total.slope:.0f} MiB/GiB, but the level the "
+        f"{total.signal}: its step windows say {fixed(total.slope)} MiB/GiB, but the level the "
         f"host reached over the whole climb says {level}: memory moved between the windows, "
         "not in them (another process's, or a driver that makes its host pages after its "
         "calls, as deferred backing does); more or larger steps do not tell these apart; "

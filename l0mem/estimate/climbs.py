@@ -26,6 +26,7 @@ from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit, Verdict
 from l0mem.estimate.signals import cost_series
 from l0mem.estimate.steps import drift, reads, robust_spread, windows
 from l0mem.estimate.verdicts import why_unusable
+from l0mem.units import fixed
 
 # Marks the reason a climb gives against the windows (:func:`disputed`).
 _DISPUTE = "but the whole climb says"
@@ -173,7 +174,7 @@ def outside(
     count = "" if climbed.climbs == 1 else f" (the median of {climbed.climbs} climbs)"
     return (
         f"its step windows say {verdict} {_DISPUTE} {other}{count} "
-        f"({climbed.line.slope:.0f} MiB/GiB): host memory moved outside the windows"
+        f"({fixed(climbed.line.slope or 0.0)} MiB/GiB): host memory moved outside the windows"
     )
 
 

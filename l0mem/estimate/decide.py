@@ -38,6 +38,7 @@ from l0mem.estimate.model import (
 from l0mem.estimate.signals import GIB, carries, cost_series, recorded_signals
 from l0mem.estimate.steps import step_slope, windows
 from l0mem.estimate.verdicts import classify, separated, why_unusable
+from l0mem.units import fixed
 
 _PCP_HIDDEN = frozenset({"meminfo.MemAvailable", "meminfo.MemFree"})
 # What a user can do for more evidence, when the caller does not say.
@@ -46,7 +47,7 @@ MORE_EVIDENCE = "measure again with more steps or a larger size, or when the mac
 
 def _spans(fit: SignalFit) -> str:
     low, high = fit.interval or (math.nan, math.nan)
-    return f"its interval {low:.0f} to {high:.0f} MiB/GiB spans two verdicts"
+    return f"its interval {fixed(low)} to {fixed(high)} MiB/GiB spans two verdicts"
 
 
 def _meets(a: SignalFit, b: SignalFit) -> bool:
@@ -87,10 +88,10 @@ def _accounts(
     """Return why component ``fit`` does not account for the total's fall, or None when it does."""
     low, high = total.interval or (math.nan, math.nan)
     if not _meets(fit, total):
-        return f"does not account for the fall of {total.signal} ({low:.0f} to {high:.0f} MiB/GiB)"
+        return f"does not account for the fall of {total.signal} ({fixed(low)} to {fixed(high)} MiB/GiB)"
     rest = unexplained(samples, total.signal, fit.signal, config)
     if rest is None or abs(rest) > config.clean_threshold * 1024.0:
-        typical = "an unknown share" if rest is None else f"{rest:.0f} MiB/GiB"
+        typical = "an unknown share" if rest is None else f"{fixed(rest)} MiB/GiB"
         return f"does not account for the fall of {total.signal}: {typical} of it went elsewhere"
     return None
 
@@ -273,14 +274,14 @@ def decided_reason(fit: SignalFit, passed_over: Mapping[str, str]) -> str:
         cov = 0.0 if fit.coverage is None else fit.coverage
         dropped = f", {len(fit.rejected)} disturbed and left out" if fit.rejected else ""
         text = (
-            f"{fit.signal}: {fit.slope:.0f} MiB host per GiB device ({low:.0f} to {high:.0f} "
+            f"{fit.signal}: {fixed(fit.slope)} MiB host per GiB device ({fixed(low)} to {fixed(high)} "
             f"at {cov:.0%}, {fit.points} step windows{dropped})"
         )
     else:
         r2 = "n/a" if fit.r2 is None else f"{fit.r2:.3f}"
         text = (
-            f"{fit.signal}: {fit.slope:.0f} MiB host per GiB device "
-            f"(+/-{fit.uncertainty or 0.0:.0f}, R^2 {r2}, {fit.points} points)"
+            f"{fit.signal}: {fixed(fit.slope)} MiB host per GiB device "
+            f"(+/-{fixed(fit.uncertainty or 0.0)}, R^2 {r2}, {fit.points} points)"
         )
     if passed_over:
         text += "; passed over " + "; ".join(f"{n} ({w})" for n, w in passed_over.items())

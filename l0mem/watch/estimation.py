@@ -20,6 +20,7 @@ import itertools
 from l0mem.audit.model import SetupRun, plain_run
 from l0mem.estimate import DEFAULT_CONFIG, analyze_samples
 from l0mem.estimate.model import AnalysisConfig, Edge, Phase, Sample, SetupAnalysis
+from l0mem.units import fixed
 from l0mem.watch.series import IN_FLIGHT, Series, WatchSample, host_cost
 from l0mem.watch.windows import settled, step_windows
 
@@ -194,10 +195,10 @@ def at_the_change(
         analysis,
         host=[both if f is wide else f for f in analysis.host],
         reason=(
-            f"{analysis.reason}; the reads right around each change give {fit.slope:.0f} "
-            f"({fit.low:.0f} to {fit.high:.0f}): other processes' memory moved beside the "
-            f"changes, or the host's side outlasted a read; the interval {low:.0f} to "
-            f"{high:.0f} holds both"
+            f"{analysis.reason}; the reads right around each change give {fixed(fit.slope)} "
+            f"({fixed(fit.low)} to {fixed(fit.high)}): other processes' memory moved beside the "
+            f"changes, or the host's side outlasted a read; the interval {fixed(low)} to "
+            f"{fixed(high)} holds both"
         ),
     )
 

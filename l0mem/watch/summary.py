@@ -14,6 +14,7 @@ from typing import Any
 
 from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, disputed
 from l0mem.estimate.model import AnalysisConfig, SetupAnalysis, SignalFit
+from l0mem.units import fixed
 from l0mem.watch.estimation import (
     TREE_RSS,
     as_setup_run,
@@ -300,8 +301,8 @@ def _by_residency(analysis: SetupAnalysis, by_residency: SetupAnalysis | None) -
         return analysis  # a line over a few calls: no window's interval, no climb to check it
     low, high = resident.interval or (resident.slope, resident.slope)
     reason = (
-        f"{resident.signal}: {resident.slope:.0f} MiB host per GiB made resident on a peer "
-        f"({low:.0f} to {high:.0f}); the host paid at the residency calls, not at the "
+        f"{resident.signal}: {fixed(resident.slope)} MiB host per GiB made resident on a peer "
+        f"({fixed(low)} to {fixed(high)}); the host paid at the residency calls, not at the "
         f"allocations (the allocations said: {analysis.reason})"
     )
     return dataclasses.replace(by_residency, reason=reason, released=None, next_steps=None)
