@@ -31,6 +31,7 @@ from l0mem.watch.export import document
 from l0mem.watch.export import write_json as write_watch_json
 from l0mem.watch.series import Series, WatchSample
 from l0mem.watch.summary import summarize
+from tests.support.watch_series import climbing_series
 from tests.test_analysis import synthetic_report, synthetic_run
 
 GIB = 1 << 30
@@ -89,21 +90,7 @@ def _no_signed_zero_json(raw: str) -> None:
 
 
 def _watch(value: float) -> tuple[WatchResult, Any, Series]:
-    base = WatchSample(0.0, {"host.available": 32 * GIB})
-    samples = tuple(
-        WatchSample(
-            0.5 * i,
-            {
-                "host.available": 32 * GIB - i * GIB,
-                f"drm.{PDEV}.vram0.total": i * GIB,
-                f"drm.{PDEV}.gtt.total": i * GIB // 2,
-                "tree.VmRSS": 100 << 20,
-            },
-            2,
-        )
-        for i in range(1, 6)
-    )
-    series = Series(base, samples, {"cgroup": "no cgroup v2 here"})
+    series = climbing_series()
     summary = summarize(series)
     fit = summary.analysis.host[0]
     summary = _hair(dataclasses.replace(summary, per_resident_gib=fit), value)

@@ -21,27 +21,14 @@ from l0mem.watch.engine import FloorStop, WatchResult
 from l0mem.watch.export import csv_text
 from l0mem.watch.series import Series, WatchSample
 from l0mem.watch.summary import summarize
+from tests.support.watch_series import climbing_series
 
 GIB = 1 << 30
 PDEV = "0000:10:00.0"
 
 
 def _series() -> Series:
-    base = WatchSample(0.0, {"host.available": 32 * GIB})
-    samples = tuple(
-        WatchSample(
-            0.5 * i,
-            {
-                "host.available": 32 * GIB - i * GIB,
-                f"drm.{PDEV}.vram0.total": i * GIB,
-                f"drm.{PDEV}.gtt.total": i * GIB // 2,
-                "tree.VmRSS": 100 << 20,
-            },
-            2,
-        )
-        for i in range(1, 6)
-    )
-    return Series(base, samples, {"cgroup": "no cgroup v2 here"})
+    return climbing_series()
 
 
 def _console(width: int = 200) -> Console:
