@@ -38,7 +38,7 @@ def test_readme_has_the_backend_and_the_core_example() -> None:
 def test_readme_backend_example_copies_between_the_devices_info_lists(
     peers: str, route: str
 ) -> None:
-    block = _block_with("from l0mem.backends import open_backend")
+    block = _block_with("backend.copy_route(0, 1)")
     proc = sim.run_python(block, timeout=120, devices=2, peers=peers)
     assert proc.returncode == 0, proc.stderr
     # backend name, device 1's name, the route and why, then the bytes that arrived.
@@ -47,7 +47,7 @@ def test_readme_backend_example_copies_between_the_devices_info_lists(
 
 
 def test_readme_python_example_runs_makes_the_mirror_and_measures_it() -> None:
-    block = _block_with("ctx.make_resident(dev1, buf)")
+    block = _block_with("backend.make_resident(buf, 1)")
     # The simulator in peer-resident mode mirrors on make_resident: the example's
     # comment is ground truth there, and the mirror is released with the buffer.
     probe = (
@@ -56,10 +56,10 @@ def test_readme_python_example_runs_makes_the_mirror_and_measures_it() -> None:
         "print('mirror-after', ctl.mirror_bytes())\n"
     )
     code = block.replace(
-        "            ctx.make_resident(dev1, buf)",
-        "            ctx.make_resident(dev1, buf)\n"
-        "            from tests.support.sim import SimControl\n"
-        "            print('mirror-during', SimControl.from_env().mirror_bytes())",
+        "        backend.make_resident(buf, 1)",
+        "        backend.make_resident(buf, 1)\n"
+        "        from tests.support.sim import SimControl\n"
+        "        print('mirror-during', SimControl.from_env().mirror_bytes())",
     )
     assert code != block
     # On the quiet host (only this process moves memory) the cost is the mirror's.

@@ -71,6 +71,10 @@ class BackendClosedError(ValueError, RuntimeError):
     """
 
 
+class ResidencyUnsupported(NotImplementedError):
+    """The backend has no call that makes memory resident on another device (SYCL)."""
+
+
 @dataclass(frozen=True)
 class DeviceMemory:
     """What a backend knows about one device's memory (None where it cannot tell)."""
@@ -191,6 +195,14 @@ class Backend(Protocol):
 
     def allocate_host(self, device: int, nbytes: int) -> HostMemory:
         """Return ``nbytes`` of pinned host memory in ``device``'s context (freed at close)."""
+        ...
+
+    def make_resident(self, buf: DeviceBuffer, device: int) -> None:
+        """Make ``buf`` resident on ``device`` too, the step that mirrors on affected stacks.
+
+        Level Zero: ``zeContextMakeMemoryResident`` (``device`` in the buffer's
+        context). SYCL has no such call: :class:`ResidencyUnsupported`.
+        """
         ...
 
     def upload(

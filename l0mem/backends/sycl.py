@@ -30,6 +30,7 @@ from l0mem.backends.base import (
     Event,
     HostBuffer,
     PeerAccess,
+    ResidencyUnsupported,
     RouteKind,
     check_allocation_size,
     copy_size,
@@ -224,6 +225,15 @@ class SyclBackend(SyclKernels, CommonBackend):
         buf = SyclBuffer(self, i, mem)
         self._buffers.add(buf)
         return buf
+
+    def make_resident(self, buf: DeviceBuffer, device: int) -> None:
+        """Raise :class:`ResidencyUnsupported`: SYCL makes memory resident itself, when a kernel touches it."""
+        self._buffer(buf, "make_resident")  # misuse is said as such first
+        self._index(device)
+        raise ResidencyUnsupported(
+            "SYCL has no call that makes memory resident on another device: "
+            "open the Level Zero backend (open_backend('l0')) for that step"
+        )
 
     @one_at_a_time
     def allocate_host(self, device: int, nbytes: int) -> HostMemory:

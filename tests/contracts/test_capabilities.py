@@ -13,6 +13,7 @@ from l0mem.backends import (
     DeviceMemory,
     Event,
     PeerAccess,
+    ResidencyUnsupported,
     is_simulator_name,
 )
 from tests.contracts.cases import Case
@@ -138,6 +139,7 @@ def _index_calls(backend: Backend) -> list[tuple[str, Callable[[Any], object]]]:
             lambda i: backend.copy(buf.view(32, 32), buf.view(0, 32), queue_device=i),
         ),
         ("launch", lambda i: backend.launch("l0mem_f32_add", i, [buf, buf, 1], 1)),
+        ("make_resident", lambda i: backend.make_resident(buf, i)),
         ("synchronize", backend.synchronize),
     ]
 
@@ -159,3 +161,24 @@ def test_device_index_of_the_wrong_type_is_a_type_error(backend: Backend, bad: o
         with pytest.raises(TypeError):
             call(bad)
             pytest.fail(f"{what}({bad!r}) did not raise")
+
+
+def test_make_resident_is_the_residency_call_or_says_there_is_none(
+    case: Case, backend: Backend
+) -> None:
+    # The one step that mirrors on affected stacks, through the backend's own API.
+    buf = backend.allocate(0, 1 << 16)
+    with pytest.raises(TypeError):
+        backend.make_resident(object(), 0)  # type: ignore[arg-type]
+    for peer in range(backend.device_count()):
+        if case.kind == "sycl":
+            with pytest.raises(ResidencyUnsupported, match="open_backend"):
+                backend.make_resident(buf, peer)
+        elif backend.same_context(0, peer):
+            backend.make_resident(buf, peer)
+        else:
+            with pytest.raises(ValueError, match="context"):
+                backend.make_resident(buf, peer)
+    buf.close()
+    with pytest.raises(ValueError):
+        backend.make_resident(buf, 0)  # a closed buffer is misuse, on every backend
