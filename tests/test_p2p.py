@@ -312,6 +312,9 @@ class FakeCopyBackend:
     def allocate_host(self, device: int, nbytes: int) -> HostMemory:
         return HostMemory(self, device, FakePinned(), 0, nbytes)
 
+    def make_resident(self, buf, device: int) -> None:
+        raise AssertionError("the copies never make memory resident")
+
     def staged_copy(
         self, dst, src, nbytes, *, wait_for=(), watchdog=10.0
     ) -> tuple[FakeEvent, FakeEvent]:
