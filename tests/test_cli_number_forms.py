@@ -59,3 +59,20 @@ def test_sizes_take_ascii_digits_only(value: str) -> None:
 
     with pytest.raises(ValueError, match="bad size"):
         parse_size(value)
+
+
+INT_OPTIONS = sorted(k for k, p in NUMERIC.items() if isinstance(p.type, IntRange))
+
+
+@pytest.mark.parametrize("digits", [31, 4301, 20000])
+@pytest.mark.parametrize(("command", "option"), INT_OPTIONS, ids=str)
+def test_a_whole_number_of_thousands_of_digits_is_one_short_line(
+    command: str, option: str, digits: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # int() refuses past 4300 digits with a message quoting every one of them.
+    args = [*command.split(), option, "9" * digits]
+    if command == "run":
+        args += ["--", "true"]
+    text = usage_error(args, monkeypatch)
+    assert f"a number of {digits} digits is not in the range" in text, text[:300]
+    assert len(text) < 600, len(text)

@@ -75,6 +75,8 @@ LIBRARY_ERRORS: tuple[tuple[str, str, ExitCode], ...] = (
 # A write that failed for good: the reader has gone (EPIPE), the descriptor is closed
 # (EBADF) or the terminal hung up (EIO, SIGHUP's usual company).
 GONE = frozenset({errno.EPIPE, errno.EBADF, errno.EIO})
+# ... or the file behind a redirection cannot grow: the output is lost, and said so.
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def notice(command: str, message: str) -> None:
@@ -88,9 +90,8 @@ def notice(command: str, message: str) -> None:
     text = printable(os_text(message))
     try:
         click.echo(f"l0mem {command}: {text}" if command else f"l0mem: {text}", err=True)
-    except OSError as err:
-        if err.errno not in GONE:
-            raise
+    except OSError:
+        # Gone, or full (ENOSPC): there is nowhere else to say it; the exit code still does.
         discard(sys.stderr)
 
 
@@ -267,6 +268,25 @@ def escape(text: str) -> str:
     return _markup_escape(printable(os_text(text), keep="\n\t"))
 
 
+def stopped_printing(err: OSError, stream: Any) -> None:
+    """Stop writing to ``stream`` after ``err``; say why where the reader did not simply go.
+
+    A reader that left (``| head``) or a terminal that hung up is no news. A
+    full disk or another write error behind a redirection is: the output the
+    user asked for is missing, so one line on stderr says so. Either way the
+    reports are written and the command keeps its own exit code.
+    """
+    if err.errno not in GONE and stream is not sys.stderr:
+        ctx = click.get_current_context(silent=True)
+        command = ctx.command_path.partition(" ")[2] if ctx is not None else ""
+        name = "standard output" if stream is sys.stdout else getattr(stream, "name", "output")
+        notice(
+            command,
+            f"{name}: {err.strerror or err}: the output stops here (reports are written before it)",
+        )
+    discard(stream)
+
+
 def to_stdout(*paths: Path | None) -> bool:
     """Return whether one of the report ``paths`` is standard output: the tables then go to stderr."""
     return any(path is not None and is_stdout(path) for path in paths)
@@ -287,14 +307,15 @@ class _Output(Console):
 
     def _check_buffer(self) -> None:
         # rich answers a broken pipe only; a terminal that hung up (EIO, as the live
-        # view stops) or a closed descriptor is the same: the reader has gone.
+        # view stops), a closed descriptor or a full disk all end the printing.
         try:
             super()._check_buffer()
         except OSError as err:
-            if err.errno not in GONE:
+            if err.errno not in GONE | FULL:
                 raise
             del self._buffer[:]
-            self.on_broken_pipe()
+            self.quiet = True
+            stopped_printing(err, self.file)
 
 
 # Narrower than this a table has no room for a single word per cell: COLUMNS below
@@ -322,9 +343,9 @@ def rendering() -> Iterator[None]:
         if sys.stdout is not None:
             sys.stdout.flush()
     except OSError as err:
-        if err.errno not in GONE:
+        if err.errno not in GONE | FULL:
             raise
-        discard(sys.stdout)
+        stopped_printing(err, sys.stdout)
 
 
 @contextlib.contextmanager

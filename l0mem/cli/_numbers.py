@@ -15,6 +15,8 @@ from typing import Any
 import click
 
 WHOLE = re.compile(r"[0-9]+", re.ASCII)
+# More digits than any range of l0mem's needs (2**64 has 20).
+MAX_DIGITS = 30
 REAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?", re.ASCII)
 
 
@@ -35,6 +37,13 @@ class IntRange(click.IntRange):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """Return the number ``value`` writes, in range; fail (exit 2) on any other form."""
         _written(value, WHOLE, "like 1000", param, ctx, self.fail)
+        digits = len(value.strip().lstrip("0")) if isinstance(value, str) else 0
+        if digits > MAX_DIGITS:
+            # int() refuses past 4300 digits with a message quoting them all; no range
+            # l0mem has comes near this many.
+            low = "" if self.min is None else f"{self.min}<="
+            high = "" if self.max is None else f"<={self.max}"
+            self.fail(f"a number of {digits} digits is not in the range {low}x{high}", param, ctx)
         return super().convert(value, param, ctx)
 
 
