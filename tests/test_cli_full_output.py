@@ -14,6 +14,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
@@ -41,7 +42,9 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
     }
 
 
-def _run(args: list[str], stdout: object, stderr: object) -> subprocess.CompletedProcess[str]:
+def _run(
+    args: list[str], stdout: int | IO[Any], stderr: int | IO[Any]
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "l0mem", *args],
         env={**sim.sim_env(devices=2), "COLUMNS": "120"},
