@@ -21,14 +21,26 @@ from __future__ import annotations
 
 import re
 
+# Characters that steer how the text around them reads without being seen: the
+# bidirectional overrides and isolates (a name shown reversed, "Trojan source"),
+# and the line and paragraph separators (a row that breaks where no newline is).
+_STEERING = frozenset(
+    [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]
+)
 
-def _control(code: int, keep: str, ch: str) -> bool:
-    return (code < 0x20 or 0x7F <= code < 0xA0) and ch not in keep
+
+def _shown(ch: str, keep: str) -> str:
+    code = ord(ch)
+    if ch in keep:
+        return ch
+    if code < 0x20 or 0x7F <= code < 0xA0:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code in _STEERING else ch
 
 
 def printable(text: str, keep: str = "") -> str:
-    """Return ``text`` with every control character (C0, DEL, C1) shown as ``\\xNN``; those in ``keep`` stay."""
-    return "".join(f"\\x{ord(ch):02x}" if _control(ord(ch), keep, ch) else ch for ch in text)
+    """Return ``text`` with every control character (C0, DEL, C1) as ``\\xNN`` and every bidi or line-separator one as ``\\uNNNN``; those in ``keep`` stay."""
+    return "".join(_shown(ch, keep) for ch in text)
 
 
 def xml_text(text: str, keep: str = "") -> str:

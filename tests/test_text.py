@@ -29,3 +29,19 @@ def test_kept_characters_stay_and_escape_sequences_are_shown() -> None:
     assert printable("a\x1b[2Jb\n\tc") == "a\\x1b[2Jb\\x0a\\x09c"
     assert printable("a\x1b[2Jb\n\tc", keep="\n\t") == "a\\x1b[2Jb\n\tc"
     assert printable("\x9b\x7fé✓") == "\\x9b\\x7fé✓"
+
+
+STEERING = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_no_bidi_override_or_line_separator_survives(seed: int) -> None:
+    # A report's name with U+202E reads reversed on a terminal, in a CSV or a Markdown
+    # table ("Trojan source"); U+2028 breaks a table's row where no newline is.
+    rng = random.Random(seed)
+    pool = [chr(c) for c in [*STEERING, 0x41, 0x7A, 0xE9, 0x200D, 0x1F600, 0x5D0]]
+    text = "".join(rng.choice(pool) for _ in range(40))
+    shown = printable(text)
+    assert not any(ord(c) in STEERING for c in shown), shown
+    assert re.sub(r"\\u([0-9a-f]{4})", lambda m: chr(int(m.group(1), 16)), shown) == text
+    assert "\u200d" in shown or "\u200d" not in text  # a joiner inside an emoji stays
