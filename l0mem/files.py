@@ -269,13 +269,7 @@ def write_bytes(path: PathLike, data: bytes) -> None:
 
 def finite(data: Any) -> Any:
     """Return ``data`` with every non-finite float (inf, nan) replaced by None, for strict JSON."""
-    if isinstance(data, float):
-        return data if math.isfinite(data) else None
-    if isinstance(data, dict):
-        return {k: finite(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [finite(v) for v in data]
-    return data
+    return _plain(data, nulls=True, unsign=False)
 
 
 def unsigned_zeros(data: Any) -> Any:
@@ -285,19 +279,19 @@ def unsigned_zeros(data: Any) -> Any:
     the sign. Every other number (``-1e-09``, inf, nan) is kept as it is, and
     so is anything that is not JSON data (for the writer to refuse).
     """
-    return _plain(data, nulls=False)
+    return _plain(data, nulls=False, unsign=True)
 
 
-def _plain(data: Any, *, nulls: bool) -> Any:
-    """Return ``data`` with no signed zero and, with ``nulls``, every non-finite float as None."""
+def _plain(data: Any, *, nulls: bool, unsign: bool) -> Any:
+    """Return ``data`` with, where asked, every non-finite float as None and no signed zero."""
     if isinstance(data, float):
         if nulls and not math.isfinite(data):
             return None
-        return 0.0 if data == 0.0 else data
+        return 0.0 if unsign and data == 0.0 else data
     if isinstance(data, dict):
-        return {k: _plain(v, nulls=nulls) for k, v in data.items()}
+        return {k: _plain(v, nulls=nulls, unsign=unsign) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
-        return [_plain(v, nulls=nulls) for v in data]
+        return [_plain(v, nulls=nulls, unsign=unsign) for v in data]
     return data
 
 
@@ -309,7 +303,7 @@ def json_bytes(data: Any, *, strict: bool = False) -> bytes:
     report. TypeError when ``data`` holds something that is not JSON data.
     A zero is never signed (:func:`unsigned_zeros`).
     """
-    payload = _plain(data, nulls=not strict)
+    payload = _plain(data, nulls=not strict, unsign=True)
     return (json.dumps(payload, indent=2, allow_nan=False) + "\n").encode()
 
 
