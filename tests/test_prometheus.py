@@ -104,25 +104,12 @@ def test_a_directory_is_refused_before_anything_runs(tmp_path: Path) -> None:
 
 def test_watch_metrics_carry_vram_and_gtt_per_drm_device() -> None:
     from l0mem.cli.prometheus import watch_metrics
-    from l0mem.watch.series import Series, WatchSample
     from l0mem.watch.summary import summarize
+    from tests.support.watch_series import PDEV as pdev
+    from tests.support.watch_series import climbing_series
 
-    pdev = "0000:10:00.0"
     gib = 1 << 30
-    base = WatchSample(0.0, {"host.available": 64 * gib})
-    samples = tuple(
-        WatchSample(
-            0.5 * i,
-            {
-                "host.available": 64 * gib - i * gib,
-                f"drm.{pdev}.vram0.total": i * gib,
-                f"drm.{pdev}.gtt.total": i * gib // 2,
-            },
-            1,
-        )
-        for i in range(1, 6)
-    )
-    series = Series(base, samples, {})
+    series = climbing_series()
     text = watch_metrics(series, summarize(series), {"mode": "watch", "pid": "7"}, now=1.0).text()
     metrics = {f.name: list(f.samples) for f in text_string_to_metric_families(text)}
     _check_names(metrics)
