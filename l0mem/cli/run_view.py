@@ -154,7 +154,7 @@ class Progress:
         if reader is not None and not reader.wait_ready(QUIET_WAIT, stop) and not stop():
             self.note(
                 "Sysman's reader has not loaded the Level Zero driver within "
-                f"{fixed(QUIET_WAIT)} s; waiting up to {fixed(BASELINE_WAIT - QUIET_WAIT)} s "
+                f"{fixed(QUIET_WAIT)} s; waiting up to {fixed(BASELINE_WAIT)} s "
                 f"more, then {then} without"
                 " its device memory count (--no-sysman skips it)"
             )
