@@ -677,6 +677,37 @@ def test_the_climb_stops_a_verdict_only_across_clean(
             level = int(advice.text.split("whole climb says ")[1].split(" MiB")[0])
             assert abs(level - per_gap * 8 / MIB) <= 0.1 * per_gap * 8 / MIB, advice.text
             assert "allocating and freeing again" in advice.text
+            assert "between the windows, not in them" in advice.text
+
+
+def _lumps_in_windows(samples: list[Sample], steps: set[int], lump: int) -> list[Sample]:
+    """Return ``samples`` with ``lump`` bytes taken for good inside the windows of ``steps``."""
+    out, extra = [], 0
+    for s in samples:
+        if s.edge == "after" and s.step in steps and s.device_bytes > 0:
+            extra += lump
+        values = {
+            k: (v - extra if k in ("host.available", "meminfo.MemAvailable") else v)
+            for k, v in s.values.items()
+        }
+        out.append(dataclasses.replace(s, values=values))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(1, 6))
+def test_the_advice_says_how_much_of_the_climb_lay_in_windows_set_aside(seed: int) -> None:
+    # Two lumps inside two of eight windows (another process's, or the run's own):
+    # the windows set them aside and agree on clean, the climb says not clean, and
+    # what to do next says the lumps lay in those windows, not between them.
+    samples = _lumps_in_windows(windowed_run(0.0, kind="quiet", seed=seed), {3, 6}, 300 * MIB)
+    res = analyze_samples(samples, CONFIG)
+    assert res.verdict == "inconclusive", res.reason
+    assert "but the whole climb says not clean" in res.passed_over["host.available"]
+    advice = res.next_steps
+    assert advice is not None
+    held = advice.text.split("2 set aside as disturbed held ")[1].split(" MiB")[0]
+    assert abs(int(held) - 600) <= 8, advice.text  # a quiet machine's jitter
+    assert "not in them" not in advice.text
 
 
 def _paid_late(samples: list[Sample], ratio: float, every: int, step_bytes: int = 128 * MIB) -> list[Sample]:

@@ -125,6 +125,23 @@ def next_steps(
     )
 
 
+def _where(samples: Sequence[Sample], total: SignalFit, sign: float) -> str:
+    """Return where the climb's motion (``sign``: its way against the windows) lay.
+
+    Between the windows, or also in windows set aside as disturbed: those may
+    hold the run's own lump as well as another process's.
+    """
+    found = {w.step: w for w in windows(samples, total.signal)}
+    aside = [found[s] for s in total.rejected if s in found and found[s].device_bytes > 0]
+    held = sum(w.cost_mib for w in aside)
+    if not aside or sign * held <= 0:
+        return "between the windows, not in them"
+    return (
+        f"outside the windows that agree: {len(aside)} set aside as disturbed held "
+        f"{fixed(held)} MiB of it, the rest came between the windows"
+    )
+
+
 def _moved_between(
     samples: Sequence[Sample],
     total: SignalFit,
@@ -141,10 +158,16 @@ def _moved_between(
     verdict = separated(total, config)
     found = None if verdict is None else against(samples, total, verdict, config)
     level = "a different level" if found is None else f"{fixed(found[0].line.slope or 0.0)} MiB/GiB"
+    climbed = None if found is None else found[0].line.slope
+    where = (
+        "between the windows, not in them"
+        if climbed is None
+        else _where(samples, total, climbed - total.slope)
+    )
     text = (
         f"{total.signal}: its step windows say {fixed(total.slope)} MiB/GiB, but the level the "
-        f"host reached over the whole climb says {level}: memory moved between the windows, "
-        "not in them (another process's, or a driver that makes its host pages after its "
+        f"host reached over the whole climb says {level}: memory moved {where} "
+        "(another process's, or a driver that makes its host pages after its "
         "calls, as deferred backing does); more or larger steps do not tell these apart; "
         "allocating and freeing again does (l0mem audit climbs again until its climbs agree), "
         "or measuring when the machine is quieter"

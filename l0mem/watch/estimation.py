@@ -73,6 +73,19 @@ def traced_from_zero(xs: list[int | None]) -> list[int | None]:
     return [0] * first + xs[first:]
 
 
+def known_reads(series: Series, xs: list[int | None]) -> list[tuple[int, WatchSample, int]]:
+    """Return (index, sample, device memory) of each sample the windows are made of.
+
+    Those whose device memory ``xs`` is known, but for a reading taken while
+    a traced call moved memory: it pairs the wrong values.
+    """
+    return [
+        (i, s, x)
+        for i, (s, x) in enumerate(zip(series.samples, xs, strict=True))
+        if x is not None and not s.values.get(IN_FLIGHT)
+    ]
+
+
 def as_setup_run(
     series: Series,
     xs: list[int | None],
@@ -94,12 +107,7 @@ def as_setup_run(
     window is the reads right around its change (:func:`at_the_change`).
     """
     still = settled(xs)
-    known = [
-        (s, x, ok)
-        for s, x, ok in zip(series.samples, xs, still, strict=True)
-        # A reading taken while a traced call moved memory pairs the wrong values.
-        if x is not None and not s.values.get(IN_FLIGHT)
-    ]
+    known = [(s, x, still[i]) for i, s, x in known_reads(series, xs)]
     held = [i for i, (_, x, _) in enumerate(known) if x > 0]
     samples: list[Sample] = []
     if held:
@@ -209,6 +217,7 @@ __all__ = [
     "as_setup_run",
     "at_the_change",
     "device_series",
+    "known_reads",
     "more_evidence",
     "traced_from_zero",
     "watch_config",

@@ -24,6 +24,7 @@ from l0mem.watch.estimation import (
     traced_from_zero,
     watch_config,
 )
+from l0mem.watch.pauses import against_the_pauses
 from l0mem.watch.series import (
     Series,
     WatchSample,
@@ -166,11 +167,13 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     more = more_evidence(series.tracing)
     analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=more)
     analysis = at_the_change(series, xs, analysis, config)
+    analysis = against_the_pauses(series, xs, analysis, config)
     resident_xs = _resident_series(series)
     by_residency = None
     if resident_xs is not None:
         run = as_setup_run(series, resident_xs, config)
         by_residency = analyze_samples(run.samples, config, unavailable=run.unavailable, more=more)
+        by_residency = against_the_pauses(series, resident_xs, by_residency, config)
     resident = _resident_fit(by_residency, _judged_signal(analysis))
     if resident_xs is not None and _apart(resident_xs, xs):
         # Judged, it may stand for the run only where the calls were steps of their own.

@@ -21,6 +21,8 @@ reads low; it lies off the others and is outvoted by them.
 
 from __future__ import annotations
 
+import itertools
+import statistics
 from collections.abc import Callable, Sequence
 
 from l0mem.estimate.model import Edge
@@ -33,9 +35,14 @@ MIB = 1 << 20
 # than that reads low.
 SETTLE_HORIZON = 2.0
 # The host's cost is still between two reads when it moved by at most this much,
-# or by at most this fraction of the step's device memory where that is more.
+# or by at most this fraction of the step's device memory where that is more ...
 SETTLE_MIN = 2 * MIB
 SETTLE_FRACTION = 1 / 32
+# ... over reads this far apart or more; reads closer than that are held to the same
+# rate (a host side made at a few hundred MB/s moves a few MiB between reads 10 ms
+# apart, and must not pass for still), never below a quiet machine's jitter.
+SETTLE_SPAN = 0.05
+SETTLE_JITTER = MIB
 
 
 def settled(xs: Sequence[int | None]) -> list[bool]:
@@ -75,43 +82,131 @@ def step_windows(
     floor = 0  # no window opens before the one before it closed
     for step, i in enumerate(changes, start=1):
         nxt = changes[step] if step < len(changes) else n
-        before = i - 1
-        after = i + 1 if i + 1 < nxt else i
-        if ts is not None and cost is not None:
-            moving = _mover(xs[i] - xs[i - 1], cost)
-            # Back over the run of moving reads that goes on across the change ...
-            while (
-                before > floor
-                and ts[i] - ts[before - 1] <= SETTLE_HORIZON
-                and moving(before, before + 1)
-                and moving(before - 1, before)
-            ):
-                before -= 1
-            # ... and on over the run that starts at it, unless that run goes on
-            # into the next change: then it is the next step's, made before it.
-            k = i
-            while k + 1 < nxt and ts[k + 1] - ts[i] <= SETTLE_HORIZON and moving(k, k + 1):
-                k += 1
-            if k > after and not (k + 1 == nxt < n and moving(k, nxt)):
-                after = k
+        before, after = edges(xs[i] - xs[i - 1], i, floor, nxt, n, ts, cost)
         floor = after
         marks.setdefault(before, []).append((step, "before"))
         marks.setdefault(after, []).append((step, "after"))
-    for edges in marks.values():
-        edges.sort(key=lambda e: (e[0], e[1] == "before"))  # a window closes before the next opens
+    for found in marks.values():
+        found.sort(key=lambda e: (e[0], e[1] == "before"))  # a window closes before the next opens
     return marks
 
 
-def _mover(delta: int, cost: Sequence[int | None]) -> Callable[[int, int], bool]:
+def edges(
+    delta: int,
+    i: int,
+    floor: int,
+    nxt: int,
+    n: int,
+    ts: Sequence[float] | None,
+    cost: Sequence[int | None] | None,
+    reach: float = 0.0,
+) -> tuple[int, int]:
+    """Return the (before, after) reads of the window of a change of ``delta`` bytes at read ``i``.
+
+    ``floor`` is where the window before it closed and ``nxt`` the next
+    change (``n``, the number of reads, where there is none): the edges
+    move no further (see :func:`step_windows`). With ``reach`` (seconds),
+    the window first runs that long from its first read, as a host side
+    that long would make it, and widens from there.
+    """
+    before = i - 1
+    after = i + 1 if i + 1 < nxt else i
+    if ts is None or cost is None:
+        return before, after
+    while reach and after + 1 < nxt and ts[after] - ts[before] < reach:
+        after += 1
+    moving = _mover(delta, cost, ts)
+    # Back over the run of moving reads that goes on across the change ...
+    while (
+        before > floor
+        and ts[i] - ts[before - 1] <= SETTLE_HORIZON
+        and moving(before, before + 1)
+        and moving(before - 1, before)
+    ):
+        before -= 1
+    # ... and on over the run that starts at it, unless that run goes on
+    # into the next change: then it is the next step's, made before it.
+    k = max(i, after - 1)
+    while k + 1 < nxt and ts[k + 1] - ts[i] <= SETTLE_HORIZON and moving(k, k + 1):
+        k += 1
+    if k > after and not (k + 1 == nxt < n and moving(k, nxt)):
+        after = k
+    return before, after
+
+
+def window_spans(marks: dict[int, list[tuple[int, Edge]]]) -> list[tuple[int, int]]:
+    """Return each window's (before, after) reads from :func:`step_windows`' marks, in order."""
+    found: dict[int, dict[Edge, int]] = {}
+    for i, at in marks.items():
+        for step, edge in at:
+            found.setdefault(step, {})[edge] = i
+    return sorted((e["before"], e["after"]) for e in found.values() if len(e) == 2)
+
+
+def pause_windows(
+    ts: Sequence[float],
+    cost: Sequence[int | None],
+    spans: Sequence[tuple[int, int]],
+    delta: int,
+) -> list[tuple[int, int]]:
+    """Return windows made as the step windows are, at reads between them where device memory held still.
+
+    ``spans`` are the step windows (:func:`window_spans`). Between the first
+    and the last, each pause is filled from its start with windows of a
+    make-believe change of ``delta`` bytes whose host side lasts as long as
+    the step windows' median, each opening a read after the one before it
+    closed: what the same rule makes of the host where the workload changed
+    nothing, over as long.
+    """
+    reach = statistics.median(ts[a] - ts[b] for b, a in spans) if spans else 0.0
+    out: list[tuple[int, int]] = []
+    for (_, closed), (opens, _) in itertools.pairwise(spans):
+        lo, hi = closed + 1, opens  # reads of the pause; the next window opens at hi
+        i = lo + 1
+        while i + 1 < hi:
+            before, after = edges(delta, i, lo, hi, len(ts), ts, cost, reach)
+            out.append((before, after))
+            lo = after + 1
+            i = lo + 1
+    return out
+
+
+def still_limit(delta: int, seconds: float) -> float:
+    """Return how far the host's cost may move, in bytes, over ``seconds`` between reads and still be still.
+
+    ``delta`` is the step's change of device memory. Over :data:`SETTLE_SPAN`
+    or more, :data:`SETTLE_MIN` or :data:`SETTLE_FRACTION` of the step; over
+    less, the same rate, never below :data:`SETTLE_JITTER`.
+    """
+    still = max(SETTLE_MIN, abs(delta) * SETTLE_FRACTION)
+    return min(still, max(SETTLE_JITTER, still * seconds / SETTLE_SPAN))
+
+
+def _mover(
+    delta: int, cost: Sequence[int | None], ts: Sequence[float]
+) -> Callable[[int, int], bool]:
     """Return a test of whether the host's cost moved from one read to another the way ``delta`` moves it."""
     sign = 1 if delta > 0 else -1
-    still = max(SETTLE_MIN, int(abs(delta) * SETTLE_FRACTION))
 
     def moving(a: int, b: int) -> bool:
         ca, cb = cost[a], cost[b]
-        return ca is not None and cb is not None and sign * (cb - ca) > still
+        if ca is None or cb is None:
+            return False
+        return sign * (cb - ca) > still_limit(delta, abs(ts[b] - ts[a]))
 
     return moving
 
 
-__all__ = ["SETTLE_FRACTION", "SETTLE_HORIZON", "SETTLE_MIN", "settled", "step_windows"]
+__all__ = [
+    "SETTLE_FRACTION",
+    "SETTLE_HORIZON",
+    "SETTLE_JITTER",
+    "SETTLE_MIN",
+    "SETTLE_SPAN",
+    "edges",
+    "pause_windows",
+    "settled",
+    "step_windows",
+    "still_limit",
+    "window_spans",
+]
