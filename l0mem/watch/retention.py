@@ -17,14 +17,14 @@ from collections.abc import Mapping
 
 from l0mem.probe.signals import host_value
 from l0mem.watch.series import IN_FLIGHT, WatchSample
-from l0mem.watch.windows import SETTLE_HORIZON, SETTLE_JITTER
+from l0mem.watch.windows import SETTLE_HORIZON, SETTLE_MIN
 
-# Half the least test of stillness (reads close together): a read is dropped near a change only
+# Half the windows' own test of stillness: a read is dropped near a change only
 # when it lies within this of the last read kept and of the read after it, so
 # that the host moves by at most the test between any two reads kept, or
 # between two reads of those dropped: the windows over the reads kept are
 # those over every read.
-MOVED = SETTLE_JITTER // 2
+MOVED = SETTLE_MIN // 2
 
 
 def device_key(values: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
