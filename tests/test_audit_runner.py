@@ -50,8 +50,9 @@ from l0mem.audit import (
 )
 from l0mem.audit.execute import assemble_run
 from l0mem.audit.model import AnalysisConfig, AuditReport, Sample, SetupRun
+from l0mem.audit.planning import size_plan
 from l0mem.audit.runner import CHILD_MODULE, build_fingerprint, machine_config
-from l0mem.audit.setups import L0_FILL, SYCL_FILL, NoDeviceError, size_plan
+from l0mem.audit.setups import L0_FILL, SYCL_FILL, NoDeviceError
 from l0mem.estimate import classify
 from tests.support import own_memory, sim
 from tests.support.own_memory import assert_mirrored

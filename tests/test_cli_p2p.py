@@ -191,7 +191,7 @@ def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
     from l0mem.bench.copies import CopyTiming, PeerInfo
     from l0mem.bench.p2p import P2PResult
     from l0mem.bench.timing import Measurement
-    from l0mem.cli.p2p import render
+    from l0mem.cli.p2p_view import render
 
     n = 1 << 20
     fast = Measurement((7000, 8000, 9500), n, "device")  # 149.80, 131.07 and 110.38 GB/s

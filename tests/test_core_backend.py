@@ -221,7 +221,7 @@ def test_launch_checks_arguments_against_the_kernel_layout(backend, clean):
 
 
 def test_fill_follows_the_shared_pattern_rule(backend):
-    from l0mem.backends.base import MAX_FILL_PATTERN
+    from l0mem.backends.checks import MAX_FILL_PATTERN
 
     buf = backend.allocate(0, 1024)
     with pytest.raises(ValueError, match="power of two"):

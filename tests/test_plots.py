@@ -28,7 +28,8 @@ from l0mem.plots import (
 from l0mem.plots import audit as audit_plot
 from l0mem.plots import matrix as matrix_plot
 from l0mem.plots import p2p as p2p_plot
-from l0mem.plots.audit import FULL_MIRROR, climbs_of
+from l0mem.plots.audit import FULL_MIRROR
+from l0mem.plots.climbs import climbs_of, fitted_line, plot_signal
 from l0mem.plots.matrix import VERDICT_COLOURS, cell_label, cell_ratio
 from l0mem.plots.p2p import pair_grid
 from tests.support.plots import capture
@@ -228,8 +229,8 @@ def test_several_climbs_get_the_analysis_slope_through_the_drawn_costs() -> None
     fit = SignalFit(
         "meminfo.MemAvailable", "host", 8, 2.0, -700.0, None, None, None, None, 1.0, 0.0, 0.0
     )
-    assert audit_plot.fitted_line(fit, climbs) == (-1.25, 2.0)  # the median of y - 2x, x up
-    assert audit_plot.fitted_line(fit, climbs[:1]) == (-700.0, 2.0)
+    assert fitted_line(fit, climbs) == (-1.25, 2.0)  # the median of y - 2x, x up
+    assert fitted_line(fit, climbs[:1]) == (-700.0, 2.0)
 
 
 def _busy_free(ratio: float, far_mib: int) -> SetupRun:
@@ -267,7 +268,7 @@ def test_the_y_axis_is_set_by_the_climb_and_the_fit_not_by_the_free_phase(
     (ax,) = [a for a in figures[0].axes if a.lines]
     low, high = ax.get_ylim()
     (run,) = report.runs
-    signal = audit_plot.plot_signal(report, run)
+    signal = plot_signal(report, run)
     assert signal is not None
     climbs = climbs_of(run.samples, signal)
     climbing = [y for k, c in enumerate(climbs) for _, y in (c.base if k == 0 else []) + c.up]

@@ -1,9 +1,10 @@
 """The mirroring audit: set-ups, child processes, data model, analysis, reports and comparison.
 
-:mod:`.setups` plans which set-up runs on which device, :mod:`.runner` runs
-the audit: each set-up (:mod:`.execute`) in a child process (:mod:`.process`
-starts it, :mod:`.child` is its side: :mod:`.experiment` allocates,
-:mod:`.discovery` lists the devices) under a :class:`Guard`. :mod:`.model` is
+:mod:`.setups` holds the options and set-ups, :mod:`.planning` plans which
+set-up runs on which device, :mod:`.runner` runs the audit: each set-up
+(:mod:`.execute`) in a child process (:mod:`.process` starts it,
+:mod:`.child` is its side: :mod:`.experiment` allocates, :mod:`.discovery`
+lists the devices) under a :class:`Guard`. :mod:`.model` is
 the report (its parts in :mod:`.runs`, field checks in :mod:`l0mem.jsonfields`),
 :mod:`.analysis` fits the signals and judges each run, :mod:`.report` writes
 JSON and JUnit (the plots are :mod:`l0mem.plots`') and :mod:`.compare`
@@ -36,6 +37,7 @@ from l0mem.audit.model import (
     SignalFit,
     utc_now,
 )
+from l0mem.audit.planning import plan_audit
 from l0mem.audit.remedies import KNOWN_REMEDIES, Remedy, custom_remedy
 from l0mem.audit.report import (
     summary_rows,
@@ -50,7 +52,7 @@ from l0mem.audit.runner import (
     run_audit,
     run_setup,
 )
-from l0mem.audit.setups import AuditOptions, Inventory, NoDeviceError, SetupPlan, plan_audit
+from l0mem.audit.setups import AuditOptions, Inventory, NoDeviceError, SetupPlan
 from l0mem.estimate import fit_signal
 from l0mem.files import ReportWriteError
 

@@ -29,6 +29,7 @@ from l0mem.audit.costs import collect as collect_costs
 from l0mem.audit.execute import run_setup, skipped_run
 from l0mem.audit.guard import Guard
 from l0mem.audit.model import AuditReport, Sample, SetupRun, utc_now
+from l0mem.audit.planning import plan_audit
 from l0mem.audit.process import (
     CHILD_MODULE,
     CancelEvent,
@@ -41,13 +42,7 @@ from l0mem.audit.process import (
 )
 from l0mem.audit.remedies import KNOWN_REMEDIES, Remedy, custom_remedy, remedies_for
 from l0mem.audit.runs import REASON_DISCOVERY
-from l0mem.audit.setups import (
-    AuditOptions,
-    Inventory,
-    NoDeviceError,
-    SetupPlan,
-    plan_audit,
-)
+from l0mem.audit.setups import AuditOptions, Inventory, NoDeviceError, SetupPlan
 from l0mem.driverenv import no_hardware_reason
 from l0mem.estimate import DEFAULT_CONFIG, AnalysisConfig, for_stacks
 

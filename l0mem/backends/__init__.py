@@ -1,13 +1,15 @@
 """Backends: one interface over Level Zero (:mod:`l0mem.core`) and SYCL (:mod:`l0mem.sycl`).
 
 What lives here: the :class:`Backend` protocol with its capability queries
-(:mod:`.base`), the buffer base every buffer shares (:mod:`.buffers`), what both
-backend classes share (:mod:`.common`), the Level Zero backend
-(:mod:`.levelzero`, buffers in :mod:`.l0_buffers`, events in :mod:`.l0_events`,
-kernels in :mod:`.l0_kernels`), the SYCL backend (:mod:`.sycl`, buffers and
-events in :mod:`.sycl_buffers`, kernels and work-group sizes in
-:mod:`.sycl_kernels`, device facts and the default device choice in
-:mod:`.sycl_info`), l0mem's kernel catalog and launchers (:mod:`.kernels`),
+(:mod:`.base`), the argument checks both backends apply (:mod:`.checks`), the
+buffer base every buffer shares (:mod:`.buffers`), what both backend classes
+share (:mod:`.common`), the Level Zero backend (:mod:`.levelzero`, buffers in
+:mod:`.l0_buffers`, events in :mod:`.l0_events`, kernels in
+:mod:`.l0_kernels`, synchronizing and closing in :mod:`.l0_lifetime`), the
+SYCL backend (:mod:`.sycl`, buffers and events in :mod:`.sycl_buffers`,
+kernels and work-group sizes in :mod:`.sycl_kernels`, synchronizing and
+closing in :mod:`.sycl_lifetime`, device facts and the default device choice
+in :mod:`.sycl_info`), l0mem's kernel catalog and launchers (:mod:`.kernels`),
 pinned host memory (:mod:`.host`), host-staged copies through a pinned ring
 (:mod:`.staging`), and the device inventory with
 :func:`open_backend` (:mod:`.select`), which the CLI and library users share.
@@ -41,12 +43,11 @@ from l0mem.backends.base import (
     PeerAccess,
     ResidencyUnsupported,
     RouteKind,
-    check_fill,
     cleanup,
     copy_deadline,
-    fill_size,
     is_simulator_name,
 )
+from l0mem.backends.checks import check_fill, fill_size
 from l0mem.backends.host import HostMemory
 from l0mem.backends.l0_info import device_memory
 from l0mem.backends.levelzero import L0Buffer, LevelZeroBackend

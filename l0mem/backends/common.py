@@ -14,7 +14,7 @@ waits the same way. A thread waiting on an event holds no lock (another
 thread may be about to queue what it waits for) but is counted, and
 ``close()`` destroys no event while such a wait is under way.
 
-What it may import: :mod:`.base` and :mod:`.staging`.
+What it may import: :mod:`.base`, :mod:`.checks` and :mod:`.staging`.
 """
 
 from __future__ import annotations
@@ -27,14 +27,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from typing_extensions import Self
 
-from l0mem.backends.base import (
-    HANG_BASE_S,
-    BackendClosedError,
-    DeviceBuffer,
-    Event,
-    copy_size,
-    device_index,
-)
+from l0mem.backends.base import HANG_BASE_S, BackendClosedError, DeviceBuffer, Event
+from l0mem.backends.checks import copy_size, device_index
 from l0mem.backends.staging import Stager
 
 

@@ -17,26 +17,22 @@ device (``zeContextMakeMemoryResident``) and Sysman's view of device memory.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Literal
 
 from l0mem.backends.allocation import naming_allocation
 from l0mem.backends.base import (
     HANG_BASE_S,
-    CopyTimeout,
     DeviceBuffer,
     DeviceMemory,
     Event,
     HostBuffer,
     PeerAccess,
     RouteKind,
-    check_allocation_size,
     cleanup,
-    copy_size,
-    fill_size,
     is_simulator_name,
 )
+from l0mem.backends.checks import check_allocation_size, copy_size, fill_size
 from l0mem.backends.common import CommonBackend, Gate, one_at_a_time
 from l0mem.backends.host import HostMemory
 from l0mem.backends.l0_buffers import L0Buffer
@@ -49,14 +45,18 @@ from l0mem.backends.l0_info import (
     sysman_used,
 )
 from l0mem.backends.l0_kernels import L0Kernels
+from l0mem.backends.l0_lifetime import L0Lifetime
 from l0mem.backends.staging import Stager
-from l0mem.core import Context, Device, ImmediateCommandList, ReleaseWarning
+from l0mem.core import Context, Device, ImmediateCommandList
 from l0mem.core import Event as CoreEvent
 from l0mem.driverenv import no_hardware_reason
 
 
-class LevelZeroBackend(L0Kernels, CommonBackend):
-    """l0mem's backend protocol over Level Zero devices (kernels: :class:`L0Kernels`)."""
+class LevelZeroBackend(L0Kernels, L0Lifetime, CommonBackend):
+    """l0mem's backend protocol over Level Zero devices (kernels: :class:`L0Kernels`).
+
+    Synchronizing and closing, where an operation may have hung: :class:`L0Lifetime`.
+    """
 
     name = "l0"
     label = "Level Zero"
@@ -340,84 +340,3 @@ class LevelZeroBackend(L0Kernels, CommonBackend):
         waits = self._waits(d.device, wait_for, ev)
         self._lists[d.device].fill(d.address, pattern, n, wait_for=waits, signal=ev.core)
         return ev.submitted(waits)
-
-    @one_at_a_time
-    def synchronize(self, device: int | None = None) -> None:
-        """Wait until all work on ``device`` (default: every device) has finished."""
-        targets = range(len(self._lists)) if device is None else [self._index(device)]
-        for i in targets:
-            if (j := self._behind_hang(i)) is not None:
-                raise CopyTimeout(f"device {i} is stuck behind a hung operation (via device {j})", i)
-            if i in self._hung:
-                raise CopyTimeout(f"device {i} has a hung operation", i)
-            if not self._lists[i].synchronize(self._sync_bound()):
-                self._hung.add(i)
-                raise CopyTimeout(f"device {i} did not finish (behind a hung operation)", i)
-            self._graph.synced(i)
-        for recycler in self._recyclers:
-            recycler.sweep()
-
-    def _behind_hang(self, device: int) -> int | None:
-        """Return the device ``device`` waits for if it is stuck behind a hung operation, else None.
-
-        Its work would never finish: waiting the watchdog's bound for it only
-        delays the report, once per device behind the hang. Every stuck device
-        found stays so (``_stuck``: device -> the device it waits for).
-        """
-        if self._hung and device not in self._stuck:
-            self._stuck.update(self._graph.stuck(self._hung))
-        return self._stuck.get(device)
-
-    def _sync_bound(self) -> int | None:
-        """Return how long a synchronize may wait (ns): unbounded, unless an operation hung.
-
-        Work queued on one device can wait on a hung copy of another, so once
-        one operation hung, every wait has the watchdog's base as its bound.
-        """
-        return int(self._hang_wait * 1e9) if self._hung else None
-
-    @one_at_a_time
-    def close(self) -> None:
-        """Finish outstanding work; release every list, module, event, allocation, then contexts."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            for i, cl in enumerate(self._lists):
-                # A device behind a hung operation would never finish: not waited for.
-                if i in self._hung or self._behind_hang(i) is not None:
-                    continue
-                if not cl.synchronize(self._sync_bound()):
-                    self._hung.add(i)
-        except BaseException as err:
-            cleanup([self._release], strict=False, after=err)
-            raise
-        # Another thread's wait on an event: its work is done now, unless it hung.
-        if not self.gate.shut(self._hang_wait if self._hung else None):
-            warnings.warn(
-                "the Level Zero backend's contexts are left to the process's end: another "
-                "thread still waits on an event of work that hung",
-                ReleaseWarning,
-                stacklevel=2,
-            )
-            return
-        self._release()
-
-    def _release(self) -> None:
-        self._drop_kernels()
-        self._lists = []
-        self._graph = WaitGraph(len(self._devices))
-        first: BaseException | None = None
-        try:
-            self._stager.close()  # pinned memory before the contexts it lives in
-        except Exception as err:
-            first = err
-        for ctx in self._contexts:
-            try:
-                ctx.close()
-            except Exception as err:
-                first = first or err
-        self._contexts = []
-        if first is not None:
-            raise first
-

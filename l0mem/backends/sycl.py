@@ -24,7 +24,6 @@ from typing import Any, Literal
 
 from l0mem.backends.allocation import naming_allocation
 from l0mem.backends.base import (
-    CopyTimeout,
     DeviceBuffer,
     DeviceMemory,
     Event,
@@ -32,11 +31,9 @@ from l0mem.backends.base import (
     PeerAccess,
     ResidencyUnsupported,
     RouteKind,
-    check_allocation_size,
-    copy_size,
-    fill_size,
     is_simulator_name,
 )
+from l0mem.backends.checks import check_allocation_size, copy_size, fill_size
 from l0mem.backends.common import CommonBackend, Gate, one_at_a_time
 from l0mem.backends.host import HostMemory
 from l0mem.backends.staging import Stager
@@ -55,6 +52,7 @@ from l0mem.backends.sycl_kernels import (
     SyclKernels,
     check_group_size_type,
 )
+from l0mem.backends.sycl_lifetime import SyclLifetime
 from l0mem.driverenv import no_hardware_reason
 from l0mem.keepalive import KeepAlive
 from l0mem.sycl import SyclNoDeviceError, load_dpctl, resolve_device
@@ -73,8 +71,11 @@ __all__ = [
 ]
 
 
-class SyclBackend(SyclKernels, CommonBackend):
-    """l0mem's backend protocol over SYCL devices, with dpctl doing the work."""
+class SyclBackend(SyclKernels, SyclLifetime, CommonBackend):
+    """l0mem's backend protocol over SYCL devices, with dpctl doing the work.
+
+    Synchronizing and closing, where an operation may have hung: :class:`SyclLifetime`.
+    """
 
     name = "sycl"
     label = "SYCL"
@@ -370,42 +371,6 @@ class SyclBackend(SyclKernels, CommonBackend):
             events.append(ev)
             filled += step
         return self._event(d.device, events)
-
-    # -- lifetime ----------------------------------------------------------
-
-    @one_at_a_time
-    def synchronize(self, device: int | None = None) -> None:
-        """Wait until all work on ``device`` (default: every device) has finished."""
-        targets = range(len(self._queues)) if device is None else [self._index(device)]
-        for i in targets:
-            # dpctl cannot wait with a bound: once an operation hung, work on any
-            # queue may wait on it, so no queue is waited on again.
-            if self._hung:
-                raise CopyTimeout(f"device {i} may be behind a hung operation", i)
-            self._queues[i].wait()
-            self._pending[i].clear()
-
-    @one_at_a_time
-    def close(self) -> None:
-        """Wait for outstanding work, free every allocation and drop queues and programs."""
-        if self._closed:
-            return
-        try:
-            for q in self._queues:
-                # A queue behind a hung operation would never finish: none is waited
-                # for once one hung (see synchronize).
-                if not self._hung:
-                    q.wait()
-        finally:
-            self._stager.close()
-            for buf in list(self._buffers):
-                buf.close()
-            for host in list(self._host):
-                host.close()
-            for pending in self._pending:
-                pending.clear()
-            self._drop_kernels()
-            self._closed = True
 
     def __repr__(self) -> str:
         """Return the context mode and the device count (or that it is closed)."""

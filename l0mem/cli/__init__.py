@@ -2,7 +2,8 @@
 
 What it is for: one module per command (``info``, ``audit``, ``compare``,
 ``p2p``, ``allreduce``, ``bench``, and :mod:`.run` for ``run`` and ``watch``;
-the audit's tables in :mod:`.audit_view`, the watch's in :mod:`.run_view`)
+the audit's tables in :mod:`.audit_view`, the watch's in :mod:`.run_view`,
+``p2p``'s in :mod:`.p2p_view`)
 and :mod:`._common`, the one failure path (``l0mem COMMAND: MESSAGE`` and a
 documented exit code) with :mod:`._exits`, the exit codes, and :mod:`._options`, the
 options the commands share;

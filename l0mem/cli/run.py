@@ -4,7 +4,8 @@
 foreground when l0mem has it; stdin, stdout and stderr are l0mem's) and
 passes its exit code on; ``watch`` attaches read-only
 to a running process. Both sample the process tree every interval, show it
-live, and end with the summary (:mod:`.run_view`) and the files asked for.
+live, and end with the summary (:mod:`.run_view`) and the files asked for;
+the options they share are :mod:`.run_options`'.
 l0mem's own lines go to stderr under ``run`` (stdout is the workload's).
 """
 
@@ -14,10 +15,10 @@ import contextlib
 import math
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
@@ -35,26 +36,14 @@ from l0mem.cli._common import (
     to_stdout,
 )
 from l0mem.cli._numbers import FloatRange, IntRange
-from l0mem.cli._options import (
-    answer_only_option,
-    checked_floor,
-    finite,
-    json_option,
-    label_option,
-    parse_floor,
-    parse_follow,
-    plot_option,
-    prometheus_option,
-    verbose_option,
-)
-from l0mem.cli._paths import NamedPath
+from l0mem.cli._options import checked_floor, finite, parse_floor, parse_follow
 from l0mem.cli._signals import handling
+from l0mem.cli.run_options import MAX_INTERVAL, MIN_INTERVAL, shared_options
 from l0mem.cli.run_view import Progress
 from l0mem.probe import read_environ
 from l0mem.trace import TraceSession
 from l0mem.watch import (
     DEFAULT_GRACE,
-    DEFAULT_INTERVAL,
     LOOK,
     CommandError,
     FloorError,
@@ -68,65 +57,7 @@ from l0mem.watch import (
 )
 from l0mem.watch.sysman import SysmanReader, child_environment
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-MAX_INTERVAL = 3600.0
-MIN_INTERVAL = 0.02
 PID_MAX = 1 << 22  # the kernel's largest pid_max
-
-
-# --interval's help: only run keeps a floor, and watch must not name an option it rejects.
-_INTERVAL_HELP = {
-    "run": "Time between samples (shorter as the host nears --host-floor).",
-    "watch": "Time between samples.",
-}
-
-
-def _shared(func: _F) -> _F:
-    """Add the options ``run`` and ``watch`` share."""
-    for option in reversed(
-        (
-            click.option(
-                "--interval",
-                type=FloatRange(MIN_INTERVAL, MAX_INTERVAL),
-                callback=finite,
-                default=DEFAULT_INTERVAL,
-                show_default=True,
-                metavar="SECONDS",
-                help=_INTERVAL_HELP[func.__name__],
-            ),
-            # -q: the answer alone, as in every command (no live view, no line per sample,
-            # no summary's tables); -qq, its old spelling, is the same.
-            answer_only_option,
-            verbose_option("every signal's fit in the summary, not only the deciding one"),
-            json_option,
-            click.option(
-                "--csv",
-                "csv_path",
-                type=NamedPath(readable=False, allow_dash=True, path_type=Path),
-                metavar="PATH",
-                help="Also write the time series as CSV (one row per sample, one column per signal).",
-            ),
-            plot_option(
-                "host and device memory over time, and host against device with the fit and "
-                "the 1:1 and 0 references"
-            ),
-            prometheus_option,
-            label_option,
-            click.option(
-                "--no-sysman",
-                is_flag=True,
-                help="Do not read Sysman's device memory (a child process that loads the "
-                "Level Zero driver with the workload's settings and reads zesMemoryGetState).",
-            ),
-            click.option(
-                "--fail-on-mirror",
-                is_flag=True,
-                help="Exit 1 when the verdict is mirror (run: if the workload itself succeeded).",
-            ),
-        )
-    ):
-        func = option(func)
-    return func
 
 
 def _sysman(
@@ -202,7 +133,7 @@ def _stop_on_signals(watch: Watch) -> contextlib.AbstractContextManager[None]:
     "than the allocation's owner. Risk: a peer that really needs the memory resident pays "
     "at first touch.",
 )
-@_shared
+@shared_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
 def run(
     host_floor: int | None,
@@ -354,7 +285,7 @@ def run_exit_code(result: WatchResult, summary: WatchSummary, fail_on_mirror: bo
     metavar="SECONDS",
     help="Stop watching after this long (default: until the process ends or Ctrl-C).",
 )
-@_shared
+@shared_options
 def watch(
     pid: int,
     duration: float | None,

@@ -2,7 +2,8 @@
 
 :mod:`.figure` is the one way a figure is made and written (PNG or SVG,
 atomically, without pyplot's global state); :mod:`.audit` draws an audit's
-host cost against device memory per set-up with each run's fitted line,
+host cost against device memory per set-up with each run's fitted line (the
+climbs and lines it draws, as data, are :mod:`.climbs`'),
 :mod:`.watch` a run or watch over time and against device memory,
 :mod:`.p2p` the copy bandwidth of every device pair as a heatmap with its
 route, :mod:`.matrix` the fleet matrix of ``l0mem matrix`` as a heatmap of
@@ -16,7 +17,8 @@ What it may import: :mod:`l0mem.watch`, :mod:`l0mem.audit`,
 :mod:`l0mem.estimate`, :mod:`l0mem.bench` and the leaf modules; never the CLI.
 """
 
-from l0mem.plots.audit import plot_signal, write_audit_plot
+from l0mem.plots.audit import write_audit_plot
+from l0mem.plots.climbs import plot_signal
 from l0mem.plots.compare import write_compare_plot
 from l0mem.plots.figure import PLOT_FORMATS, MissingDependencyError, new_figure, save_figure
 from l0mem.plots.matrix import write_matrix_plot

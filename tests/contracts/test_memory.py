@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from l0mem.backends import Backend, DeviceBuffer, Event, check_fill
-from l0mem.backends.base import MAX_FILL_PATTERN
+from l0mem.backends.checks import MAX_FILL_PATTERN
 from tests.contracts.helpers import filled, host, random_bytes, read
 
 ODD_SIZES = [1, 7, 4099, (1 << 20) + 3]
