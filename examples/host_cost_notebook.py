@@ -17,19 +17,18 @@
 import statistics
 import sys
 
-from l0mem.core import drivers
+from l0mem.backends import NoDeviceError, open_backend
 from l0mem.estimate import median_interval
 from l0mem.probe import host_cost
 
 SIZE = 256 << 20  # one allocation of 256 MiB
 REPEATS = 7
 
-devices = [d for driver in drivers() for d in driver.devices()]
-if len(devices) < 2:
-    sys.exit("host_cost_notebook: needs two Level Zero devices (see the first cell)")
-owner, peer = devices[:2]
-ctx = owner.driver.create_context([owner, peer])
-print(f"allocating on {owner.name}, made resident on {peer.name}")
+try:
+    backend = open_backend("l0", [0, 1])  # one context holding both devices
+except NoDeviceError as exc:
+    sys.exit(f"host_cost_notebook: needs two Level Zero devices (see the first cell): {exc}")
+print(f"allocating on {backend.device_name(0)}, made resident on {backend.device_name(1)}")
 
 # %% [markdown]
 # ## One block
@@ -40,8 +39,8 @@ print(f"allocating on {owner.name}, made resident on {peer.name}")
 
 # %%
 with host_cost() as cost:
-    buf = ctx.allocate_device(owner, SIZE)
-    ctx.make_resident(peer, buf)
+    buf = backend.allocate(0, SIZE)
+    backend.make_resident(buf, 1)
 print(f"host.available: {cost.per_gib(SIZE):.0f} MiB per GiB of device memory")
 print(f"Shmem:          {cost.per_gib(SIZE, 'meminfo.Shmem'):.0f} MiB per GiB")
 buf.close()
@@ -61,9 +60,9 @@ def per_gib(resident: bool) -> list[float]:
     out = []
     for _ in range(REPEATS):
         with host_cost() as cost:
-            buf = ctx.allocate_device(owner, SIZE)
+            buf = backend.allocate(0, SIZE)
             if resident:
-                ctx.make_resident(peer, buf)
+                backend.make_resident(buf, 1)
         buf.close()
         value = cost.per_gib(SIZE)
         if value is not None:
@@ -81,4 +80,4 @@ for resident in (True, False):
     )
 
 # %%
-ctx.close()
+backend.close()
