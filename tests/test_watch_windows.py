@@ -17,11 +17,11 @@ GIB = 1 << 30
 
 
 def _timeline(
-    seed: int, ratio: float, rate: float | None = None, look: float = 0.05
+    seed: int, ratio: float, rate: float | None = None, look: float = 0.05, unit: int = 32 * MIB
 ) -> tuple[list[int], list[float], list[int], list[int]]:
     """Return device bytes, times and host cost per read, and the host cost of each step.
 
-    Steps of 32-256 MiB up or down, 0.2-1.5 s apart beyond their host sides; each
+    Steps of 1-8 ``unit`` (32-256 MiB) up or down, 0.2-1.5 s apart beyond their host sides; each
     step's host side (``ratio`` of it) is made at 0.3-5 GB/s (or ``rate``), ending as device
     memory moves (made inside the call) or starting up to a read after it (made
     resident by the next call).
@@ -31,7 +31,7 @@ def _timeline(
     events = []  # (time device memory moves, bytes, host side starts, ends)
     t, held, lag = 0.5, 0, 0.0
     for _ in range(rng.randint(3, 12)):
-        size = rng.randint(1, 8) * 32 * MIB
+        size = rng.randint(1, 8) * unit
         delta = -size if held >= size and rng.random() < 0.3 else size
         held += delta
         # Made at 0.3-5 GB/s: the time is the host side's size over the rate.
@@ -89,6 +89,27 @@ def test_each_window_holds_its_whole_step_where_the_host_moved_across_the_change
             # Done a moment before device memory was counted: missed, so the window
             # reads low, never high.
             assert -2 * still <= moved <= want + 2 * still, (seed, step, moved, want)
+
+
+@pytest.mark.parametrize("unit", [64 * MIB, 128 * MIB])
+@pytest.mark.parametrize("seed", range(40))
+def test_a_large_step_read_every_10_ms_holds_its_whole_host_side(seed: int, unit: int) -> None:
+    # Steps of 64 MiB to 1 GiB, host sides made at 1.3 GB/s, reads 10 ms apart: a
+    # host side moves 13 MiB a read, under a 512 MiB step's 16 MiB test over 50 ms.
+    # Held to the same rate, every window the host side ran across
+    # holds all of it but the edges' test; none reads about 0, as a clean would.
+    xs, ts, cost, truth = _timeline(seed, 1.0, rate=1.3e9, look=0.01, unit=unit)
+    windows = _windows(step_windows(xs, ts, cost))
+    changes = [i for i in range(1, len(xs)) if xs[i] != xs[i - 1]]
+    for (step, (before, after)), change in zip(sorted(windows.items()), changes, strict=True):
+        delta = xs[change] - xs[change - 1]
+        sign = 1 if delta > 0 else -1
+        moved, want = sign * (cost[after] - cost[before]), sign * truth[step - 1]
+        # Under way across the change: by more than the test's rate allows over that read.
+        still = max(SETTLE_MIN, abs(delta) * SETTLE_FRACTION)
+        rate = min(still, max(SETTLE_MIN, still * (ts[change] - ts[change - 1]) / 0.05))
+        if sign * (cost[change] - cost[change - 1]) > rate:
+            assert abs(moved - want) <= 2 * still, (seed, step, moved, want)
 
 
 def test_a_host_side_done_just_before_the_count_is_rarely_missed() -> None:

@@ -11,144 +11,196 @@ still (:func:`~l0mem.watch.windows.pause_windows`) cost what the other
 processes and the rule alone make. Where their median lies off zero beyond
 its own interval, the step windows' interval is widened by as much as that
 median may be, on that side only (it never narrows, and the slope stays),
-and the verdict stands only where the widened interval still lies in it.
-Where the widened interval spans two verdicts, the job is ``inconclusive``,
-with the step size that would have decided at that bias: the pauses' cost
-is per window, so larger steps dilute it.
+and the verdict stands only where the widened interval still lies in it;
+else the job is ``inconclusive``. The pause windows are read as the step
+windows are: the run's steady drift and other processes' memory that a
+component shows are taken out of both. What they measure may also be the
+job's own: a host side slower than its windows, which widening the
+interval allows for as well.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import statistics
 
+from l0mem.estimate.bystanders import without_bystanders
 from l0mem.estimate.model import AnalysisConfig, NextSteps, SetupAnalysis, SignalFit
 from l0mem.estimate.order import Interval, median_interval
 from l0mem.estimate.signals import GIB, MIB, signal_info, value
+from l0mem.estimate.steps import drift, reads, windows
 from l0mem.estimate.verdicts import separated
 from l0mem.units import fixed
-from l0mem.watch.estimation import known_reads, more_evidence
+from l0mem.watch.estimation import as_setup_run, known_reads, more_evidence
 from l0mem.watch.series import Series, host_cost
 from l0mem.watch.windows import pause_windows, step_windows, window_spans
 
 # Fewer pause windows than this say nothing of a bias.
 MIN_PAUSES = 8
+# Step windows that take in this share of the time from the first to the last, at
+# this median length or more, ran into each other: the host never held still.
+RAN_TOGETHER = 0.75
+LONG_WINDOW_S = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
 class Pauses:
     """What windows made in a job's pauses cost one signal, and the step size they are made with."""
 
-    cost: Interval  # MiB per window: median and its interval
+    cost: Interval | None  # MiB per window: median and its interval; None: too few windows
     count: int
     step_gib: float  # the steps' median size, GiB
+    covered: float = 0.0  # share of the time from the first window to the last inside windows
+    window_s: float = 0.0  # the step windows' median length, seconds
+    widened: float = 0.0  # share of the step windows widened past the reads around their change
 
 
 def pause_costs(
-    series: Series, xs: list[int | None], signal: str, confidence: float
+    series: Series,
+    xs: list[int | None],
+    signal: str,
+    config: AnalysisConfig,
+    still: list[int | None] | None = None,
 ) -> Pauses | None:
     """Return what pause windows no longer than the job's step windows cost ``signal``, or None.
 
-    None where the signal is unknown, the job had fewer than two windows,
-    or there are fewer than :data:`MIN_PAUSES` pause windows.
+    The costs are read as the step windows' are: from the samples the
+    analysis reads (other processes' memory a component shows taken out,
+    :func:`~l0mem.estimate.bystanders.without_bystanders`), the run's steady
+    drift taken out over each window's length. A window across which
+    ``still`` (another device quantity, per sample: the allocations where
+    ``xs`` are residency calls) moved is left out: it is the job's own.
+    None where the signal is unknown or the job had fewer than two windows;
+    ``cost`` None where there are fewer than :data:`MIN_PAUSES` pause windows.
     """
     info = signal_info(signal)
     if info is None:
         return None
-    reads = [(s, x) for _, s, x in known_reads(series, xs)]
-    levels = [x for _, x in reads]
-    times = [s.t for s, _ in reads]
-    cost = [host_cost(series, s) for s, _ in reads]
+    known = known_reads(series, xs)
+    levels = [x for _, _, x in known]
+    times = [s.t for _, s, _ in known]
+    cost = [host_cost(series, s) for _, s, _ in known]
     found = window_spans(step_windows(levels, times, cost))
     spans = [times[after] - times[before] for before, after in found]
     sizes = [abs(b - a) for a, b in itertools.pairwise(levels) if b != a]
     if len(spans) < 2 or not sizes:
         return None
+    samples = as_setup_run(series, xs, config).samples
+    samples, _ = without_bystanders(samples, config.totals, config.clean_threshold)
+    at = {s.t: v for s in samples if (v := value(s.values, signal)) is not None}
+    rate = drift(windows(samples, signal), reads(samples, signal))  # MiB of cost a second
     longest = max(spans)
-    costs = []
     delta = round(statistics.median(sizes))
+    costs = []
     for before, after in pause_windows(times, cost, found, delta):
-        # Only as long as the step windows: a longer one holds more of any drift.
-        if times[after] - times[before] > longest:
+        t0, t1 = times[before], times[after]
+        # Only as long as the step windows: a longer one holds more of any motion.
+        if t1 - t0 > longest or t0 not in at or t1 not in at:
             continue
-        v0, v1 = value(reads[before][0].values, signal), value(reads[after][0].values, signal)
-        if v0 is not None and v1 is not None:
-            costs.append(info.sense * (v1 - v0) / MIB)
-    if len(costs) < MIN_PAUSES:
-        return None
-    return Pauses(median_interval(costs, confidence), len(costs), delta / GIB)
-
-
-def _bounds(verdict: str, config: AnalysisConfig) -> tuple[float, float]:
-    """Return the range of slopes (MiB/GiB) in which ``verdict`` holds."""
-    clean, mirror = config.clean_threshold * 1024.0, config.mirror_threshold * 1024.0
-    return {"clean": (-math.inf, clean), "partial": (clean, mirror)}.get(verdict, (mirror, math.inf))
+        if still is not None and len({still[i] for i in range(known[before][0], known[after][0] + 1)}) > 1:
+            continue
+        costs.append(info.sense * (at[t1] - at[t0]) / MIB - rate * (t1 - t0))
+    whole = times[found[-1][1]] - times[found[0][0]]
+    covered = sum(spans) / whole if whole > 0 else 0.0
+    bare = window_spans(step_windows(levels))
+    widened = sum(a != b for a, b in zip(found, bare, strict=False)) / len(found)
+    interval = median_interval(costs, config.confidence) if len(costs) >= MIN_PAUSES else None
+    return Pauses(
+        interval, len(costs), delta / GIB, covered, statistics.median(spans), widened
+    )
 
 
 def widened(fit: SignalFit, pauses: Pauses) -> SignalFit:
     """Return ``fit`` with its interval widened by the bias the pauses show (unchanged where none)."""
     assert fit.low is not None and fit.high is not None
-    low, high = fit.low, fit.high
-    if pauses.cost.low > 0:
-        low -= pauses.cost.high / pauses.step_gib
-    elif pauses.cost.high < 0:
-        high -= pauses.cost.low / pauses.step_gib
+    low, high, cost = fit.low, fit.high, pauses.cost
+    if cost is not None and cost.low > 0:
+        low -= cost.high / pauses.step_gib
+    elif cost is not None and cost.high < 0:
+        high -= cost.low / pauses.step_gib
     slope = fit.slope if fit.slope is not None else (low + high) / 2.0
     return dataclasses.replace(
         fit, low=low, high=high, uncertainty=max(high - slope, slope - low)
     )
 
 
-def _size_needed(fit: SignalFit, pauses: Pauses, verdict: str, config: AnalysisConfig) -> int | None:
-    """Return the step size (bytes) at which the pauses' bias would have left ``verdict`` standing."""
-    assert fit.low is not None and fit.high is not None
-    floor, ceiling = _bounds(verdict, config)
-    if pauses.cost.low > 0:
-        room, bias = fit.low - floor, pauses.cost.high
-    else:
-        room, bias = ceiling - fit.high, -pauses.cost.low
-    if not room > 0 or math.isinf(room):
-        return None
-    return math.ceil(bias / room * GIB / MIB) * MIB
-
-
 def against_the_pauses(
-    series: Series, xs: list[int | None], analysis: SetupAnalysis, config: AnalysisConfig
+    series: Series,
+    xs: list[int | None],
+    analysis: SetupAnalysis,
+    config: AnalysisConfig,
+    still: list[int | None] | None = None,
 ) -> SetupAnalysis:
-    """Return ``analysis`` with the deciding interval widened by the bias the pauses show (see the module)."""
+    """Return ``analysis`` with the deciding interval widened by the bias the pauses show (see the module).
+
+    ``still``: as for :func:`pause_costs`.
+    """
     signal = analysis.deciding_signal
     fit = analysis.fit(signal) if signal else None
     if signal is None or fit is None or fit.method != "steps" or fit.interval is None:
         return analysis
-    pauses = pause_costs(series, xs, signal, config.confidence)
-    if pauses is None or pauses.cost.low <= 0 <= pauses.cost.high:
+    pauses = pause_costs(series, xs, signal, config, still)
+    if pauses is not None and pauses.cost is None and _ran_together(pauses):
+        return _undecided(
+            series,
+            analysis,
+            signal,
+            fit,
+            f"its windows ran into each other ({pauses.covered:.0%} of the time from the first "
+            f"to the last, {pauses.window_s:.2f} s each at the median): the host kept moving the "
+            "steps' way between the changes, so no pause showed what moved without them (a "
+            "steady motion, another process's or the job's own, is taken in whole)",
+            more_evidence(series.tracing),
+        )
+    if pauses is None or pauses.cost is None or pauses.cost.low <= 0 <= pauses.cost.high:
         return analysis
     wide = widened(fit, pauses)
     assert wide.low is not None and wide.high is not None
     seen = (
         f"windows made the same way in the job's pauses, where device memory held still, cost "
-        f"{fixed(pauses.cost.median)} MiB ({fixed(pauses.cost.low)} to "
-        f"{fixed(pauses.cost.high)}, {pauses.count} windows): other processes' memory moved "
-        f"with the windows; the interval widened to {fixed(wide.low)} to {fixed(wide.high)} MiB/GiB"
+        f"{pauses.cost.median:.1f} MiB ({pauses.cost.low:.1f} to {pauses.cost.high:.1f}, "
+        f"{pauses.count} windows): memory moved with the windows that the steps did not move "
+        f"(another process's, or a host side of the job's own that outlasts its windows); "
+        f"the interval widened to {fixed(wide.low)} to {fixed(wide.high)} MiB/GiB"
     )
     host = [wide if f is fit else f for f in analysis.host]
     if separated(wide, config) == analysis.verdict:
         return dataclasses.replace(analysis, host=host, reason=f"{analysis.reason}; {seen}")
-    size = _size_needed(fit, pauses, analysis.verdict, config)
-    wanted = (
-        f"steps of {size >> 20} MiB or more would decide at that bias; "
-        if size is not None
-        else ""
+    return _undecided(
+        series,
+        dataclasses.replace(analysis, host=host),
+        signal,
+        fit,
+        f"{seen}, across two verdicts",
+        f"larger steps dilute what moves with each window; {more_evidence(series.tracing)}",
     )
+
+
+def _ran_together(pauses: Pauses) -> bool:
+    """Return whether the step windows, widened, took in nearly all the time between them, each long.
+
+    Windows that are only the reads around their change (reads as far apart
+    as the changes) leave no pauses either, but took in nothing by widening.
+    """
+    return (
+        pauses.covered >= RAN_TOGETHER
+        and pauses.window_s >= LONG_WINDOW_S
+        and pauses.widened >= 0.5
+    )
+
+
+def _undecided(
+    series: Series, analysis: SetupAnalysis, signal: str, fit: SignalFit, why: str, more: str
+) -> SetupAnalysis:
+    """Return ``analysis`` made inconclusive: its deciding ``signal`` could not decide, for ``why``."""
     advice = NextSteps(
-        text=f"{signal}: {seen}; {wanted}{more_evidence(series.tracing)}",
+        text=f"{signal}: {why}; {more}",
         signal=signal,
-        noise_mib=pauses.cost.high if pauses.cost.low > 0 else -pauses.cost.low,
+        noise_mib=None,
         windows=fit.points,
         windows_needed=None,
-        size_needed_bytes=size,
+        size_needed_bytes=None,
         missing={},
     )
     return dataclasses.replace(
@@ -156,9 +208,9 @@ def against_the_pauses(
         verdict="inconclusive",
         deciding_signal=None,
         ratio=None,
-        reason=f"no host signal could decide ({signal}: {seen}, which spans two verdicts)",
-        host=host,
-        passed_over={**analysis.passed_over, signal: f"{seen}, which spans two verdicts"},
+        # The signals after this one in priority were not tried: it had decided.
+        reason=f"{signal} could not decide: {why}",
+        passed_over={**analysis.passed_over, signal: why},
         released=None,
         vmrss_would_miss=False,
         next_steps=advice,

@@ -173,7 +173,8 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     if resident_xs is not None:
         run = as_setup_run(series, resident_xs, config)
         by_residency = analyze_samples(run.samples, config, unavailable=run.unavailable, more=more)
-        by_residency = against_the_pauses(series, resident_xs, by_residency, config)
+        # Its pauses hold the allocations: those are the job's own, not a bias.
+        by_residency = against_the_pauses(series, resident_xs, by_residency, config, still=xs)
     resident = _resident_fit(by_residency, _judged_signal(analysis))
     if resident_xs is not None and _apart(resident_xs, xs):
         # Judged, it may stand for the run only where the calls were steps of their own.

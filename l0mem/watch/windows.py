@@ -35,12 +35,15 @@ MIB = 1 << 20
 # than that reads low.
 SETTLE_HORIZON = 2.0
 # The host's cost is still between two reads when it moved by at most this much,
-# or by at most this fraction of the step's device memory where that is more. The
-# same between reads 10 ms apart as 50 ms: as a rate over the shorter span it took
-# neighbours' slow motion into windows and lost more verdicts than slow host sides
-# it caught (replayed over 241 recorded jobs: 180 right against 188).
+# or by at most this fraction of the step's device memory where that is more ...
 SETTLE_MIN = 2 * MIB
 SETTLE_FRACTION = 1 / 32
+# ... over reads this far apart or more. Reads closer than that are held to the same
+# rate, never below SETTLE_MIN: at 10 ms a host side made at 1.3 GB/s moves 13 MiB a
+# read, under a 512 MiB step's 16 MiB, and passed for still (its window read about 0,
+# a clean beside a neighbour that gave memory back). A floor of 1 MiB took in more
+# of neighbours' slow motion (replayed over 241 recorded jobs: 180 right against 188).
+SETTLE_SPAN = 0.05
 
 
 def settled(xs: Sequence[int | None]) -> list[bool]:
@@ -113,7 +116,7 @@ def edges(
         return before, after
     while reach and after + 1 < nxt and ts[after] - ts[before] < reach:
         after += 1
-    moving = _mover(delta, cost)
+    moving = _mover(delta, cost, ts)
     # Back over the run of moving reads that goes on across the change ...
     while (
         before > floor
@@ -169,14 +172,28 @@ def pause_windows(
     return out
 
 
-def _mover(delta: int, cost: Sequence[int | None]) -> Callable[[int, int], bool]:
+def still_limit(delta: int, seconds: float) -> float:
+    """Return how far the host's cost may move, in bytes, over ``seconds`` between reads and be still.
+
+    ``delta`` is the step's change of device memory: :data:`SETTLE_MIN` or
+    :data:`SETTLE_FRACTION` of the step over :data:`SETTLE_SPAN` or more,
+    the same rate over less, never below :data:`SETTLE_MIN`.
+    """
+    still = max(SETTLE_MIN, abs(delta) * SETTLE_FRACTION)
+    return min(still, max(SETTLE_MIN, still * seconds / SETTLE_SPAN))
+
+
+def _mover(
+    delta: int, cost: Sequence[int | None], ts: Sequence[float]
+) -> Callable[[int, int], bool]:
     """Return a test of whether the host's cost moved from one read to another the way ``delta`` moves it."""
     sign = 1 if delta > 0 else -1
-    still = max(SETTLE_MIN, int(abs(delta) * SETTLE_FRACTION))
 
     def moving(a: int, b: int) -> bool:
         ca, cb = cost[a], cost[b]
-        return ca is not None and cb is not None and sign * (cb - ca) > still
+        if ca is None or cb is None:
+            return False
+        return sign * (cb - ca) > still_limit(delta, abs(ts[b] - ts[a]))
 
     return moving
 
@@ -185,9 +202,11 @@ __all__ = [
     "SETTLE_FRACTION",
     "SETTLE_HORIZON",
     "SETTLE_MIN",
+    "SETTLE_SPAN",
     "edges",
     "pause_windows",
     "settled",
     "step_windows",
+    "still_limit",
     "window_spans",
 ]
