@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import statistics
 
 import pytest
 
@@ -117,7 +118,8 @@ def test_pause_windows_lie_between_the_step_windows_and_apart(seed: int) -> None
     ts = [s.t for s in series.samples]
     cost = [64 * GIB - s.values["host.available"] for s in series.samples]
     spans = window_spans(step_windows(xs, ts, cost))
-    found = pause_windows(ts, cost, spans, STEP)
+    reach = statistics.median(ts[a] - ts[b] for b, a in spans)
+    found = pause_windows(ts, cost, spans, STEP, reach)
     assert found
     taken = sorted([*spans, *found])
     for (_, closed), (opens, _) in itertools.pairwise(taken):

@@ -125,8 +125,8 @@ def next_steps(
     )
 
 
-def _where(samples: Sequence[Sample], total: SignalFit, sign: float) -> str:
-    """Return where the climb's motion (``sign``: its way against the windows) lay.
+def _where(samples: Sequence[Sample], total: SignalFit, sign: float | None) -> str:
+    """Return where the climb's motion (``sign``: its way against the windows; None: unknown) lay.
 
     Between the windows, or also in windows set aside as disturbed: those may
     hold the run's own lump as well as another process's.
@@ -134,7 +134,7 @@ def _where(samples: Sequence[Sample], total: SignalFit, sign: float) -> str:
     found = {w.step: w for w in windows(samples, total.signal)}
     aside = [found[s] for s in total.rejected if s in found and found[s].device_bytes > 0]
     held = sum(w.cost_mib for w in aside)
-    if not aside or sign * held <= 0:
+    if sign is None or not aside or sign * held <= 0:
         return "between the windows, not in them"
     return (
         f"outside the windows that agree: {len(aside)} set aside as disturbed held "
@@ -157,13 +157,9 @@ def _moved_between(
     assert total.slope is not None
     verdict = separated(total, config)
     found = None if verdict is None else against(samples, total, verdict, config)
-    level = "a different level" if found is None else f"{fixed(found[0].line.slope or 0.0)} MiB/GiB"
     climbed = None if found is None else found[0].line.slope
-    where = (
-        "between the windows, not in them"
-        if climbed is None
-        else _where(samples, total, climbed - total.slope)
-    )
+    level = "a different level" if found is None else f"{fixed(climbed or 0.0)} MiB/GiB"
+    where = _where(samples, total, None if climbed is None else climbed - total.slope)
     text = (
         f"{total.signal}: its step windows say {fixed(total.slope)} MiB/GiB, but the level the "
         f"host reached over the whole climb says {level}: memory moved {where} "

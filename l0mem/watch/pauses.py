@@ -90,10 +90,10 @@ def pause_costs(
     samples, _ = without_bystanders(samples, config.totals, config.clean_threshold)
     at = {s.t: v for s in samples if (v := value(s.values, signal)) is not None}
     rate = drift(windows(samples, signal), reads(samples, signal))  # MiB of cost a second
-    longest = max(spans)
+    longest, typical = max(spans), statistics.median(spans)
     delta = round(statistics.median(sizes))
     costs = []
-    for before, after in pause_windows(times, cost, found, delta):
+    for before, after in pause_windows(times, cost, found, delta, typical):
         t0, t1 = times[before], times[after]
         # Only as long as the step windows: a longer one holds more of any motion.
         if t1 - t0 > longest or t0 not in at or t1 not in at:
@@ -104,11 +104,9 @@ def pause_costs(
     whole = times[found[-1][1]] - times[found[0][0]]
     covered = sum(spans) / whole if whole > 0 else 0.0
     bare = window_spans(step_windows(levels))
-    widened = sum(a != b for a, b in zip(found, bare, strict=False)) / len(found)
+    grown = sum(a != b for a, b in zip(found, bare, strict=False)) / len(found)
     interval = median_interval(costs, config.confidence) if len(costs) >= MIN_PAUSES else None
-    return Pauses(
-        interval, len(costs), delta / GIB, covered, statistics.median(spans), widened
-    )
+    return Pauses(interval, len(costs), delta / GIB, covered, typical, grown)
 
 
 def widened(fit: SignalFit, pauses: Pauses) -> SignalFit:

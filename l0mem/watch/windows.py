@@ -22,7 +22,6 @@ reads low; it lies off the others and is outvoted by them.
 from __future__ import annotations
 
 import itertools
-import statistics
 from collections.abc import Callable, Sequence
 
 from l0mem.estimate.model import Edge
@@ -149,17 +148,17 @@ def pause_windows(
     cost: Sequence[int | None],
     spans: Sequence[tuple[int, int]],
     delta: int,
+    reach: float,
 ) -> list[tuple[int, int]]:
     """Return windows made as the step windows are, at reads between them where device memory held still.
 
     ``spans`` are the step windows (:func:`window_spans`). Between the first
     and the last, each pause is filled from its start with windows of a
-    make-believe change of ``delta`` bytes whose host side lasts as long as
-    the step windows' median, each opening a read after the one before it
-    closed: what the same rule makes of the host where the workload changed
-    nothing, over as long.
+    make-believe change of ``delta`` bytes whose host side lasts ``reach``
+    seconds (the step windows' median length), each opening a read after the
+    one before it closed: what the same rule makes of the host where the
+    workload changed nothing, over as long.
     """
-    reach = statistics.median(ts[a] - ts[b] for b, a in spans) if spans else 0.0
     out: list[tuple[int, int]] = []
     for (_, closed), (opens, _) in itertools.pairwise(spans):
         lo, hi = closed + 1, opens  # reads of the pause; the next window opens at hi
