@@ -141,7 +141,6 @@ def against_the_pauses(
     pauses = pause_costs(series, xs, signal, config, still)
     if pauses is not None and pauses.cost is None and _ran_together(pauses):
         return _undecided(
-            series,
             analysis,
             signal,
             fit,
@@ -166,7 +165,6 @@ def against_the_pauses(
     if separated(wide, config) == analysis.verdict:
         return dataclasses.replace(analysis, host=host, reason=f"{analysis.reason}; {seen}")
     return _undecided(
-        series,
         dataclasses.replace(analysis, host=host),
         signal,
         fit,
@@ -189,7 +187,7 @@ def _ran_together(pauses: Pauses) -> bool:
 
 
 def _undecided(
-    series: Series, analysis: SetupAnalysis, signal: str, fit: SignalFit, why: str, more: str
+    analysis: SetupAnalysis, signal: str, fit: SignalFit, why: str, more: str
 ) -> SetupAnalysis:
     """Return ``analysis`` made inconclusive: its deciding ``signal`` could not decide, for ``why``."""
     advice = NextSteps(
