@@ -108,26 +108,34 @@ def climb_line(
             centre = statistics.median(idle) if idle else 0.0
             # The idle costs' spread, unmoved by a jump in one climb's idle reads.
             noise = robust_spread([c - centre for c in idle]) if len(idle) >= 2 else None
-            base = fit_signal(judged[0], signal, config, drift=rate)
+            base = fit_signal(judged[0], signal, config, drift=rate, trend=False)
             line = line_fit(base, noise, common, ys, config)
             return ClimbLine(line, _lumps([centre, *ys], common[-1], config), len(judged))
     up = climb(samples)
-    line = fit_signal(up, signal, config, drift=rate)
+    line = fit_signal(up, signal, config, drift=rate, trend=False)
     series = cost_series(up, signal, rate)
     peak = max((x for _, x, _ in series), default=0.0)
     return ClimbLine(line, _lumps([c for _, _, c in series], peak, config), 1)
 
 
-def _rates(samples: Sequence[Sample], fit: SignalFit, verdict: Verdict) -> list[float]:
-    """Return the drifts to judge the climb with: the windows', and none too against a clean."""
+def _rates(
+    samples: Sequence[Sample], fit: SignalFit, verdict: Verdict, also: Sequence[float] = ()
+) -> list[float]:
+    """Return the drifts to judge the climb with: the windows', and none and ``also`` too against a clean."""
     rate = drift(windows(samples, fit.signal), reads(samples, fit.signal))
     # A clean is held to the climb as read too: a cost paid between the windows
     # in a steady rhythm looks like drift, and taking drift out would hide it.
-    return [rate, 0.0] if verdict == "clean" and rate else [rate]
+    if verdict != "clean":
+        return [rate]
+    return list(dict.fromkeys([rate, 0.0, *also]))
 
 
 def against(
-    samples: Sequence[Sample], fit: SignalFit, verdict: Verdict, config: AnalysisConfig
+    samples: Sequence[Sample],
+    fit: SignalFit,
+    verdict: Verdict,
+    config: AnalysisConfig,
+    also: Sequence[float] = (),
 ) -> tuple[ClimbLine, str] | None:
     """Return the climb that contradicts windows saying ``verdict`` and what it says instead, or None.
 
@@ -139,12 +147,14 @@ def against(
     down to clean, and a wrong clean is the worst answer); over a single climb
     its whole interval must lie past clean, and the audit climbs again until
     its climbs confirm a clean (:func:`confirms_clean`). Against a mirror or a
-    partial one, the whole interval must lie in clean.
+    partial one, the whole interval must lie in clean. ``also``: other
+    drifts (MiB a second) a clean is held to, as another process's rate
+    measured elsewhere.
     """
     if fit.method != "steps":
         return None
     clean = config.clean_threshold * 1024.0
-    for rate in _rates(samples, fit, verdict):
+    for rate in _rates(samples, fit, verdict, also):
         found = climb_line(samples, fit.signal, config, rate)
         line = found.line
         if not found.usable(config) or line.slope is None or line.interval is None:
@@ -164,10 +174,14 @@ def against(
 
 
 def outside(
-    samples: Sequence[Sample], fit: SignalFit, verdict: Verdict, config: AnalysisConfig
+    samples: Sequence[Sample],
+    fit: SignalFit,
+    verdict: Verdict,
+    config: AnalysisConfig,
+    also: Sequence[float] = (),
 ) -> str | None:
     """Return why windows that say ``verdict`` are contradicted by the run's climbs (:func:`against`), or None."""
-    found = against(samples, fit, verdict, config)
+    found = against(samples, fit, verdict, config, also)
     if found is None:
         return None
     climbed, other = found

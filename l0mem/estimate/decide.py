@@ -145,10 +145,30 @@ def choose(
             why = _accounts(samples, fit, total, config)
         if why is None:
             why = outside(samples, fit, verdict, config)  # type: ignore[arg-type]
+        if why is None and verdict == "clean" and _gained(fit, config):
+            why = _GAINED
         if why is None:
             return fit, total, passed_over
         passed_over[name] = why
     return None, total, passed_over
+
+
+# Why a slope far below zero decides nothing.
+_GAINED = (
+    "the host gained memory as device memory grew, more than clean allows it to lose: "
+    "another process gave memory back meanwhile, and that hides what the run cost"
+)
+
+
+def _gained(fit: SignalFit, config: AnalysisConfig) -> bool:
+    """Return whether ``fit``'s slope lies further below zero than the clean threshold lies above it.
+
+    Allocating device memory gives the host nothing back: such a slope is
+    another process's, its interval holds the scatter about that process's
+    motion (not the motion itself), and it says as little of a clean as of
+    a mirror.
+    """
+    return fit.slope is not None and fit.slope < -config.clean_threshold * 1024.0
 
 
 def _reaches_past_clean(total: SignalFit | None, config: AnalysisConfig) -> bool:

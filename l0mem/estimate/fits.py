@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 
 from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit
-from l0mem.estimate.signals import cost_series, signal_info
+from l0mem.estimate.signals import cost_series, signal_info, value
 from l0mem.estimate.steps import StepSlope, step_slope, windows
 
 
@@ -139,11 +139,15 @@ def fit_signal(
     config: AnalysisConfig | None = None,
     *,
     drift: float = 0.0,
+    trend: bool = True,
 ) -> SignalFit:
     """Return the fit of ``signal``'s memory cost against device bytes over a run's samples.
 
     ``drift`` (MiB of cost per second, :func:`l0mem.estimate.steps.drift`) is
-    taken out of a line's costs, as the windows take it out of theirs.
+    taken out of a line's costs, as the windows take it out of theirs. A
+    line's interval also holds its slope with a steady trend in time taken
+    out (:func:`with_drift`), unless ``trend`` is False (a climb, which is
+    there to see what moved with time).
     """
     config = config or AnalysisConfig()
     info = signal_info(signal)
@@ -195,7 +199,80 @@ def fit_signal(
             kept_mib=_kept(grow, shrink),
         )
     noise = statistics.stdev(idle) if len(idle) >= 2 else None
-    return line_fit(base, noise, xs, ys, config)
+    fitted = line_fit(base, noise, xs, ys, config)
+    ts = [s.t for s in samples if s.phase == "alloc" and value(s.values, signal) is not None]
+    if not trend or len(ts) != len(xs):
+        return fitted
+    return with_drift(fitted, noise, xs, ys, ts, config)
+
+
+# A steady trend in time is there where taking it out leaves this share of a line's
+# residual spread or less (three quarters of its variance explained).
+TREND_RESIDUAL = 0.5
+
+
+def detrended(
+    xs: Sequence[float], ys: Sequence[float], ts: Sequence[float]
+) -> tuple[float, float | None, float] | None:
+    """Return the slope of costs ``ys`` over device GiB ``xs`` with a straight line in time ``ts`` taken out of both.
+
+    Also the residual spread (MiB) and the span device memory still covers
+    once its own trend in time is out (GiB). None where either does not
+    vary with time or nothing is left.
+    """
+    in_x, in_y = least_squares(ts, xs), least_squares(ts, ys)
+    if in_x is None or in_y is None:
+        return None
+    rx = [x - in_x.intercept - in_x.slope * t for x, t in zip(xs, ts, strict=True)]
+    ry = [y - in_y.intercept - in_y.slope * t for y, t in zip(ys, ts, strict=True)]
+    sxx = sum(x * x for x in rx)
+    if not sxx > 1e-18:
+        return None
+    slope = sum(x * y for x, y in zip(rx, ry, strict=True)) / sxx
+    n = len(xs)
+    ss = sum((y - slope * x) ** 2 for x, y in zip(rx, ry, strict=True))
+    residual = math.sqrt(ss / (n - 3)) if n > 3 else None
+    return slope, residual, max(rx) - min(rx)
+
+
+def with_drift(
+    fit: SignalFit,
+    noise: float | None,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    ts: Sequence[float],
+    config: AnalysisConfig,
+) -> SignalFit:
+    """Return a line ``fit`` whose interval also holds the slope with a steady drift in time taken out.
+
+    A line over a run whose device memory only grew cannot tell a cost that
+    follows device memory from another process that kept growing (or
+    shrinking) all along: both rise with time. The slope with a straight
+    line in time taken out of costs and device memory alike
+    (:func:`detrended`) is what the device memory explains beyond any steady
+    drift, its uncertainty the noise over the span device memory still
+    covers then (a staircase keeps about a step of it, a smooth climb
+    little). Only where the trend explains much of what the line left
+    (its residual spread falls to :data:`TREND_RESIDUAL` of the line's or
+    less) does the interval widen to hold both: a steady motion may be the
+    run's own (a host side made slower than its steps) as well as another
+    process's. Without such a trend the line stands as it was.
+    """
+    if fit.slope is None or fit.uncertainty is None or fit.residual_mib is None:
+        return fit
+    found = detrended(xs, ys, ts)
+    if found is None:
+        return fit
+    slope, residual, span = found
+    if residual is None or not span > 0.0 or residual > TREND_RESIDUAL * fit.residual_mib:
+        return fit
+    sigma = max(noise or 0.0, residual)
+    uncertainty = config.noise_sigmas * sigma / span
+    low = min(fit.slope - fit.uncertainty, slope - uncertainty)
+    high = max(fit.slope + fit.uncertainty, slope + uncertainty)
+    return dataclasses.replace(
+        fit, low=low, high=high, uncertainty=max(high - fit.slope, fit.slope - low)
+    )
 
 
 def line_fit(
@@ -232,4 +309,15 @@ def line_fit(
     )
 
 
-__all__ = ["Line", "climb", "climbs", "fit_signal", "least_squares", "line_fit", "step_slopes", "theil_sen"]
+__all__ = [
+    "Line",
+    "climb",
+    "climbs",
+    "detrended",
+    "fit_signal",
+    "least_squares",
+    "line_fit",
+    "step_slopes",
+    "theil_sen",
+    "with_drift",
+]

@@ -82,14 +82,14 @@ MIN_PAUSES = 4
 STEADY = 0.5
 
 
-def windows(samples: Sequence[Sample], signal: str) -> list[Window]:
+def windows(samples: Sequence[Sample], signal: str, *, drift: bool = True) -> list[Window]:
     """Return the step windows of ``samples`` in which ``signal`` was read at both edges.
 
     A window is the "before" and "after" sample of one step; an "after"
     without a "before" of its step closes a window that opened at the sample
     just before it (a watched workload's windows are consecutive samples).
     Each window's cost has the host's drift over its length taken out
-    (:func:`drift`).
+    (:func:`local_drift`), unless ``drift`` is False.
     """
     info = signal_info(signal)
     if info is None:
@@ -122,6 +122,8 @@ def windows(samples: Sequence[Sample], signal: str) -> list[Window]:
                 end_mib=end,
             )
         )
+    if not drift:
+        return out
     rates = local_drift(out, reads(samples, signal))
     return [
         dataclasses.replace(w, cost_mib=w.cost_mib - rate * w.seconds)
@@ -155,29 +157,39 @@ STEADY_SHARE = 1 / 8
 _EDGE = 1e-6
 
 
+def steady_rate(read: Sequence[tuple[float, float]]) -> float | None:
+    """Return the rate (MiB a second) of ``read`` (time, cost MiB) where it was steady, else None.
+
+    Steady: every read lies on the straight line between the first and the
+    last within :data:`STEADY_JITTER_MIB`, or :data:`STEADY_SHARE` of the
+    whole change where that is more. A step, or a few, is another process's
+    (or the run's own), not a rate that carried on. None also for fewer than
+    two reads or no time between them.
+    """
+    if len(read) < 2 or read[-1][0] - read[0][0] <= 0:
+        return None
+    (t0, c0), (t1, c1) = read[0], read[-1]
+    rate = (c1 - c0) / (t1 - t0)
+    tolerance = max(STEADY_JITTER_MIB, abs(c1 - c0) * STEADY_SHARE)
+    if any(abs(c - (c0 + rate * (t - t0))) > tolerance for t, c in read[1:-1]):
+        return None
+    return rate
+
+
 def _pause_rate(
     a: Window, b: Window, inside: Sequence[tuple[float, float]]
 ) -> float | None:
     """Return the rate over the pause from window ``a`` to window ``b``, or None where it was no drift.
 
     ``inside`` are the reads taken within the pause, its ends included. With
-    reads between the ends, the pause counts only where every one of them
-    lies on the straight line between its ends (:data:`STEADY_JITTER_MIB`,
-    or :data:`STEADY_SHARE` of the change): a step, or a few, is another
-    process's, not a rate that carried on through the next window. Read at
-    its ends only, a pause cannot be told apart.
+    reads between the ends, the pause counts only where it was steady
+    (:func:`steady_rate`). Read at its ends only, a pause cannot be told apart.
     """
     start, end = a.t, b.t - b.seconds
-    gap = end - start
-    if gap <= 0:
+    if end - start <= 0:
         return None
-    change = b.start_mib - a.end_mib
-    rate = change / gap
-    tolerance = max(STEADY_JITTER_MIB, abs(change) * STEADY_SHARE)
-    for t, cost in inside:
-        if start + _EDGE < t < end - _EDGE and abs(cost - (a.end_mib + rate * (t - start))) > tolerance:
-            return None
-    return rate
+    between = [(t, c) for t, c in inside if start + _EDGE < t < end - _EDGE]
+    return steady_rate([(start, a.end_mib), *between, (end, b.start_mib)])
 
 
 def _pauses(
@@ -344,6 +356,7 @@ __all__ = [
     "local_drift",
     "reads",
     "robust_spread",
+    "steady_rate",
     "step_slope",
     "windows",
     "windows_needed",

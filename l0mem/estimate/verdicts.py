@@ -24,6 +24,11 @@ def separated(fit: SignalFit, config: AnalysisConfig) -> Verdict | None:
     return low if low == high else None
 
 
+# Device memory that moved by less than this (bytes) decides nothing: host memory is
+# counted in pages, and one 4 KiB page over less than 1 MiB is 4 MiB/GiB or more.
+MIN_SPAN_BYTES = 1 << 20
+
+
 def why_unusable(fit: SignalFit, config: AnalysisConfig | None = None) -> str | None:
     """Return why ``fit`` cannot decide at all (too little data, a poor line), or None."""
     config = config or AnalysisConfig()
@@ -32,6 +37,11 @@ def why_unusable(fit: SignalFit, config: AnalysisConfig | None = None) -> str | 
         return f"only {fit.points} {unit}, need {config.min_points}"
     if fit.slope is None or fit.uncertainty is None:
         return "device bytes did not vary across the alloc samples"
+    if fit.span_gib * (1 << 30) < MIN_SPAN_BYTES:
+        return (
+            f"device memory moved by {round(fit.span_gib * (1 << 30))} bytes only, under "
+            f"{MIN_SPAN_BYTES >> 20} MiB: host memory counted in pages cannot give a ratio"
+        )
     ratio = fit.slope / 1024.0
     if (
         fit.method == "line"
@@ -43,4 +53,4 @@ def why_unusable(fit: SignalFit, config: AnalysisConfig | None = None) -> str | 
     return None
 
 
-__all__ = ["classify", "separated", "why_unusable"]
+__all__ = ["MIN_SPAN_BYTES", "classify", "separated", "why_unusable"]

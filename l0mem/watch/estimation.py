@@ -19,7 +19,17 @@ import itertools
 
 from l0mem.audit.model import SetupRun, plain_run
 from l0mem.estimate import DEFAULT_CONFIG, analyze_samples
-from l0mem.estimate.model import AnalysisConfig, Edge, Phase, Sample, SetupAnalysis
+from l0mem.estimate.model import (
+    AnalysisConfig,
+    Edge,
+    NextSteps,
+    Phase,
+    Sample,
+    SetupAnalysis,
+    SignalFit,
+)
+from l0mem.estimate.signals import MIB
+from l0mem.estimate.steps import steady_rate
 from l0mem.units import fixed
 from l0mem.watch.series import IN_FLIGHT, Series, WatchSample, host_cost
 from l0mem.watch.windows import settled, step_windows
@@ -86,6 +96,46 @@ def known_reads(series: Series, xs: list[int | None]) -> list[tuple[int, WatchSa
     ]
 
 
+# The host's rate before the job began says nothing from fewer reads than this, or
+# over less time: a neighbour's rate needs a stretch to show it was steady.
+BEFORE_READS = 5
+BEFORE_SECONDS = 0.5
+
+
+def before_the_job(series: Series, known: list[tuple[int, WatchSample, int]]) -> float | None:
+    """Return the rate (MiB a second) the host's cost moved at before device memory first grew, or None.
+
+    Before the job took any device memory, what moved the host was other
+    processes: where it moved steadily (:func:`~l0mem.estimate.steps.steady_rate`)
+    over :data:`BEFORE_READS` reads and :data:`BEFORE_SECONDS` or more, that is
+    a neighbour's rate, and it tells what part of a rate seen later is theirs.
+    None where the reads are too few or too short, or the host jumped.
+    ``known`` are the reads the windows are made of (:func:`known_reads`).
+    """
+    read: list[tuple[float, float]] = []
+    base = host_cost(series, series.baseline)
+    if base is not None:
+        read.append((series.baseline.t, base / MIB))
+    for _, s, x in known:
+        if x != 0:
+            break
+        cost = host_cost(series, s)
+        if cost is not None:
+            read.append((s.t, cost / MIB))
+    if len(read) < BEFORE_READS or read[-1][0] - read[0][0] < BEFORE_SECONDS:
+        return None
+    return steady_rate(read)
+
+
+def edge_costs(series: Series, known: list[tuple[int, WatchSample, int]]) -> tuple[list[int | None], float]:
+    """Return the host's cost at each of ``known`` reads and the rate before the job (bytes a second, 0: none).
+
+    What the step windows' edges are moved over (:func:`~l0mem.watch.windows.step_windows`).
+    """
+    rate = before_the_job(series, known)
+    return [host_cost(series, s) for _, s, _ in known], (rate or 0.0) * MIB
+
+
 def as_setup_run(
     series: Series,
     xs: list[int | None],
@@ -114,8 +164,8 @@ def as_setup_run(
         first, last = held[0], held[-1]
         levels = [x for _, x, _ in known]
         times = [s.t for s, _, _ in known]
-        cost = [host_cost(series, s) for s, _, _ in known] if widen else None
-        marks = step_windows(levels, times if widen else None, cost)
+        cost, rate = edge_costs(series, known_reads(series, xs)) if widen else (None, 0.0)
+        marks = step_windows(levels, times if widen else None, cost, rate)
         if sum(1 for a, b in itertools.pairwise(levels) if b > a) < WINDOWS_FOR_STEPS:
             # Too few windows for the windows' own interval: the line, over settled samples.
             marks = {}
@@ -211,14 +261,44 @@ def at_the_change(
     )
 
 
+def undecided(
+    analysis: SetupAnalysis, signal: str, fit: SignalFit, why: str, more: str
+) -> SetupAnalysis:
+    """Return ``analysis`` made inconclusive: its deciding ``signal`` could not decide, for ``why``."""
+    advice = NextSteps(
+        text=f"{signal}: {why}; {more}",
+        signal=signal,
+        noise_mib=None,
+        windows=fit.points,
+        windows_needed=None,
+        size_needed_bytes=None,
+        missing={},
+    )
+    return dataclasses.replace(
+        analysis,
+        verdict="inconclusive",
+        deciding_signal=None,
+        ratio=None,
+        # The signals after this one in priority were not tried: it had decided.
+        reason=f"{signal} could not decide: {why}",
+        passed_over={**analysis.passed_over, signal: why},
+        released=None,
+        vmrss_would_miss=False,
+        next_steps=advice,
+    )
+
+
 __all__ = [
     "TREE_RSS",
     "WINDOWS_FOR_STEPS",
     "as_setup_run",
     "at_the_change",
+    "before_the_job",
     "device_series",
+    "edge_costs",
     "known_reads",
     "more_evidence",
     "traced_from_zero",
+    "undecided",
     "watch_config",
 ]

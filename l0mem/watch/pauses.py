@@ -26,14 +26,20 @@ import itertools
 import statistics
 
 from l0mem.estimate.bystanders import without_bystanders
-from l0mem.estimate.model import AnalysisConfig, NextSteps, SetupAnalysis, SignalFit
+from l0mem.estimate.model import AnalysisConfig, SetupAnalysis, SignalFit
 from l0mem.estimate.order import Interval, median_interval
 from l0mem.estimate.signals import GIB, MIB, signal_info, value
 from l0mem.estimate.steps import drift, reads, windows
 from l0mem.estimate.verdicts import separated
 from l0mem.units import fixed
-from l0mem.watch.estimation import as_setup_run, known_reads, more_evidence
-from l0mem.watch.series import Series, host_cost
+from l0mem.watch.estimation import (
+    as_setup_run,
+    edge_costs,
+    known_reads,
+    more_evidence,
+    undecided,
+)
+from l0mem.watch.series import Series
 from l0mem.watch.windows import pause_windows, step_windows, window_spans
 
 # Fewer pause windows than this say nothing of a bias.
@@ -80,8 +86,8 @@ def pause_costs(
     known = known_reads(series, xs)
     levels = [x for _, _, x in known]
     times = [s.t for _, s, _ in known]
-    cost = [host_cost(series, s) for _, s, _ in known]
-    found = window_spans(step_windows(levels, times, cost))
+    cost, pace = edge_costs(series, known)
+    found = window_spans(step_windows(levels, times, cost, pace))
     spans = [times[after] - times[before] for before, after in found]
     sizes = [abs(b - a) for a, b in itertools.pairwise(levels) if b != a]
     if len(spans) < 2 or not sizes:
@@ -93,7 +99,7 @@ def pause_costs(
     longest, typical = max(spans), statistics.median(spans)
     delta = round(statistics.median(sizes))
     costs = []
-    for before, after in pause_windows(times, cost, found, delta, typical):
+    for before, after in pause_windows(times, cost, found, delta, typical, pace):
         t0, t1 = times[before], times[after]
         # Only as long as the step windows: a longer one holds more of any motion.
         if t1 - t0 > longest or t0 not in at or t1 not in at:
@@ -140,7 +146,7 @@ def against_the_pauses(
         return analysis
     pauses = pause_costs(series, xs, signal, config, still)
     if pauses is not None and pauses.cost is None and _ran_together(pauses):
-        return _undecided(
+        return undecided(
             analysis,
             signal,
             fit,
@@ -164,7 +170,7 @@ def against_the_pauses(
     host = [wide if f is fit else f for f in analysis.host]
     if separated(wide, config) == analysis.verdict:
         return dataclasses.replace(analysis, host=host, reason=f"{analysis.reason}; {seen}")
-    return _undecided(
+    return undecided(
         dataclasses.replace(analysis, host=host),
         signal,
         fit,
@@ -183,33 +189,6 @@ def _ran_together(pauses: Pauses) -> bool:
         pauses.covered >= RAN_TOGETHER
         and pauses.window_s >= LONG_WINDOW_S
         and pauses.widened >= 0.5
-    )
-
-
-def _undecided(
-    analysis: SetupAnalysis, signal: str, fit: SignalFit, why: str, more: str
-) -> SetupAnalysis:
-    """Return ``analysis`` made inconclusive: its deciding ``signal`` could not decide, for ``why``."""
-    advice = NextSteps(
-        text=f"{signal}: {why}; {more}",
-        signal=signal,
-        noise_mib=None,
-        windows=fit.points,
-        windows_needed=None,
-        size_needed_bytes=None,
-        missing={},
-    )
-    return dataclasses.replace(
-        analysis,
-        verdict="inconclusive",
-        deciding_signal=None,
-        ratio=None,
-        # The signals after this one in priority were not tried: it had decided.
-        reason=f"{signal} could not decide: {why}",
-        passed_over={**analysis.passed_over, signal: why},
-        released=None,
-        vmrss_would_miss=False,
-        next_steps=advice,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from l0mem.estimate import DEFAULT_CONFIG, analyze_samples, disputed
 from l0mem.estimate.model import AnalysisConfig, SetupAnalysis, SignalFit
 from l0mem.units import fixed
+from l0mem.watch.drift import against_the_drift
 from l0mem.watch.estimation import (
     TREE_RSS,
     as_setup_run,
@@ -168,6 +169,7 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=more)
     analysis = at_the_change(series, xs, analysis, config)
     analysis = against_the_pauses(series, xs, analysis, config)
+    analysis = against_the_drift(series, xs, analysis, config)
     resident_xs = _resident_series(series)
     by_residency = None
     if resident_xs is not None:
@@ -175,6 +177,7 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
         by_residency = analyze_samples(run.samples, config, unavailable=run.unavailable, more=more)
         # Its pauses hold the allocations: those are the job's own, not a bias.
         by_residency = against_the_pauses(series, resident_xs, by_residency, config, still=xs)
+        by_residency = against_the_drift(series, resident_xs, by_residency, config)
     resident = _resident_fit(by_residency, _judged_signal(analysis))
     if resident_xs is not None and _apart(resident_xs, xs):
         # Judged, it may stand for the run only where the calls were steps of their own.

@@ -63,6 +63,7 @@ def step_windows(
     xs: Sequence[int],
     ts: Sequence[float] | None = None,
     cost: Sequence[int | None] | None = None,
+    rate: float = 0.0,
 ) -> dict[int, list[tuple[int, Edge]]]:
     """Return, by index into ``xs``, the window edges each sample is: where device memory changed.
 
@@ -74,7 +75,9 @@ def step_windows(
     module's text). Windows are kept that short because any other process
     may move host memory while one is open; a read that caught a step half
     done lies off the other windows and is outvoted by them. One sample can
-    close a window and open the next.
+    close a window and open the next. ``rate`` (bytes a second): the rate
+    other processes moved the host's cost at before the job; motion the
+    step's way with it taken out widens a window too (:func:`edges`).
     """
     n = len(xs)
     changes = [i for i in range(1, n) if xs[i] != xs[i - 1]]
@@ -82,7 +85,7 @@ def step_windows(
     floor = 0  # no window opens before the one before it closed
     for step, i in enumerate(changes, start=1):
         nxt = changes[step] if step < len(changes) else n
-        before, after = edges(xs[i] - xs[i - 1], i, floor, nxt, n, ts, cost)
+        before, after = edges(xs[i] - xs[i - 1], i, floor, nxt, n, ts, cost, rate=rate)
         floor = after
         marks.setdefault(before, []).append((step, "before"))
         marks.setdefault(after, []).append((step, "after"))
@@ -100,6 +103,7 @@ def edges(
     ts: Sequence[float] | None,
     cost: Sequence[int | None] | None,
     reach: float = 0.0,
+    rate: float = 0.0,
 ) -> tuple[int, int]:
     """Return the (before, after) reads of the window of a change of ``delta`` bytes at read ``i``.
 
@@ -107,7 +111,10 @@ def edges(
     change (``n``, the number of reads, where there is none): the edges
     move no further (see :func:`step_windows`). With ``reach`` (seconds),
     the window first runs that long from its first read, as a host side
-    that long would make it, and widens from there.
+    that long would make it, and widens from there. An edge moves over
+    reads where the cost moved the step's way as read, or with ``rate``
+    (bytes a second, another process's) taken out: a host side made while a
+    neighbour gave memory back at its pace looks still as read.
     """
     before = i - 1
     after = i + 1 if i + 1 < nxt else i
@@ -115,7 +122,7 @@ def edges(
         return before, after
     while reach and after + 1 < nxt and ts[after] - ts[before] < reach:
         after += 1
-    moving = _mover(delta, cost, ts)
+    moving = _mover(delta, cost, ts, rate)
     # Back over the run of moving reads that goes on across the change ...
     while (
         before > floor
@@ -149,6 +156,7 @@ def pause_windows(
     spans: Sequence[tuple[int, int]],
     delta: int,
     reach: float,
+    rate: float = 0.0,
 ) -> list[tuple[int, int]]:
     """Return windows made as the step windows are, at reads between them where device memory held still.
 
@@ -157,14 +165,14 @@ def pause_windows(
     make-believe change of ``delta`` bytes whose host side lasts ``reach``
     seconds (the step windows' median length), each opening a read after the
     one before it closed: what the same rule makes of the host where the
-    workload changed nothing, over as long.
+    workload changed nothing, over as long (``rate`` as for :func:`edges`).
     """
     out: list[tuple[int, int]] = []
     for (_, closed), (opens, _) in itertools.pairwise(spans):
         lo, hi = closed + 1, opens  # reads of the pause; the next window opens at hi
         i = lo + 1
         while i + 1 < hi:
-            before, after = edges(delta, i, lo, hi, len(ts), ts, cost, reach)
+            before, after = edges(delta, i, lo, hi, len(ts), ts, cost, reach, rate)
             out.append((before, after))
             lo = after + 1
             i = lo + 1
@@ -183,16 +191,21 @@ def still_limit(delta: int, seconds: float) -> float:
 
 
 def _mover(
-    delta: int, cost: Sequence[int | None], ts: Sequence[float]
+    delta: int, cost: Sequence[int | None], ts: Sequence[float], rate: float = 0.0
 ) -> Callable[[int, int], bool]:
-    """Return a test of whether the host's cost moved from one read to another the way ``delta`` moves it."""
+    """Return a test of whether the host's cost moved from one read to another the way ``delta`` moves it.
+
+    As read, or with ``rate`` (bytes a second) taken out.
+    """
     sign = 1 if delta > 0 else -1
 
     def moving(a: int, b: int) -> bool:
         ca, cb = cost[a], cost[b]
         if ca is None or cb is None:
             return False
-        return sign * (cb - ca) > still_limit(delta, abs(ts[b] - ts[a]))
+        limit = still_limit(delta, abs(ts[b] - ts[a]))
+        moved = sign * (cb - ca)
+        return moved > limit or moved - sign * rate * (ts[b] - ts[a]) > limit
 
     return moving
 

@@ -1,0 +1,141 @@
+"""The drift's check on a watched job's verdict: whose rate the windows took out.
+
+The step windows take out of each window the rate the host moved at in the
+pauses around it (:func:`~l0mem.estimate.steps.local_drift`): another
+process growing or shrinking all along. A job's own host side can move at a
+rate too: one slower than its steps, still being made when the next step
+comes, fills the pauses exactly as a neighbour would. Before the job took
+any device memory, only other processes moved the host
+(:func:`~l0mem.watch.estimation.before_the_job`), so:
+
+- a rate the steps' way (the host losing memory while allocations are
+  made) that the reads before the job did not show may be the job's own:
+  the verdict must hold with the windows read as they were, drift left in,
+  as well; the interval widens to hold both, and where it then spans two
+  verdicts the job is ``inconclusive``;
+- a rate the reads before the job did show is held against a clean as the
+  climb's drift too (:func:`~l0mem.estimate.climbs.outside`): a neighbour
+  that gave memory back at the pace the job's host side was made keeps the
+  host still in every window and over the whole climb as read;
+- a job with too few windows is read by a line over its climb, which holds
+  another process's rate all through: the line with the rate shown before
+  the job taken out must agree with it (the interval holds both).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from l0mem.estimate.bystanders import without_bystanders
+from l0mem.estimate.climbs import outside
+from l0mem.estimate.fits import fit_signal
+from l0mem.estimate.model import AnalysisConfig, Sample, SetupAnalysis, SignalFit
+from l0mem.estimate.steps import StepSlope, step_slope, windows
+from l0mem.estimate.verdicts import separated
+from l0mem.units import fixed
+from l0mem.watch.estimation import (
+    as_setup_run,
+    before_the_job,
+    known_reads,
+    more_evidence,
+    undecided,
+)
+from l0mem.watch.series import Series
+
+
+def against_the_drift(
+    series: Series, xs: list[int | None], analysis: SetupAnalysis, config: AnalysisConfig
+) -> SetupAnalysis:
+    """Return ``analysis`` checked against the rate the host moved at before the job (see the module)."""
+    signal = analysis.deciding_signal
+    fit = analysis.fit(signal) if signal else None
+    if signal is None or fit is None or fit.interval is None or fit.slope is None:
+        return analysis
+    before = before_the_job(series, known_reads(series, xs))
+    samples = as_setup_run(series, xs, config).samples
+    samples, _ = without_bystanders(samples, config.totals, config.clean_threshold)
+    more = more_evidence(series.tracing)
+    if fit.method != "steps":
+        if not before:
+            return analysis
+        # A line over the climb holds another process's rate all through it: the
+        # line with the rate it showed before the job taken out must agree.
+        other = fit_signal(samples, signal, config, drift=before)
+        if other.interval is None or other.slope is None:
+            return analysis
+        seen = (
+            f"another process moved the host at {fixed(before)} MiB/s before the job; with "
+            f"that taken out the line gives {fixed(other.slope)} ({fixed(other.interval[0])} "
+            f"to {fixed(other.interval[1])})"
+        )
+        return _holding(analysis, signal, fit, other.interval, seen, more, config)
+    if analysis.verdict == "clean" and before:
+        why = outside(samples, fit, "clean", config, also=(before,))
+        if why is not None:
+            return undecided(
+                analysis,
+                signal,
+                fit,
+                f"{why} (another process's {fixed(before)} MiB/s before the job taken out)",
+                more,
+            )
+    taken = _taken(samples, signal, config, before or 0.0)
+    if taken is None or taken[0] <= 0 or taken[1].slope <= fit.slope:
+        return analysis
+    rate, raw = taken
+    shown = "no steady rate" if before is None else f"{fixed(before)} MiB/s"
+    seen = (
+        f"the windows took out {fixed(rate)} MiB/s more than the host moved at before the job "
+        f"({shown}): it may be the job's own host side, made more slowly than its steps "
+        f"came; with it left in the windows give {fixed(raw.slope)} "
+        f"({fixed(raw.interval.low)} to {fixed(raw.interval.high)})"
+    )
+    return _holding(analysis, signal, fit, (raw.interval.low, raw.interval.high), seen, more, config)
+
+
+def _holding(
+    analysis: SetupAnalysis,
+    signal: str,
+    fit: SignalFit,
+    other: tuple[float, float],
+    seen: str,
+    more: str,
+    config: AnalysisConfig,
+) -> SetupAnalysis:
+    """Return ``analysis`` with ``fit``'s interval widened to hold ``other`` too, undecided where it then spans two verdicts."""
+    assert fit.interval is not None and fit.slope is not None
+    low, high = min(fit.interval[0], other[0]), max(fit.interval[1], other[1])
+    if (low, high) == fit.interval:
+        return analysis
+    wide = dataclasses.replace(
+        fit, low=low, high=high, uncertainty=max(high - fit.slope, fit.slope - low)
+    )
+    seen = f"{seen}; the interval widened to {fixed(low)} to {fixed(high)} MiB/GiB"
+    host = [wide if f is fit else f for f in analysis.host]
+    if separated(wide, config) == analysis.verdict:
+        return dataclasses.replace(analysis, host=host, reason=f"{analysis.reason}; {seen}")
+    return undecided(
+        dataclasses.replace(analysis, host=host), signal, fit, f"{seen}, across two verdicts", more
+    )
+
+
+def _taken(
+    samples: Sequence[Sample], signal: str, config: AnalysisConfig, before: float
+) -> tuple[float, StepSlope] | None:
+    """Return how much more than ``before`` the allocation windows took out (MiB a second), and their slope with ``before`` alone taken out."""
+    read = {w.step: w for w in windows(samples, signal) if w.device_bytes > 0}
+    raw = [
+        dataclasses.replace(w, cost_mib=w.cost_mib - before * w.seconds)
+        for w in windows(samples, signal, drift=False)
+        if w.device_bytes > 0
+    ]
+    seconds = sum(w.seconds for w in raw)
+    slope = step_slope(raw, config.confidence)
+    if slope is None or seconds <= 0:
+        return None
+    rate = sum(w.cost_mib - read[w.step].cost_mib for w in raw if w.step in read) / seconds
+    return rate, slope
+
+
+__all__ = ["against_the_drift"]
