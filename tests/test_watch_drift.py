@@ -77,7 +77,8 @@ def test_a_host_side_slower_than_the_steps_is_never_read_low(seed: int, ratio: f
     summary = summarize(job(seed, ratio, step=512 * MIB, host_rate=0.3e9, drift=drift))
     assert summary.verdict in (TRUTH[ratio], "inconclusive"), summary.analysis.reason
     if summary.verdict == "inconclusive":
-        assert "job's own host side" in summary.analysis.reason or "climb" in summary.analysis.reason
+        reason = summary.analysis.reason
+        assert "job's own host side" in reason or "climb" in reason, reason
         advice = summary.analysis.next_steps
         assert advice is not None and advice.text
 

@@ -81,17 +81,42 @@ def against_the_drift(
                 more,
             )
     taken = _taken(samples, signal, config, before or 0.0)
-    if taken is None or taken[0] <= 0 or taken[1].slope <= fit.slope:
+    if taken is None:
         return analysis
     rate, raw = taken
-    shown = "no steady rate" if before is None else f"{fixed(before)} MiB/s"
-    seen = (
-        f"the windows took out {fixed(rate)} MiB/s more than the host moved at before the job "
-        f"({shown}): it may be the job's own host side, made more slowly than its steps "
-        f"came; with it left in the windows give {fixed(raw.slope)} "
-        f"({fixed(raw.interval.low)} to {fixed(raw.interval.high)})"
-    )
+    if before is not None and abs(rate) * _seconds(samples, signal) > _STILL_MIB:
+        # The rate the windows took out is not the one another process showed
+        # before the job: whichever holds, the interval holds both.
+        whose = (
+            "the rest may be the job's own host side, made more slowly than its steps came"
+            if rate > 0
+            else "that process may have slowed or stopped"
+        )
+        seen = (
+            f"the windows took out {fixed(rate + before)} MiB/s, another process moved the "
+            f"host at {fixed(before)} MiB/s before the job ({whose}); with that taken out "
+            f"instead the windows give {fixed(raw.slope)} ({fixed(raw.interval.low)} to "
+            f"{fixed(raw.interval.high)})"
+        )
+    elif before is None and rate > 0 and raw.slope > fit.slope:
+        seen = (
+            f"the windows took out {fixed(rate)} MiB/s the host moved at between them, and no "
+            f"steady rate before the job says whose: it may be the job's own host side, made "
+            f"more slowly than its steps came; with it left in the windows give "
+            f"{fixed(raw.slope)} ({fixed(raw.interval.low)} to {fixed(raw.interval.high)})"
+        )
+    else:
+        return analysis
     return _holding(analysis, signal, fit, (raw.interval.low, raw.interval.high), seen, more, config)
+
+
+# Rates that differ by less than this over all the allocation windows' time (MiB) are one.
+_STILL_MIB = 2.0
+
+
+def _seconds(samples: Sequence[Sample], signal: str) -> float:
+    """Return how long the allocation windows lasted, all together (seconds)."""
+    return sum(w.seconds for w in windows(samples, signal, drift=False) if w.device_bytes > 0)
 
 
 def _holding(
