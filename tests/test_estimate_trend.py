@@ -112,3 +112,42 @@ def test_device_memory_of_a_few_bytes_decides_nothing(ratio: float) -> None:
     res = analyze_samples(staircase(0, ratio, step=1, jitter=0.0), DEFAULT_CONFIG)
     assert res.verdict == "inconclusive", res.reason
     assert "bytes only" in res.passed_over["host.available"]
+
+
+def _eight_windows(costs_mib: list[float]) -> list[Sample]:
+    """Return a run of eight 128 MiB allocation windows whose host costs are ``costs_mib``, nothing between them."""
+    out: list[Sample] = [Sample(0.0, "idle", 0, {"host.available": 64 * GIB})]
+    t, device, cost = 0.0, 0, 0.0
+    for k, c in enumerate(costs_mib, start=1):
+        t += 0.5
+        out.append(Sample(t, "alloc" if device else "idle", device, {"host.available": 64 * GIB - round(cost * MIB)}, k, "before"))  # fmt: skip
+        device += 128 * MIB
+        cost += c
+        t += 0.02
+        out.append(Sample(t, "alloc", device, {"host.available": 64 * GIB - round(cost * MIB)}, k, "after"))
+    return out
+
+
+def test_a_window_a_neighbour_moved_a_little_does_not_keep_a_clean_from_being_said() -> None:
+    # Seven windows read 0 and one 14 MiB, under the rejection's floor: the 95%
+    # interval of eight windows is their range, up to 109 MiB/GiB, across clean.
+    # Were all 14 MiB the run's, it cost 14 MiB/GiB: clean.
+    res = analyze_samples(_eight_windows([0.1, 0.0, 4.0, 0.1, 0.0, 0.1, 14.0, 0.0]), DEFAULT_CONFIG)
+    assert res.verdict == "clean", res.reason
+    fit = res.fit("host.available")
+    assert fit is not None and fit.high is not None and fit.high < 20.0
+    assert "at most" in res.reason
+
+
+@pytest.mark.parametrize(
+    "costs",
+    [
+        # A host that gained memory in a window: another process gave back, which can hide a cost.
+        [0.1, 0.0, 4.0, 0.1, -30.0, 0.1, 14.0, 0.0],
+        # Under clean in no reading: every MiB counted is past it.
+        [14.0, 13.0, 14.0, 0.1, 13.0, 14.0, 14.0, 0.0],
+    ],
+)
+def test_the_windows_worst_case_says_clean_only_where_it_can(costs: list[float]) -> None:
+    res = analyze_samples(_eight_windows(costs), DEFAULT_CONFIG)
+    assert res.verdict != "clean", res.reason
