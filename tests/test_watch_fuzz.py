@@ -8,6 +8,7 @@ import pytest
 
 from l0mem.watch.series import Series, WatchSample, trace_values
 from l0mem.watch.summary import summarize
+from tests.support.churn import churned
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -55,10 +56,7 @@ def random_job(seed: int) -> tuple[Series, float]:
         t += dt
         other += drift * dt
         if churn:
-            if rng.random() < 0.7:
-                other += burst * dt * rng.uniform(0.0, 3.0)
-            if rng.random() < 0.33:
-                other += rng.uniform(-60.0, 60.0) * MIB
+            other = churned(rng, other, burst, dt)
         device = max(0, sum(d for at, d in changes if at <= t))
         made = 0.0
         for at, d in changes:

@@ -14,6 +14,7 @@ from l0mem.watch.pauses import MIN_PAUSES, pause_costs
 from l0mem.watch.series import Series, WatchSample
 from l0mem.watch.summary import summarize
 from l0mem.watch.windows import SETTLE_HORIZON, pause_windows, step_windows, window_spans
+from tests.support.churn import churned
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -44,12 +45,7 @@ def job(seed: int, ratio: float, *, churn: bool, steps: int = 8, drift: float = 
         t += dt
         other += drift * dt
         if churn:
-            if rng.random() < 0.7:
-                other += rate * dt * rng.uniform(0.0, 3.0)
-            if rng.random() < 0.33:
-                other += rng.uniform(-60.0, 60.0) * MIB
-            if rng.random() < 0.004 and other > 512 * MIB:
-                other -= rng.uniform(256.0, 512.0) * MIB
+            other = churned(rng, other, rate, dt, give_back=True)
         device = sum(d for at, d in changes if at <= t)
         made = 0.0
         for at, d in changes:
