@@ -92,11 +92,15 @@ def against_the_drift(
             if rate > 0
             else "that process may have slowed or stopped"
         )
+        then = (
+            "the host held still before the job"
+            if abs(before) < _STILL_MIB
+            else f"another process moved it at {fixed(before)} MiB/s before the job"
+        )
         seen = (
-            f"the windows took out {fixed(rate + before)} MiB/s, another process moved the "
-            f"host at {fixed(before)} MiB/s before the job ({whose}); with that taken out "
-            f"instead the windows give {fixed(raw.slope)} ({fixed(raw.interval.low)} to "
-            f"{fixed(raw.interval.high)})"
+            f"the windows took out {fixed(rate + before)} MiB/s the host moved at between "
+            f"them, {then} ({whose}); with only the rate before the job taken out the windows give "
+            f"{fixed(raw.slope)} ({fixed(raw.interval.low)} to {fixed(raw.interval.high)})"
         )
     elif before is None and rate > 0 and raw.slope > fit.slope:
         seen = (
@@ -107,6 +111,8 @@ def against_the_drift(
         )
     else:
         return analysis
+    if rate > 0:
+        more = f"space the allocations so that each one's host side is made before the next; {more}"
     return _holding(analysis, signal, fit, (raw.interval.low, raw.interval.high), seen, more, config)
 
 
