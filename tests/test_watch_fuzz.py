@@ -75,9 +75,7 @@ def random_job(seed: int) -> tuple[Series, float]:
 @pytest.mark.parametrize("block", range(8))
 def test_random_jobs_are_never_called_clean_wrongly(block: int) -> None:
     # 600 jobs in 8 blocks. When written, seeds 125 and 361 (a line beside a
-    # neighbour giving memory back) were called clean for a partial mirror, and 101
-    # (steps 50 ms apart, faster than their host side) when the windows' worst case
-    # first decided a clean without the climb's level.
+    # neighbour giving memory back) were called clean for a partial mirror.
     wrong = []
     for seed in range(75 * block, 75 * block + 75):
         series, ratio = random_job(seed)

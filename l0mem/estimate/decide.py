@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 
 from l0mem.estimate.advice import next_steps
 from l0mem.estimate.bystanders import without_bystanders
-from l0mem.estimate.climbs import climb_line, outside
+from l0mem.estimate.climbs import outside
 from l0mem.estimate.fits import climb, fit_signal, theil_sen
 from l0mem.estimate.model import (
     AnalysisConfig,
@@ -36,7 +36,7 @@ from l0mem.estimate.model import (
     SignalFit,
 )
 from l0mem.estimate.signals import GIB, carries, cost_series, recorded_signals
-from l0mem.estimate.steps import step_slope, windows, worst_case
+from l0mem.estimate.steps import step_slope, windows
 from l0mem.estimate.verdicts import classify, separated, why_unusable
 from l0mem.units import fixed
 
@@ -111,8 +111,6 @@ def choose(
             continue
         why = why_unusable(fit, config)
         is_total = name in config.totals
-        if why is None and is_total and separated(fit, config) is None:
-            fit = _bounded(samples, fit, config)
         if (
             is_total
             and total is None
@@ -155,39 +153,11 @@ def choose(
     return None, total, passed_over
 
 
-def _bounded(samples: Sequence[Sample], fit: SignalFit, config: AnalysisConfig) -> SignalFit:
-    """Return a step ``fit`` whose interval ends at the most the run can have cost, where that is under clean.
-
-    Eight windows give a 95% interval of their whole range: one another
-    process moved by a few MiB spans clean and partial where the rest read
-    0. Were every MiB the host lost in the windows the run's own
-    (:func:`~l0mem.estimate.steps.worst_case`), the run still cost less than
-    that; where it is under clean, and the level the host climbed to says
-    under clean too (windows that closed before a host side was made hold
-    only part of it), it is the interval's high end. Costs paid outside the
-    windows are the climb's to show, as for any clean.
-    """
-    if fit.method != "steps" or fit.interval is None or fit.slope is None:
-        return fit
-    bound = worst_case(samples, fit.signal)
-    clean = config.clean_threshold * 1024.0
-    if bound is None or bound >= clean or bound >= fit.interval[1]:
-        return fit
-    # Windows that closed before the host's side was made (steps coming faster than
-    # it) hold only part of it; the level the host climbed to holds all of it.
-    climbed = climb_line(samples, fit.signal, config, 0.0).line.slope
-    if climbed is None or climbed >= clean:
-        return fit
-    low = min(fit.interval[0], bound)
-    return dataclasses.replace(
-        fit, low=low, high=bound, uncertainty=max(bound - fit.slope, fit.slope - low)
-    )
-
-
 # Why a slope far below zero decides nothing.
 _GAINED = (
     "the host gained memory as device memory grew, more than clean allows it to lose: "
-    "another process gave memory back meanwhile, and that hides what the run cost"
+    "something gave memory back meanwhile (another process, or host buffers of the run's "
+    "own), and that hides what the run cost"
 )
 
 
@@ -195,9 +165,10 @@ def _gained(fit: SignalFit, config: AnalysisConfig) -> bool:
     """Return whether ``fit``'s slope lies further below zero than the clean threshold lies above it.
 
     Allocating device memory gives the host nothing back: such a slope is
-    another process's, its interval holds the scatter about that process's
-    motion (not the motion itself), and it says as little of a clean as of
-    a mirror.
+    what else moved the host meanwhile, another process or the run's own
+    host buffers freed as its device memory grew, and a mirror as large as
+    what it gave back would read the same. It says as little of a clean as
+    of a mirror.
     """
     return fit.slope is not None and fit.slope < -config.clean_threshold * 1024.0
 
@@ -230,14 +201,6 @@ def analyze_samples(
     device = [f for f in fits if f.side == "device"]
     by_name = {f.signal: f for f in host}
     chosen, total, passed_over = choose(samples, by_name, config)
-    bound = ""
-    if chosen is not None and chosen is not by_name.get(chosen.signal):
-        # Its interval ends at the most the run can have cost (_bounded).
-        host = [chosen if f.signal == chosen.signal else f for f in host]
-        bound = (
-            f"; {fixed(chosen.high or 0.0)} MiB/GiB at most, were every MiB the host lost "
-            "in the windows the run's own"
-        )
 
     if untouched or chosen is None or chosen.slope is None:
         reason = _no_signal_reason(alloc != [], passed_over)
@@ -284,9 +247,7 @@ def analyze_samples(
         verdict=verdict,
         deciding_signal=chosen.signal,
         ratio=ratio,
-        reason=decided_reason(chosen, passed_over)
-        + bound
-        + _taken_out(bystanders.get(chosen.signal)),
+        reason=decided_reason(chosen, passed_over) + _taken_out(bystanders.get(chosen.signal)),
         host=host,
         device=device,
         passed_over=passed_over,

@@ -328,25 +328,6 @@ def step_slope(found: Sequence[Window], confidence: float) -> StepSlope | None:
     return StepSlope(interval, spread, kept, rejected, limit)
 
 
-def worst_case(samples: Sequence[Sample], signal: str) -> float | None:
-    """Return the most the run can have cost per GiB (MiB) in its allocation windows, were every MiB the host lost in them its own.
-
-    Each window counts what the host lost in it, as read or with the drift
-    taken out, whichever is more (a drift taken out may have been the run's
-    own), and nothing where it lost none. None where a window shows the host
-    gaining more than a quiet machine's jitter (:data:`STEADY_JITTER_MIB`):
-    another process gave memory back in it, which can hide a cost as large.
-    """
-    read = [w for w in windows(samples, signal, drift=False) if w.device_bytes > 0]
-    taken = {w.step: w.cost_mib for w in windows(samples, signal) if w.device_bytes > 0}
-    if not read:
-        return None
-    costs = [max(w.cost_mib, taken.get(w.step, w.cost_mib)) for w in read]
-    if min(w.cost_mib for w in read) < -STEADY_JITTER_MIB or min(costs) < -STEADY_JITTER_MIB:
-        return None
-    return sum(max(c, 0.0) for c in costs) / sum(w.gib for w in read)
-
-
 def windows_needed(slope: StepSlope, distance: float, confidence: float) -> int | None:
     """Return how many kept windows would make the interval narrower than ``distance`` MiB/GiB.
 
@@ -379,5 +360,4 @@ __all__ = [
     "step_slope",
     "windows",
     "windows_needed",
-    "worst_case",
 ]
