@@ -8,11 +8,13 @@ comes, fills the pauses exactly as a neighbour would. Before the job took
 any device memory, only other processes moved the host
 (:func:`~l0mem.watch.estimation.before_the_job`), so:
 
-- a rate the steps' way (the host losing memory while allocations are
-  made) that the reads before the job did not show may be the job's own:
-  the verdict must hold with the windows read as they were, drift left in,
-  as well; the interval widens to hold both, and where it then spans two
-  verdicts the job is ``inconclusive``;
+- a rate the windows took out that is not the one the reads before the job
+  showed may be the job's own host side (where it is more, the steps' way)
+  or that process having slowed: the interval widens to hold the windows
+  read with only the rate before the job taken out; where no steady rate
+  showed before the job, a rate the steps' way is held the same way against
+  the windows read with none taken out. Where the widened interval spans
+  two verdicts the job is ``inconclusive``;
 - a rate the reads before the job did show is held against a clean as the
   climb's drift too (:func:`~l0mem.estimate.climbs.outside`): a neighbour
   that gave memory back at the pace the job's host side was made keeps the
