@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from l0mem.estimate.model import AnalysisConfig, SignalFit, Verdict
+from l0mem.estimate.signals import GIB
 
 
 def classify(ratio: float, config: AnalysisConfig | None = None) -> Verdict:
@@ -37,9 +38,9 @@ def why_unusable(fit: SignalFit, config: AnalysisConfig | None = None) -> str | 
         return f"only {fit.points} {unit}, need {config.min_points}"
     if fit.slope is None or fit.uncertainty is None:
         return "device bytes did not vary across the alloc samples"
-    if fit.span_gib * (1 << 30) < MIN_SPAN_BYTES:
+    if fit.span_gib * GIB < MIN_SPAN_BYTES:
         return (
-            f"device memory moved by {round(fit.span_gib * (1 << 30))} bytes only, under "
+            f"device memory moved by {round(fit.span_gib * GIB)} bytes only, under "
             f"{MIN_SPAN_BYTES >> 20} MiB: host memory counted in pages cannot give a ratio"
         )
     ratio = fit.slope / 1024.0

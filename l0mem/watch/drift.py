@@ -85,8 +85,8 @@ def against_the_drift(
     taken = _taken(samples, signal, config, before or 0.0)
     if taken is None:
         return analysis
-    rate, raw = taken
-    if before is not None and abs(rate) * _seconds(samples, signal) > _STILL_MIB:
+    rate, moved, raw = taken
+    if before is not None and abs(moved) > _STILL_MIB:
         # The rate the windows took out is not the one another process showed
         # before the job: whichever holds, the interval holds both.
         whose = (
@@ -122,11 +122,6 @@ def against_the_drift(
 _STILL_MIB = 2.0
 
 
-def _seconds(samples: Sequence[Sample], signal: str) -> float:
-    """Return how long the allocation windows lasted, all together (seconds)."""
-    return sum(w.seconds for w in windows(samples, signal, drift=False) if w.device_bytes > 0)
-
-
 def _holding(
     analysis: SetupAnalysis,
     signal: str,
@@ -155,8 +150,8 @@ def _holding(
 
 def _taken(
     samples: Sequence[Sample], signal: str, config: AnalysisConfig, before: float
-) -> tuple[float, StepSlope] | None:
-    """Return how much more than ``before`` the allocation windows took out (MiB a second), and their slope with ``before`` alone taken out."""
+) -> tuple[float, float, StepSlope] | None:
+    """Return how much more than ``before`` the allocation windows took out (MiB a second, and MiB over their whole time), and their slope with ``before`` alone taken out."""
     read = {w.step: w for w in windows(samples, signal) if w.device_bytes > 0}
     raw = [
         dataclasses.replace(w, cost_mib=w.cost_mib - before * w.seconds)
@@ -167,8 +162,8 @@ def _taken(
     slope = step_slope(raw, config.confidence)
     if slope is None or seconds <= 0:
         return None
-    rate = sum(w.cost_mib - read[w.step].cost_mib for w in raw if w.step in read) / seconds
-    return rate, slope
+    moved = sum(w.cost_mib - read[w.step].cost_mib for w in raw if w.step in read)
+    return moved / seconds, moved, slope
 
 
 __all__ = ["against_the_drift"]

@@ -157,14 +157,15 @@ def as_setup_run(
     window is the reads right around its change (:func:`at_the_change`).
     """
     still = settled(xs)
-    known = [(s, x, still[i]) for i, s, x in known_reads(series, xs)]
+    found = known_reads(series, xs)
+    known = [(s, x, still[i]) for i, s, x in found]
     held = [i for i, (_, x, _) in enumerate(known) if x > 0]
     samples: list[Sample] = []
     if held:
         first, last = held[0], held[-1]
         levels = [x for _, x, _ in known]
         times = [s.t for s, _, _ in known]
-        cost, rate = edge_costs(series, known_reads(series, xs)) if widen else (None, 0.0)
+        cost, rate = edge_costs(series, found) if widen else (None, 0.0)
         marks = step_windows(levels, times if widen else None, cost, rate)
         if sum(1 for a, b in itertools.pairwise(levels) if b > a) < WINDOWS_FOR_STEPS:
             # Too few windows for the windows' own interval: the line, over settled samples.
