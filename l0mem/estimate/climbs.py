@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from l0mem.estimate.fits import climb, climbs, fit_signal, line_fit
 from l0mem.estimate.model import AnalysisConfig, Sample, SignalFit, Verdict
+from l0mem.estimate.order import median_interval
 from l0mem.estimate.signals import cost_series
 from l0mem.estimate.steps import drift, reads, robust_spread, windows
 from l0mem.estimate.verdicts import why_unusable
@@ -118,6 +119,39 @@ def climb_line(
     return ClimbLine(line, _lumps([c for _, _, c in series], peak, config), 1)
 
 
+def level_steps(
+    samples: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float
+) -> SignalFit | None:
+    """Return the median cost (MiB per GiB) of a single climb's steps from level to level, ``rate`` MiB/s taken out.
+
+    Each step runs from the last read at one level to the last read at the
+    next: by then whatever the step cost late is paid whole. A cost of the
+    run's own comes back in every step, another process's lump in the one it
+    fell in, and the median outvotes it. None with fewer than
+    ``config.min_points`` steps.
+    """
+    up = climb(samples)
+    idle, at = _levels(up, signal, rate)
+    levels = sorted(at)
+    if len(levels) < config.min_points:
+        return None
+    start = statistics.median(idle) if idle else 0.0
+    costs = [start, *(at[x] for x in levels)]
+    sizes = [b - a for a, b in itertools.pairwise([0.0, *levels])]
+    ratios = [(b - a) / size for (a, b), size in zip(itertools.pairwise(costs), sizes, strict=True)]
+    found = median_interval(ratios, config.confidence, sizes)
+    return dataclasses.replace(
+        fit_signal(up, signal, config, drift=rate, trend=False),
+        method="steps",
+        points=len(ratios),
+        slope=found.median,
+        low=found.low,
+        high=found.high,
+        coverage=found.coverage,
+        uncertainty=found.half_width,
+    )
+
+
 def _rates(
     samples: Sequence[Sample], fit: SignalFit, verdict: Verdict, also: Sequence[float] = ()
 ) -> list[float]:
@@ -157,6 +191,12 @@ def against(
     for rate in _rates(samples, fit, verdict, also):
         found = climb_line(samples, fit.signal, config, rate)
         line = found.line
+        if verdict == "clean" and found.climbs == 1:
+            # A cost paid late in every step leaves a line over all the reads lagging
+            # behind the levels, and fitting poorly: the steps from level to level say it.
+            levels = level_steps(samples, fit.signal, config, rate)
+            if levels is not None and levels.interval is not None and levels.interval[0] >= clean:
+                return ClimbLine(levels, found.lumps, 1), "not clean"
         if not found.usable(config) or line.slope is None or line.interval is None:
             continue
         # Only across clean: partial against mirror is the windows' to say (beside a
@@ -213,4 +253,12 @@ def disputed(why: str) -> bool:
     return _DISPUTE in why
 
 
-__all__ = ["ClimbLine", "against", "climb_line", "confirms_clean", "disputed", "outside"]
+__all__ = [
+    "ClimbLine",
+    "against",
+    "climb_line",
+    "confirms_clean",
+    "disputed",
+    "level_steps",
+    "outside",
+]

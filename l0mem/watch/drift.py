@@ -29,16 +29,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from l0mem.estimate.bystanders import without_bystanders
 from l0mem.estimate.climbs import outside
 from l0mem.estimate.fits import fit_signal
-from l0mem.estimate.model import AnalysisConfig, Sample, SetupAnalysis, SignalFit
+from l0mem.estimate.model import AnalysisConfig, Sample, SetupAnalysis
 from l0mem.estimate.steps import StepSlope, step_slope, windows
-from l0mem.estimate.verdicts import separated
 from l0mem.units import fixed
 from l0mem.watch.estimation import (
-    as_setup_run,
     before_the_job,
+    holding,
+    judged_samples,
     known_reads,
     more_evidence,
     undecided,
@@ -55,8 +54,7 @@ def against_the_drift(
     if signal is None or fit is None or fit.interval is None or fit.slope is None:
         return analysis
     before = before_the_job(series, known_reads(series, xs))
-    samples = as_setup_run(series, xs, config).samples
-    samples, _ = without_bystanders(samples, config.totals, config.clean_threshold)
+    samples = judged_samples(series, xs, config)
     more = more_evidence(series.tracing)
     if fit.method != "steps":
         if not before:
@@ -71,7 +69,7 @@ def against_the_drift(
             f"that taken out the line gives {fixed(other.slope)} ({fixed(other.interval[0])} "
             f"to {fixed(other.interval[1])})"
         )
-        return _holding(analysis, signal, fit, other.interval, seen, more, config)
+        return holding(analysis, signal, fit, other.interval, seen, more, config)
     if analysis.verdict == "clean" and before:
         why = outside(samples, fit, "clean", config, also=(before,))
         if why is not None:
@@ -115,37 +113,11 @@ def against_the_drift(
         return analysis
     if rate > 0:
         more = f"space the allocations so that each one's host side is made before the next; {more}"
-    return _holding(analysis, signal, fit, (raw.interval.low, raw.interval.high), seen, more, config)
+    return holding(analysis, signal, fit, (raw.interval.low, raw.interval.high), seen, more, config)
 
 
 # Rates that differ by less than this over all the allocation windows' time (MiB) are one.
 _STILL_MIB = 2.0
-
-
-def _holding(
-    analysis: SetupAnalysis,
-    signal: str,
-    fit: SignalFit,
-    other: tuple[float, float],
-    seen: str,
-    more: str,
-    config: AnalysisConfig,
-) -> SetupAnalysis:
-    """Return ``analysis`` with ``fit``'s interval widened to hold ``other`` too, undecided where it then spans two verdicts."""
-    assert fit.interval is not None and fit.slope is not None
-    low, high = min(fit.interval[0], other[0]), max(fit.interval[1], other[1])
-    if (low, high) == fit.interval:
-        return analysis
-    wide = dataclasses.replace(
-        fit, low=low, high=high, uncertainty=max(high - fit.slope, fit.slope - low)
-    )
-    seen = f"{seen}; the interval widened to {fixed(low)} to {fixed(high)} MiB/GiB"
-    host = [wide if f is fit else f for f in analysis.host]
-    if separated(wide, config) == analysis.verdict:
-        return dataclasses.replace(analysis, host=host, reason=f"{analysis.reason}; {seen}")
-    return undecided(
-        dataclasses.replace(analysis, host=host), signal, fit, f"{seen}, across two verdicts", more
-    )
 
 
 def _taken(

@@ -19,6 +19,7 @@ import itertools
 
 from l0mem.audit.model import SetupRun, plain_run
 from l0mem.estimate import DEFAULT_CONFIG, analyze_samples
+from l0mem.estimate.bystanders import without_bystanders
 from l0mem.estimate.model import (
     AnalysisConfig,
     Edge,
@@ -30,6 +31,7 @@ from l0mem.estimate.model import (
 )
 from l0mem.estimate.signals import MIB
 from l0mem.estimate.steps import steady_rate
+from l0mem.estimate.verdicts import separated
 from l0mem.units import fixed
 from l0mem.watch.series import IN_FLIGHT, Series, WatchSample, host_cost
 from l0mem.watch.windows import settled, step_windows
@@ -262,6 +264,14 @@ def at_the_change(
     )
 
 
+def judged_samples(
+    series: Series, xs: list[int | None], config: AnalysisConfig = DEFAULT_CONFIG
+) -> list[Sample]:
+    """Return the samples the estimation judges: the series as a set-up run, other processes' memory a component shows taken out."""
+    samples = as_setup_run(series, xs, config).samples
+    return without_bystanders(samples, config.totals, config.clean_threshold)[0]
+
+
 def undecided(
     analysis: SetupAnalysis, signal: str, fit: SignalFit, why: str, more: str
 ) -> SetupAnalysis:
@@ -289,6 +299,32 @@ def undecided(
     )
 
 
+def holding(
+    analysis: SetupAnalysis,
+    signal: str,
+    fit: SignalFit,
+    other: tuple[float, float],
+    seen: str,
+    more: str,
+    config: AnalysisConfig,
+) -> SetupAnalysis:
+    """Return ``analysis`` with ``fit``'s interval widened to hold ``other`` too, undecided where it then spans two verdicts."""
+    assert fit.interval is not None and fit.slope is not None
+    low, high = min(fit.interval[0], other[0]), max(fit.interval[1], other[1])
+    if (low, high) == fit.interval:
+        return analysis
+    wide = dataclasses.replace(
+        fit, low=low, high=high, uncertainty=max(high - fit.slope, fit.slope - low)
+    )
+    seen = f"{seen}; the interval widened to {fixed(low)} to {fixed(high)} MiB/GiB"
+    host = [wide if f is fit else f for f in analysis.host]
+    if separated(wide, config) == analysis.verdict:
+        return dataclasses.replace(analysis, host=host, reason=f"{analysis.reason}; {seen}")
+    return undecided(
+        dataclasses.replace(analysis, host=host), signal, fit, f"{seen}, across two verdicts", more
+    )
+
+
 __all__ = [
     "TREE_RSS",
     "WINDOWS_FOR_STEPS",
@@ -297,6 +333,8 @@ __all__ = [
     "before_the_job",
     "device_series",
     "edge_costs",
+    "holding",
+    "judged_samples",
     "known_reads",
     "more_evidence",
     "traced_from_zero",

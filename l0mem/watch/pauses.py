@@ -25,7 +25,6 @@ import dataclasses
 import itertools
 import statistics
 
-from l0mem.estimate.bystanders import without_bystanders
 from l0mem.estimate.model import AnalysisConfig, SetupAnalysis, SignalFit
 from l0mem.estimate.order import Interval, median_interval
 from l0mem.estimate.signals import GIB, MIB, signal_info, value
@@ -33,8 +32,8 @@ from l0mem.estimate.steps import drift, reads, windows
 from l0mem.estimate.verdicts import separated
 from l0mem.units import fixed
 from l0mem.watch.estimation import (
-    as_setup_run,
     edge_costs,
+    judged_samples,
     known_reads,
     more_evidence,
     undecided,
@@ -60,6 +59,8 @@ class Pauses:
     covered: float = 0.0  # share of the time from the first window to the last inside windows
     window_s: float = 0.0  # the step windows' median length, seconds
     widened: float = 0.0  # share of the step windows widened past the reads around their change
+    # MiB of cost a second the host moved at in the pause windows, as read (no drift taken out)
+    rate: Interval | None = None
 
 
 def pause_costs(
@@ -92,13 +93,12 @@ def pause_costs(
     sizes = [abs(b - a) for a, b in itertools.pairwise(levels) if b != a]
     if len(spans) < 2 or not sizes:
         return None
-    samples = as_setup_run(series, xs, config).samples
-    samples, _ = without_bystanders(samples, config.totals, config.clean_threshold)
+    samples = judged_samples(series, xs, config)
     at = {s.t: v for s in samples if (v := value(s.values, signal)) is not None}
     rate = drift(windows(samples, signal), reads(samples, signal))  # MiB of cost a second
     longest, typical = max(spans), statistics.median(spans)
     delta = round(statistics.median(sizes))
-    costs = []
+    costs, rates = [], []
     for before, after in pause_windows(times, cost, found, delta, typical, pace):
         t0, t1 = times[before], times[after]
         # Only as long as the step windows: a longer one holds more of any motion.
@@ -106,13 +106,19 @@ def pause_costs(
             continue
         if still is not None and len({still[i] for i in range(known[before][0], known[after][0] + 1)}) > 1:
             continue
-        costs.append(info.sense * (at[t1] - at[t0]) / MIB - rate * (t1 - t0))
+        moved = info.sense * (at[t1] - at[t0]) / MIB
+        costs.append(moved - rate * (t1 - t0))
+        if t1 > t0:
+            rates.append(moved / (t1 - t0))
     whole = times[found[-1][1]] - times[found[0][0]]
     covered = sum(spans) / whole if whole > 0 else 0.0
     bare = window_spans(step_windows(levels))
     grown = sum(a != b for a, b in zip(found, bare, strict=False)) / len(found)
-    interval = median_interval(costs, config.confidence) if len(costs) >= MIN_PAUSES else None
-    return Pauses(interval, len(costs), delta / GIB, covered, typical, grown)
+    if len(costs) < MIN_PAUSES:
+        return Pauses(None, len(costs), delta / GIB, covered, typical, grown)
+    interval = median_interval(costs, config.confidence)
+    moving = median_interval(rates, config.confidence) if len(rates) >= MIN_PAUSES else None
+    return Pauses(interval, len(costs), delta / GIB, covered, typical, grown, moving)
 
 
 def widened(fit: SignalFit, pauses: Pauses) -> SignalFit:

@@ -25,6 +25,7 @@ from l0mem.watch.estimation import (
     traced_from_zero,
     watch_config,
 )
+from l0mem.watch.late import against_late_costs
 from l0mem.watch.pauses import against_the_pauses
 from l0mem.watch.series import (
     Series,
@@ -160,6 +161,19 @@ def _series_peak(series: Series, name: str, *, falling: bool = False) -> Peak:
     return _peak(points, _why(series, name))
 
 
+def _checked(
+    series: Series,
+    xs: list[int | None],
+    analysis: SetupAnalysis,
+    config: AnalysisConfig,
+    still: list[int | None] | None = None,
+) -> SetupAnalysis:
+    """Return ``analysis`` checked against what its windows cannot see: the pauses, costs paid late, the drift."""
+    analysis = against_the_pauses(series, xs, analysis, config, still)
+    analysis = against_late_costs(series, xs, analysis, config, still)
+    return against_the_drift(series, xs, analysis, config)
+
+
 def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchSummary:
     """Return the summary of ``series``: peaks, fit, verdict, VmRSS blindness and the charged device."""
     config = watch_config(config)
@@ -167,17 +181,14 @@ def summarize(series: Series, config: AnalysisConfig = DEFAULT_CONFIG) -> WatchS
     run = as_setup_run(series, xs, config)
     more = more_evidence(series.tracing)
     analysis = analyze_samples(run.samples, config, unavailable=run.unavailable, more=more)
-    analysis = at_the_change(series, xs, analysis, config)
-    analysis = against_the_pauses(series, xs, analysis, config)
-    analysis = against_the_drift(series, xs, analysis, config)
+    analysis = _checked(series, xs, at_the_change(series, xs, analysis, config), config)
     resident_xs = _resident_series(series)
     by_residency = None
     if resident_xs is not None:
         run = as_setup_run(series, resident_xs, config)
         by_residency = analyze_samples(run.samples, config, unavailable=run.unavailable, more=more)
         # Its pauses hold the allocations: those are the job's own, not a bias.
-        by_residency = against_the_pauses(series, resident_xs, by_residency, config, still=xs)
-        by_residency = against_the_drift(series, resident_xs, by_residency, config)
+        by_residency = _checked(series, resident_xs, by_residency, config, still=xs)
     resident = _resident_fit(by_residency, _judged_signal(analysis))
     if resident_xs is not None and _apart(resident_xs, xs):
         # Judged, it may stand for the run only where the calls were steps of their own.

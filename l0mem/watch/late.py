@@ -1,0 +1,91 @@
+"""The late costs' check on a watched job's verdict: what the host paid after each step's window.
+
+A step window closes once the host's cost holds still after the change
+(:mod:`l0mem.watch.windows`). A host side paid later than that (pages a
+driver backs when they are first used rather than when they are
+allocated, a residency made a while after its allocation) falls in the
+pause after the window, where the windows take it for another process's
+motion. Two things still show it:
+
+- the rate the host moved at in the pause windows
+  (:func:`~l0mem.watch.pauses.pause_costs`). Short, most of them miss a
+  cost paid once a step; the pauses' steady drift, taken over whole pauses,
+  does not (:func:`~l0mem.estimate.steps.drift`). Beside another process
+  giving memory back at a steady rate, that drift is the other process's
+  rate less the job's late cost, and a climb with it taken out is as flat
+  as the windows;
+- the level the host reached at each step, read last before the next one
+  (:func:`~l0mem.estimate.climbs.level_steps`): by then the step's late cost
+  is paid whole.
+
+So a clean is held to the climb with the pause windows' rate taken out
+(:func:`~l0mem.estimate.climbs.outside`), and a partial mirror or a mirror
+to the levels' line with that rate taken out: where that line lies wholly
+above the windows, the interval widens to hold it (the windows missed a
+cost, or another process took memory in lumps as the job climbed: either
+way the windows alone do not hold the truth), and the job is
+``inconclusive`` where it then spans two verdicts.
+"""
+
+from __future__ import annotations
+
+from l0mem.estimate.climbs import level_steps, outside
+from l0mem.estimate.model import AnalysisConfig, SetupAnalysis
+from l0mem.units import fixed
+from l0mem.watch.estimation import holding, judged_samples, more_evidence, undecided
+from l0mem.watch.pauses import pause_costs
+from l0mem.watch.series import Series
+
+
+def against_late_costs(
+    series: Series,
+    xs: list[int | None],
+    analysis: SetupAnalysis,
+    config: AnalysisConfig,
+    still: list[int | None] | None = None,
+) -> SetupAnalysis:
+    """Return ``analysis`` checked for a host side paid after its windows (see the module).
+
+    ``still``: as for :func:`~l0mem.watch.pauses.pause_costs`.
+    """
+    signal = analysis.deciding_signal
+    fit = analysis.fit(signal) if signal else None
+    if signal is None or fit is None or fit.method != "steps" or fit.interval is None:
+        return analysis
+    pauses = pause_costs(series, xs, signal, config, still)
+    if pauses is None or pauses.rate is None:
+        return analysis
+    rate = pauses.rate.median
+    samples = judged_samples(series, xs, config)
+    taken = f"the {fixed(rate)} MiB/s the host moved at in the pause windows taken out"
+    if analysis.verdict == "clean":
+        why = outside(samples, fit, "clean", config, also=(rate,))
+        if why is None:
+            return analysis
+        return undecided(analysis, signal, fit, f"{why} ({taken})", _advice(series.tracing))
+    levels = level_steps(samples, signal, config, rate)
+    if levels is None or levels.interval is None or levels.slope is None:
+        return analysis
+    if levels.interval[0] <= fit.interval[1]:
+        return analysis
+    seen = (
+        f"the level the host reached at each step, read last before the next, with {taken}, "
+        f"gives {fixed(levels.slope)} ({fixed(levels.interval[0])} to "
+        f"{fixed(levels.interval[1])}), above every window: a host side paid after its "
+        "windows (pages backed when first used, a residency made later), or another process "
+        "taking memory as the job climbed"
+    )
+    return holding(
+        analysis, signal, fit, levels.interval, seen, _advice(series.tracing), config
+    )
+
+
+def _advice(tracing: bool) -> str:
+    """Return what would show a cost paid after its windows."""
+    return (
+        "let the workload touch what it allocates before the next allocation, so that each "
+        f"step's host side is paid inside its window; {more_evidence(tracing)}"
+    )
+
+
+__all__ = ["against_late_costs"]

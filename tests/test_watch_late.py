@@ -1,0 +1,131 @@
+"""Host sides paid after their windows, beside a neighbour giving memory back: never a clean."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from l0mem.watch.series import Series, WatchSample
+from l0mem.watch.summary import summarize
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+
+def truth(ratio: float) -> str:
+    """Return the verdict a ratio calls for (the analysis' default thresholds)."""
+    return "clean" if ratio < 0.10 else ("mirror" if ratio >= 0.75 else "partial")
+
+
+def late_job(
+    seed: int,
+    ratio: float,
+    *,
+    steps: int = 8,
+    step: int = 128 * MIB,
+    gap: float = 1.0,
+    start: float = 1.0,
+    host_rate: float = 1.3e9,
+    late: float = 1.0,
+    delay: float = 0.3,
+    giving: float = 0.0,
+    since: float = 0.0,
+    bumps: int = 0,
+    jitter: float = 0.0,
+) -> Series:
+    """Return a watched job whose host side is paid (in part) after each step's window.
+
+    ``steps`` allocations of ``step`` bytes ``gap`` seconds apart from
+    ``start``, freed at the end. Each step's host side (``ratio`` of it) is
+    made at ``host_rate`` bytes a second: ``late`` of it starting ``delay``
+    seconds after device memory moved, the rest at once. Another process
+    gives back ``giving`` MiB a second from ``since`` seconds on and takes
+    ``bumps`` lumps of 3-15 MiB at random moments; reads every 8-12 ms,
+    each off by up to ``jitter`` MiB.
+    """
+    rng = random.Random(seed)
+    changes = []
+    at = start
+    for _ in range(steps):
+        changes.append(at + rng.uniform(0.0, 0.1 * gap))
+        at += gap
+    lumps = [(rng.uniform(start, at), rng.uniform(3.0, 15.0) * MIB) for _ in range(bumps)]
+    end = changes[-1] + 1.5
+
+    def made(t: float, since_: float, amount: float) -> float:
+        if amount <= 0 or t < since_:
+            return 0.0
+        return min(amount, (t - since_) * host_rate)
+
+    samples, t = [], 0.0
+    base = WatchSample(0.0, {"host.available": 64 * GIB, "sysman.0.used": 0})
+    while t < end:
+        t += rng.uniform(0.008, 0.012)
+        freed = t >= end - 0.5
+        device = 0 if freed else step * sum(1 for c in changes if c <= t)
+        host = 0.0
+        if not freed:
+            for c in changes:
+                host += made(t, c, ratio * step * (1 - late)) + made(t, c + delay, ratio * step * late)
+        other = -giving * MIB * max(0.0, t - since) + sum(b for when, b in lumps if t >= when)
+        off = rng.uniform(-jitter, jitter) * MIB
+        values = {"host.available": 64 * GIB - round(host + other + off), "sysman.0.used": device}
+        samples.append(WatchSample(round(t, 6), values, pids=1))
+    return Series(base, tuple(samples), {})
+
+
+@pytest.mark.parametrize("since", [0.0, 1.0])
+@pytest.mark.parametrize("giving", [20.0, 80.0])
+@pytest.mark.parametrize("late", [0.5, 1.0])
+@pytest.mark.parametrize("ratio", [0.3, 0.5, 1.0])
+@pytest.mark.parametrize("seed", range(2))
+def test_a_cost_paid_after_its_window_beside_a_neighbour_giving_back_is_never_clean(
+    seed: int, ratio: float, late: float, giving: float, since: float
+) -> None:
+    # Every window sees the neighbour only; the pauses' steady drift holds the
+    # neighbour's rate less the job's late cost, so a climb with it taken out is
+    # flat too. The pause windows, short, mostly miss the late cost: a climb with
+    # their rate taken out shows it.
+    job = late_job(seed, ratio, step=32 * MIB, gap=0.5, late=late, delay=0.24, giving=giving, since=since)
+    summary = summarize(job)
+    assert summary.verdict != "clean", summary.analysis.reason
+    assert summary.verdict in (truth(ratio), "inconclusive"), summary.analysis.reason
+
+
+def adversarial_job(seed: int) -> tuple[Series, float]:
+    """Return a random job of late host sides beside a neighbour giving back, and its ratio."""
+    rng = random.Random(seed)
+    ratio = rng.choice([0.0, 0.05, 0.3, 0.5, 0.8, 1.0])
+    gap = rng.choice([0.3, 0.5, 1.0])
+    job = late_job(
+        seed,
+        ratio,
+        steps=rng.randint(6, 14),
+        step=rng.choice([32, 64, 128, 256, 512]) * MIB,
+        gap=gap,
+        start=rng.choice([0.3, 1.0]),
+        host_rate=rng.choice([0.3e9, 1.3e9, 5e9]),
+        late=rng.choice([0.0, 0.3, 0.5, 1.0]),
+        delay=rng.uniform(0.1, 0.6) * gap,
+        giving=rng.choice([0.0, 5.0, 10.0, 20.0, 40.0, 80.0]),
+        since=rng.choice([0.0, 1.0]),
+        bumps=rng.randint(0, 3),
+        jitter=rng.choice([0.0, 0.5, 1.5]),
+    )
+    return job, ratio
+
+
+@pytest.mark.parametrize("block", range(4))
+def test_random_late_costs_beside_a_neighbour_giving_back_are_never_a_wrong_clean(block: int) -> None:
+    # A class: whatever the steps, the lag, the share paid late, the neighbour's
+    # pace and lumps and the reads' jitter, a mirror or a partial one (from 0.3)
+    # is never called clean, and a clean job never mirror nor partial.
+    wrong = []
+    for seed in range(block * 100, block * 100 + 100):
+        job, ratio = adversarial_job(seed)
+        verdict = summarize(job).verdict
+        if verdict not in (truth(ratio), "inconclusive"):
+            wrong.append((seed, ratio, verdict))
+    assert not [w for w in wrong if w[2] == "clean"], wrong
+    assert not [w for w in wrong if truth(w[1]) == "clean"], wrong
