@@ -6,6 +6,11 @@ import random
 
 import pytest
 
+from l0mem.estimate import DEFAULT_CONFIG
+from l0mem.estimate.climbs import level_steps
+from l0mem.estimate.steps import drift, reads, windows
+from l0mem.watch.estimation import device_series, judged_samples, watch_config
+from l0mem.watch.pauses import pause_costs
 from l0mem.watch.series import Series, WatchSample
 from l0mem.watch.summary import summarize
 
@@ -129,3 +134,44 @@ def test_random_late_costs_beside_a_neighbour_giving_back_are_never_a_wrong_clea
             wrong.append((seed, ratio, verdict))
     assert not [w for w in wrong if w[2] == "clean"], wrong
     assert not [w for w in wrong if truth(w[1]) == "clean"], wrong
+
+
+def _judged(job: Series) -> tuple[list, list]:
+    """Return the samples the estimation judges and the device series of ``job``."""
+    config = watch_config(DEFAULT_CONFIG)
+    xs = device_series(job)
+    return judged_samples(job, xs, config), xs
+
+
+@pytest.mark.parametrize("lag", [0.1, 0.3, 0.6])
+@pytest.mark.parametrize("ratio", [0.25, 0.5, 1.0])
+def test_the_steps_from_level_to_level_hold_a_cost_paid_late_whole(ratio: float, lag: float) -> None:
+    job = late_job(3, ratio, step=64 * MIB, late=1.0, delay=lag)
+    samples, _ = _judged(job)
+    levels = level_steps(samples, "host.available", watch_config(DEFAULT_CONFIG), 0.0)
+    assert levels is not None and levels.interval is not None
+    assert levels.slope == pytest.approx(ratio * 1024, rel=0.02)
+    assert levels.interval[0] <= ratio * 1024 <= levels.interval[1]
+
+
+def test_the_steps_from_level_to_level_outvote_a_neighbours_lump() -> None:
+    # Two lumps of another process's, in two of ten pauses: the median step is the job's.
+    job = late_job(4, 0.5, steps=10, step=64 * MIB, late=1.0, delay=0.4, bumps=2)
+    samples, _ = _judged(job)
+    levels = level_steps(samples, "host.available", watch_config(DEFAULT_CONFIG), 0.0)
+    assert levels is not None and levels.slope == pytest.approx(512, rel=0.02)
+
+
+@pytest.mark.parametrize("giving", [40.0, 80.0])
+def test_the_pause_windows_show_the_rate_a_late_cost_hides_from_the_drift(giving: float) -> None:
+    # A whole pause takes in the late cost (3.84 MiB, small beside what the neighbour
+    # gave back over it: the pause still reads steady): its rate is the neighbour's less
+    # that cost. The pause windows, short, mostly miss it: their median is the neighbour's.
+    job = late_job(5, 0.12, steps=10, step=32 * MIB, late=1.0, delay=0.4, giving=giving)
+    samples, xs = _judged(job)
+    config = watch_config(DEFAULT_CONFIG)
+    pauses = pause_costs(job, xs, "host.available", config)
+    assert pauses is not None and pauses.rate is not None
+    assert pauses.rate.median == pytest.approx(-giving, abs=1.0)  # a cost: given back is < 0
+    whole = drift(windows(samples, "host.available"), reads(samples, "host.available"))
+    assert whole == pytest.approx(0.12 * 32 - giving, abs=1.0)  # 3.84 MiB paid late a second
