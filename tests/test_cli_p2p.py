@@ -134,17 +134,18 @@ def test_too_many_sub_devices_is_exit_3():
     assert "compute units" in one_line(proc, "p2p")
 
 
-def test_table_keeps_full_numbers_at_80_columns(tmp_path):
+@pytest.mark.parametrize("columns", [80, 120])
+def test_table_keeps_full_numbers_at_80_and_120_columns(tmp_path, columns):
     out = tmp_path / "p2p.json"
     proc = run_l0mem(
         "p2p",
         ["--sizes", "4K,1M", "--reps", "2", "--json", str(out)],
         sim.sim_env(devices=3, peers="0>1,1>0"),
-        columns=80,
+        columns=columns,
     )
     assert proc.returncode == 0, proc.stderr
     assert "…" not in proc.stdout and "..." not in proc.stdout
-    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    assert max(len(line) for line in proc.stdout.splitlines()) <= columns
     copies = json.loads(out.read_text())["copies"]
     measured = [c for c in copies if not c["skipped"]]
     assert len(measured) == 2 * (3 * 3 + 6 * 3) - 2 * 4
@@ -187,7 +188,8 @@ def test_sizes_beyond_memory(config, code, needle):
     assert needle in line and "out of device memory" not in line
 
 
-def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
+@pytest.mark.parametrize("columns", [80, 120])
+def test_render_keeps_three_digit_bandwidths_whole_at_80_and_120_columns(columns):
     from l0mem.bench.copies import CopyTiming, PeerInfo
     from l0mem.bench.p2p import P2PResult
     from l0mem.bench.timing import Measurement
@@ -214,9 +216,9 @@ def test_render_keeps_three_digit_bandwidths_whole_at_80_columns():
         copies=tuple(copies),
     )
     out = io.StringIO()
-    render(result, Console(file=out, width=80))
+    render(result, Console(file=out, width=columns))
     text = out.getvalue()
-    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= columns
     for c in copies[:3]:
         m = c.measured
         assert m is not None
