@@ -122,6 +122,44 @@ def test_watch_metrics_carry_vram_and_gtt_per_drm_device() -> None:
 
 
 @pytest.mark.parametrize(
+    ("source", "values", "expected"),
+    [
+        (
+            "trace",
+            {"trace.0.allocated": 3, "trace.1.allocated": 5, "trace.1.resident_on_peers": 9},
+            {"0": 3, "1": 5},
+        ),
+        ("sysman", {"sysman.0.used": 7, "sysman.2.used": 11}, {"0": 7, "2": 11}),
+        (
+            "drm",
+            {
+                "drm.0000:10:00.0.vram0.total": 4,
+                "drm.0000:10:00.0.gtt.total": 100,
+                "drm.0000:20:00.0.vram0.total": 6,
+            },
+            {"0000:10:00.0": 4, "0000:20:00.0": 6},
+        ),
+    ],
+)
+def test_watch_metrics_give_device_memory_per_device(
+    source: str, values: dict[str, int], expected: dict[str, int]
+) -> None:
+    from l0mem.cli.prometheus import watch_metrics
+    from l0mem.watch.series import Series, WatchSample
+    from l0mem.watch.summary import summarize
+
+    base = {"host.available": 1 << 34, **dict.fromkeys(values, 0)}
+    sample = WatchSample(0.5, {"host.available": 1 << 34, **values}, pids=1)
+    series = Series(WatchSample(0.0, base), (sample,), {}, tracing=source == "trace")
+    assert series.device_source == source
+    text = watch_metrics(series, summarize(series), {"mode": "watch", "pid": "7"}, now=1.0).text()
+    metrics = {f.name: list(f.samples) for f in text_string_to_metric_families(text)}
+    held = {s.labels["device"]: s.value for s in metrics["l0mem_watch_device_memory_bytes"]}
+    assert held == expected
+    assert all(s.labels["pid"] == "7" for s in metrics["l0mem_watch_device_memory_bytes"])
+
+
+@pytest.mark.parametrize(
     ("label", "why"),
     [
         ("novalue", "expected KEY=VALUE"),
@@ -135,7 +173,9 @@ def test_watch_metrics_carry_vram_and_gtt_per_drm_device() -> None:
     ],
 )
 @pytest.mark.parametrize("command", ["run", "watch", "audit"])
-def test_a_bad_label_is_a_usage_error_before_anything_runs(command: str, label: str, why: str) -> None:
+def test_a_bad_label_is_a_usage_error_before_anything_runs(
+    command: str, label: str, why: str
+) -> None:
     args = {"run": ["--", "true"], "watch": ["--pid", "1"], "audit": ["--setups", "l0"]}[command]
     proc = run_l0mem(command, ["--label", label, *args], dict(os.environ))
     assert proc.returncode == 2 and why in proc.stderr, proc.stderr

@@ -124,7 +124,7 @@ def watch_metrics(
     ``running`` is False for the file written when the run or watch ended: the
     collector keeps reading it, and ``l0mem_watch_running`` 0 says it is final.
     """
-    from l0mem.watch.series import drm_memory, host_cost
+    from l0mem.watch.series import device_parts, drm_memory, host_cost
 
     m = Metrics()
     last = series.samples[-1] if series.samples else None
@@ -140,12 +140,16 @@ def watch_metrics(
         summary.host_cost.bytes,
         **labels,
     )
-    m.add(
-        "l0mem_watch_device_memory_bytes",
-        "The workload's device memory now (traced allocations, DRM VRAM or Sysman).",
-        None if last is None else series.device_memory(last.values),
-        **labels,
-    )
+    parts = {} if last is None else device_parts(last.values, series.device_source)
+    for device, held in sorted(parts.items()):
+        m.add(
+            "l0mem_watch_device_memory_bytes",
+            "The workload's device memory now on one device (traced allocations, DRM VRAM or "
+            "Sysman): device is its index, or its PCI address for DRM.",
+            held,
+            **labels,
+            device=device,
+        )
     for pdev, region, host in _drm(summary):
         values = {} if last is None else last.values
         m.add(

@@ -158,22 +158,37 @@ def _trace_sum(values: Mapping[str, int], what: str) -> int | None:
     return sum(parts) if parts else None
 
 
+def device_parts(values: Mapping[str, int], source: str | None) -> dict[str, int]:
+    """Return the workload's device memory per device as ``source`` (a Series.device_source) reads it.
+
+    Keyed by the device's index (traced, Sysman) or PCI address (DRM VRAM).
+    """
+    out: dict[str, int] = {}
+    for name, v in values.items():
+        if source == "trace" and name.startswith(TRACE_PREFIX) and name.endswith("." + ALLOCATED):
+            key = name[len(TRACE_PREFIX) : -len(ALLOCATED) - 1]
+        elif source == "sysman" and name.startswith(SYSMAN_PREFIX) and name.endswith(".used"):
+            key = name[len(SYSMAN_PREFIX) : -len(".used")]
+        elif source == "drm" and (p := drm_parts(name)) is not None and p[2] == "total":
+            if p[1] in HOST_DRM_REGIONS:
+                continue
+            key = p[0]
+        else:
+            continue
+        out[key] = out.get(key, 0) + v
+    return out
+
+
 def device_bytes(values: Mapping[str, int], *, tracing: bool) -> int | None:
     """Return the workload's device memory: traced live allocations, else DRM VRAM; None if unknown."""
-    if tracing:
-        return _trace_sum(values, ALLOCATED)
-    parts = [
-        v
-        for n, v in values.items()
-        if (p := drm_parts(n)) is not None and p[2] == "total" and p[1] not in HOST_DRM_REGIONS
-    ]
-    return sum(parts) if parts else None
+    parts = device_parts(values, "trace" if tracing else "drm")
+    return sum(parts.values()) if parts else None
 
 
 def sysman_bytes(values: Mapping[str, int]) -> int | None:
     """Return the device memory in use on every device by Sysman's count, or None without it."""
-    parts = [v for n, v in values.items() if n.startswith(SYSMAN_PREFIX) and n.endswith(".used")]
-    return sum(parts) if parts else None
+    parts = device_parts(values, "sysman")
+    return sum(parts.values()) if parts else None
 
 
 def resident_bytes(values: Mapping[str, int]) -> int | None:
@@ -221,6 +236,7 @@ __all__ = [
     "WatchSample",
     "device_bytes",
     "device_label",
+    "device_parts",
     "drm_devices",
     "drm_memory",
     "drm_parts",
