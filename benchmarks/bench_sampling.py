@@ -21,7 +21,10 @@ the fdinfo of two devices.
 busy server. Last, the walk of the tree alone is timed both ways: l0mem's
 (:func:`l0mem.probe.process_tree`, each process's children files, a cost that
 grows with the tree) and psutil's ``Process.children(recursive=True)`` (a scan
-of every process on the machine), which is why the probe walks by hand.
+of every process on the machine), which is why the probe walks by hand; where
+the kernel has no children files, l0mem's scan of every parent pid against
+``psutil.process_iter(["ppid"])``; and the memory of the tree's processes, one
+``status`` read each against psutil's ``memory_full_info`` (USS, PSS, swap).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from rich.table import Table
 from benchmarks.args import non_negative, positive, seconds
 from l0mem.files import check_writable, write_json
 from l0mem.probe import TreeProber, process_tree
+from l0mem.probe.pids import parent_map
 
 SCHEMA = "l0mem.bench.sampling/1"
 GOAL = 0.01  # of one core
@@ -144,13 +148,37 @@ def cpu_per_call(call: Callable[[], object], calls: int) -> float:
     return (time.process_time() - start) / calls
 
 
+def _statuses(pids: tuple[int, ...]) -> None:
+    """Read each process's ``status`` file, as a tree sample does."""
+    for pid in pids:
+        with suppress(OSError):
+            Path(f"/proc/{pid}/status").read_bytes()
+
+
+def _full_info(pids: tuple[int, ...]) -> None:
+    """Read each process's USS, PSS and swap through psutil."""
+    for pid in pids:
+        with suppress(psutil.Error):
+            psutil.Process(pid).memory_full_info()
+
+
 def walks(root: int, calls: int) -> dict[str, Any]:
-    """Return the CPU seconds of one walk of ``root``'s tree by l0mem and by psutil."""
+    """Return the CPU seconds of what the probe reads by hand and of psutil's way to the same."""
     tree = psutil.Process(root)
+    pids = process_tree(root)
     return {
         "machine_processes": len(psutil.pids()),
+        "tree_processes": len(pids),
         "l0mem_walk_s": cpu_per_call(lambda: process_tree(root), calls),
         "psutil_walk_s": cpu_per_call(lambda: tree.children(recursive=True), calls),
+        # Where the kernel has no children files: every process's parent, both ways.
+        "l0mem_parent_scan_s": cpu_per_call(parent_map, calls),
+        "psutil_process_iter_s": cpu_per_call(
+            lambda: [p.info for p in psutil.process_iter(["ppid"])], calls
+        ),
+        # Per-process memory: the one status read, and psutil's USS/PSS/swap.
+        "l0mem_status_s": cpu_per_call(lambda: _statuses(pids), calls),
+        "psutil_memory_full_info_s": cpu_per_call(lambda: _full_info(pids), calls),
     }
 
 
@@ -205,6 +233,13 @@ def render(
         f"the walk alone, among {walked['machine_processes']} processes on the machine: "
         f"l0mem {walked['l0mem_walk_s'] * 1e3:.2f} ms, "
         f"psutil children(recursive=True) {walked['psutil_walk_s'] * 1e3:.2f} ms"
+    )
+    console.print(
+        f"every process's parent: l0mem {walked['l0mem_parent_scan_s'] * 1e3:.2f} ms, "
+        f"psutil process_iter(['ppid']) {walked['psutil_process_iter_s'] * 1e3:.2f} ms; "
+        f"the memory of {walked['tree_processes']} processes: status files "
+        f"{walked['l0mem_status_s'] * 1e3:.2f} ms, psutil memory_full_info "
+        f"{walked['psutil_memory_full_info_s'] * 1e3:.2f} ms"
     )
 
 
