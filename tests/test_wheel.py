@@ -86,6 +86,18 @@ def _installed(base: dict[str, str], venv: Path, home: Path) -> dict[str, str]:
     return env
 
 
+def _packaged(venv: Path, env: dict[str, str], cwd: Path) -> str:
+    """Return where the l0mem installed in ``venv`` finds a packaged tracer ("None": nowhere)."""
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import l0mem.trace.build as b; print(b.packaged())"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        check=True,
+    ).stdout.strip()
+
+
 def test_run_trace_traces_with_the_wheels_tracer_where_no_compiler_is(
     venv: Path, tmp_path: Path
 ) -> None:
@@ -112,14 +124,7 @@ def test_run_trace_traces_with_the_wheels_tracer_where_no_compiler_is(
         "the tracer was built, not taken from the wheel"
     )
     # The l0mem that ran is the wheel's, not this checkout's.
-    where = subprocess.run(
-        [str(bin_dir / "python"), "-c", "import l0mem.trace.build as b; print(b.packaged())"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        check=True,
-    ).stdout.strip()
+    where = _packaged(venv, env, tmp_path)
     assert where.startswith(str(venv)) and where.endswith(build.LIBRARY_NAME)
 
 
@@ -226,15 +231,7 @@ def test_a_checkout_installs_and_audits_with_no_compiler(
     bin_dir = checkout_venv / "bin"
     assert all(shutil.which(cc, path=str(bin_dir)) is None for cc in build.COMPILERS)
     env = _installed(sim.sim_env(devices=2, mirror="peer-resident"), checkout_venv, tmp_path)
-    packaged = subprocess.run(
-        [str(bin_dir / "python"), "-c", "import l0mem.trace.build as b; print(b.packaged())"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        check=True,
-    ).stdout.strip()
-    assert packaged == "None"
+    assert _packaged(checkout_venv, env, tmp_path) == "None"
     report = tmp_path / "audit.json"
     proc = subprocess.run(
         [

@@ -272,6 +272,15 @@ def judged_samples(
     return without_bystanders(samples, config.totals, config.clean_threshold)[0]
 
 
+def deciding_steps(analysis: SetupAnalysis) -> tuple[str, SignalFit] | None:
+    """Return the deciding signal and its fit where step windows decided with an interval, else None."""
+    signal = analysis.deciding_signal
+    fit = analysis.fit(signal) if signal else None
+    if signal is None or fit is None or fit.method != "steps" or fit.interval is None:
+        return None
+    return signal, fit
+
+
 def undecided(
     analysis: SetupAnalysis, signal: str, fit: SignalFit, why: str, more: str
 ) -> SetupAnalysis:
@@ -331,6 +340,7 @@ __all__ = [
     "as_setup_run",
     "at_the_change",
     "before_the_job",
+    "deciding_steps",
     "device_series",
     "edge_costs",
     "holding",

@@ -32,7 +32,7 @@ from __future__ import annotations
 from l0mem.estimate.climbs import level_steps, outside
 from l0mem.estimate.model import AnalysisConfig, SetupAnalysis
 from l0mem.units import fixed
-from l0mem.watch.estimation import holding, judged_samples, more_evidence, undecided
+from l0mem.watch.estimation import deciding_steps, holding, judged_samples, more_evidence, undecided
 from l0mem.watch.pauses import pause_costs
 from l0mem.watch.series import Series
 
@@ -48,10 +48,10 @@ def against_late_costs(
 
     ``still``: as for :func:`~l0mem.watch.pauses.pause_costs`.
     """
-    signal = analysis.deciding_signal
-    fit = analysis.fit(signal) if signal else None
-    if signal is None or fit is None or fit.method != "steps" or fit.interval is None:
+    decided = deciding_steps(analysis)
+    if decided is None:
         return analysis
+    signal, fit = decided
     pauses = pause_costs(series, xs, signal, config, still)
     if pauses is None or pauses.rate is None:
         return analysis
@@ -66,7 +66,7 @@ def against_late_costs(
     levels = level_steps(samples, signal, config, rate)
     if levels is None or levels.interval is None or levels.slope is None:
         return analysis
-    if levels.interval[0] <= fit.interval[1]:
+    if fit.high is None or levels.interval[0] <= fit.high:
         return analysis
     seen = (
         f"the level the host reached at each step, read last before the next, with {taken}, "
@@ -75,9 +75,7 @@ def against_late_costs(
         "windows (pages backed when first used, a residency made later), or another process "
         "taking memory as the job climbed"
     )
-    return holding(
-        analysis, signal, fit, levels.interval, seen, _advice(series.tracing), config
-    )
+    return holding(analysis, signal, fit, levels.interval, seen, _advice(series.tracing), config)
 
 
 def _advice(tracing: bool) -> str:

@@ -32,6 +32,7 @@ from l0mem.estimate.steps import drift, reads, windows
 from l0mem.estimate.verdicts import separated
 from l0mem.units import fixed
 from l0mem.watch.estimation import (
+    deciding_steps,
     edge_costs,
     judged_samples,
     known_reads,
@@ -146,10 +147,10 @@ def against_the_pauses(
 
     ``still``: as for :func:`pause_costs`.
     """
-    signal = analysis.deciding_signal
-    fit = analysis.fit(signal) if signal else None
-    if signal is None or fit is None or fit.method != "steps" or fit.interval is None:
+    decided = deciding_steps(analysis)
+    if decided is None:
         return analysis
+    signal, fit = decided
     pauses = pause_costs(series, xs, signal, config, still)
     if pauses is not None and pauses.cost is None and _ran_together(pauses):
         return undecided(
