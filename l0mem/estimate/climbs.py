@@ -119,6 +119,22 @@ def climb_line(
     return ClimbLine(line, _lumps([c for _, _, c in series], peak, config), 1)
 
 
+def _level_ratios(
+    up: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float
+) -> tuple[list[float], list[float]] | None:
+    """Return a climb's steps from level to level: cost per GiB and size (GiB), or None with too few."""
+    idle, at = _levels(up, signal, rate)
+    # A climb that went back to no device memory on its way up has no step to level 0.
+    levels = sorted(x for x in at if x > 0)
+    if len(levels) < config.min_points:
+        return None
+    start = statistics.median(idle) if idle else 0.0
+    costs = [start, *(at[x] for x in levels)]
+    sizes = [b - a for a, b in itertools.pairwise([0.0, *levels])]
+    ratios = [(b - a) / size for (a, b), size in zip(itertools.pairwise(costs), sizes, strict=True)]
+    return ratios, sizes
+
+
 def level_steps(
     samples: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float
 ) -> SignalFit | None:
@@ -131,25 +147,34 @@ def level_steps(
     ``config.min_points`` steps.
     """
     up = climb(samples)
-    idle, at = _levels(up, signal, rate)
-    levels = sorted(at)
-    if len(levels) < config.min_points:
+    found = _level_ratios(up, signal, config, rate)
+    if found is None:
         return None
-    start = statistics.median(idle) if idle else 0.0
-    costs = [start, *(at[x] for x in levels)]
-    sizes = [b - a for a, b in itertools.pairwise([0.0, *levels])]
-    ratios = [(b - a) / size for (a, b), size in zip(itertools.pairwise(costs), sizes, strict=True)]
-    found = median_interval(ratios, config.confidence, sizes)
+    ratios, sizes = found
+    median = median_interval(ratios, config.confidence, sizes)
     return dataclasses.replace(
         fit_signal(up, signal, config, drift=rate, trend=False),
         method="steps",
         points=len(ratios),
-        slope=found.median,
-        low=found.low,
-        high=found.high,
-        coverage=found.coverage,
-        uncertainty=found.half_width,
+        slope=median.median,
+        low=median.low,
+        high=median.high,
+        coverage=median.coverage,
+        uncertainty=median.half_width,
     )
+
+
+def _mostly_past(samples: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float) -> bool:
+    """Return whether two steps in three from level to level or more lie past clean."""
+    found = _level_ratios(climb(samples), signal, config, rate)
+    if found is None:
+        return False
+    # Not the median's whole interval: over a few steps that is their whole range,
+    # and another process giving back in one pause would hold a mirror's clean.
+    # Not the median alone: beside a churning neighbour half the steps of a clean
+    # job may read high.
+    ratios = sorted(found[0])
+    return ratios[len(ratios) // 3] >= config.clean_threshold * 1024.0
 
 
 def _rates(
@@ -193,9 +218,10 @@ def against(
         line = found.line
         if verdict == "clean" and found.climbs == 1:
             # A cost paid late in every step leaves a line over all the reads lagging
-            # behind the levels, and fitting poorly: the steps from level to level say it.
+            # behind the levels, and fitting poorly: the steps from level to level say
+            # it, where two in three of them or more lie past clean.
             levels = level_steps(samples, fit.signal, config, rate)
-            if levels is not None and levels.interval is not None and levels.interval[0] >= clean:
+            if levels is not None and _mostly_past(samples, fit.signal, config, rate):
                 return ClimbLine(levels, found.lumps, 1), "not clean"
         if not found.usable(config) or line.slope is None or line.interval is None:
             continue

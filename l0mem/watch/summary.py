@@ -305,8 +305,21 @@ def _by_residency(analysis: SetupAnalysis, by_residency: SetupAnalysis | None) -
     later: the host pays at the residency call, outside every allocation's
     window (the climb then contradicts those windows, or a neighbour leaves
     them undecided). The tracer sees those calls; where the bytes made
-    resident show a mirror, that is the answer, never "clean".
+    resident show a mirror, that is the answer, never "clean"; where they
+    could not be read, a clean from the allocations is not given either.
     """
+    if (
+        analysis.verdict == "clean"
+        and by_residency is not None
+        and by_residency.verdict == "inconclusive"
+    ):
+        # The allocations cannot see what the residency calls cost: where those
+        # could not be read, neither can a clean be given.
+        return dataclasses.replace(
+            by_residency,
+            reason=f"the allocations said clean, but the residency calls, where the host "
+            f"may pay instead, could not say: {by_residency.reason}",
+        )
     if (
         analysis.verdict not in ("clean", "inconclusive")
         or by_residency is None
