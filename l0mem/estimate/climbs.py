@@ -164,17 +164,14 @@ def level_steps(
     )
 
 
-def _mostly_past(samples: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float) -> bool:
-    """Return whether two steps in three from level to level or more lie past clean."""
-    found = _level_ratios(climb(samples), signal, config, rate)
-    if found is None:
-        return False
+def _mostly_past(ratios: Sequence[float], config: AnalysisConfig) -> bool:
+    """Return whether two in three of ``ratios`` (steps from level to level, MiB/GiB) or more lie past clean."""
     # Not the median's whole interval: over a few steps that is their whole range,
     # and another process giving back in one pause would hold a mirror's clean.
     # Not the median alone: beside a churning neighbour half the steps of a clean
     # job may read high.
-    ratios = sorted(found[0])
-    return ratios[len(ratios) // 3] >= config.clean_threshold * 1024.0
+    ordered = sorted(ratios)
+    return ordered[len(ordered) // 3] >= config.clean_threshold * 1024.0
 
 
 def _rates(
@@ -220,8 +217,10 @@ def against(
             # A cost paid late in every step leaves a line over all the reads lagging
             # behind the levels, and fitting poorly: the steps from level to level say
             # it, where two in three of them or more lie past clean.
-            levels = level_steps(samples, fit.signal, config, rate)
-            if levels is not None and _mostly_past(samples, fit.signal, config, rate):
+            steps = _level_ratios(climb(samples), fit.signal, config, rate)
+            if steps is not None and _mostly_past(steps[0], config):
+                levels = level_steps(samples, fit.signal, config, rate)
+                assert levels is not None  # the same steps
                 return ClimbLine(levels, found.lumps, 1), "not clean"
         if not found.usable(config) or line.slope is None or line.interval is None:
             continue

@@ -20,8 +20,9 @@ motion. Two things still show it:
 
 So a clean is held to the climb with the pause windows' rate taken out
 (:func:`~l0mem.estimate.climbs.outside`), and a partial mirror or a mirror
-to the levels' line with that rate taken out: where that line lies wholly
-above the windows, the interval widens to hold it (the windows missed a
+to the steps from level to level with that rate taken out: where their
+median's interval lies wholly above the windows, the interval widens to
+hold it (the windows missed a
 cost, or another process took memory in lumps as the job climbed: either
 way the windows alone do not hold the truth), and the job is
 ``inconclusive`` where it then spans two verdicts.
