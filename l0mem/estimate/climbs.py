@@ -164,6 +164,17 @@ def level_steps(
     )
 
 
+def steps_moved(
+    samples: Sequence[Sample], signal: str, config: AnalysisConfig, rates: tuple[float, float]
+) -> float | None:
+    """Return how far (MiB/GiB, the median over the steps from level to level) taking out one drift rather than the other moves the steps."""
+    up = climb(samples)
+    found = [_level_ratios(up, signal, config, rate) for rate in rates]
+    if found[0] is None or found[1] is None:
+        return None
+    return abs(statistics.median(a - b for a, b in zip(found[0][0], found[1][0], strict=True)))
+
+
 def _mostly_past(ratios: Sequence[float], config: AnalysisConfig) -> bool:
     """Return whether two in three of ``ratios`` (steps from level to level, MiB/GiB) or more lie past clean."""
     # Not the median's whole interval: over a few steps that is their whole range,
@@ -286,4 +297,5 @@ __all__ = [
     "disputed",
     "level_steps",
     "outside",
+    "steps_moved",
 ]

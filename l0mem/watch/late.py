@@ -19,23 +19,30 @@ motion. Two things still show it:
   is paid whole.
 
 So a clean is held to the climb with the pause windows' rate taken out
-(:func:`~l0mem.estimate.climbs.outside`), and a partial mirror or a mirror
-to the steps from level to level with that rate taken out: where their
-median's interval lies wholly above the windows, the interval widens to
-hold it (the windows missed a
-cost, or another process took memory in lumps as the job climbed: either
-way the windows alone do not hold the truth), and the job is
-``inconclusive`` where it then spans two verdicts.
+(:func:`~l0mem.estimate.climbs.outside`) and, where that rate is a steady
+one's (:data:`STEADY_WITHIN`), with the end of its interval that would hide
+a cost taken out as well. A partial mirror or a mirror is held to the steps
+from level to level with that rate taken out: where their median's
+interval lies wholly above the windows, the interval widens to hold it (the
+windows missed a cost, or another process took memory in lumps as the job
+climbed: either way the windows alone do not hold the truth), and the job
+is ``inconclusive`` where it then spans two verdicts.
 """
 
 from __future__ import annotations
 
-from l0mem.estimate.climbs import level_steps, outside
-from l0mem.estimate.model import AnalysisConfig, SetupAnalysis
+from l0mem.estimate.climbs import level_steps, outside, steps_moved
+from l0mem.estimate.model import AnalysisConfig, Sample, SetupAnalysis, SignalFit
+from l0mem.estimate.order import Interval
 from l0mem.units import fixed
 from l0mem.watch.estimation import deciding_steps, holding, judged_samples, more_evidence, undecided
 from l0mem.watch.pauses import pause_costs
 from l0mem.watch.series import Series
+
+# MiB/GiB: a pause windows' rate whose interval moves the steps from level to level
+# by less than a 1:1 mirror's cost is a steady rate's (a churning neighbour's moves
+# them by thousands, and says nothing of the steps).
+STEADY_WITHIN = 1024.0
 
 
 def against_late_costs(
@@ -60,10 +67,10 @@ def against_late_costs(
     samples = judged_samples(series, xs, config)
     taken = f"the {fixed(rate)} MiB/s the host moved at in the pause windows taken out"
     if analysis.verdict == "clean":
-        why = outside(samples, fit, "clean", config, also=(rate,))
+        why = _against_clean(samples, signal, fit, pauses.rate, config)
         if why is None:
             return analysis
-        return undecided(analysis, signal, fit, f"{why} ({taken})", _advice(series.tracing))
+        return undecided(analysis, signal, fit, why, _advice(series.tracing))
     levels = level_steps(samples, signal, config, rate)
     if levels is None or levels.interval is None or levels.slope is None:
         return analysis
@@ -79,6 +86,30 @@ def against_late_costs(
     return holding(analysis, signal, fit, levels.interval, seen, _advice(series.tracing), config)
 
 
+def _against_clean(
+    samples: list[Sample], signal: str, fit: SignalFit, rate: Interval, config: AnalysisConfig
+) -> str | None:
+    """Return why the climb, the pause windows' rate taken out, disputes a clean, or None."""
+    why = outside(samples, fit, "clean", config, also=(rate.median,))
+    if why is not None:
+        return f"{why} (the {fixed(rate.median)} MiB/s the host moved at in the pause windows taken out)"
+    # Beside a neighbour giving memory back steadily, a rate a few MiB/s off
+    # hides a partial mirror paid late, and the pause windows' rate is known
+    # only within its interval: where that interval is a steady rate's, the end
+    # that would hide a cost is held against the clean too.
+    moved = steps_moved(samples, signal, config, (rate.low, rate.high))
+    if moved is None or moved >= STEADY_WITHIN:
+        return None
+    why = outside(samples, fit, "clean", config, also=(rate.low,))
+    if why is None:
+        return None
+    return (
+        f"{why} (the {fixed(rate.low)} MiB/s the host may have moved at in the pause windows "
+        f"taken out: the end of their rate's interval, {fixed(rate.low)} to {fixed(rate.high)}, "
+        "that would hide a cost)"
+    )
+
+
 def _advice(tracing: bool) -> str:
     """Return what would show a cost paid after its windows."""
     return (
@@ -87,4 +118,4 @@ def _advice(tracing: bool) -> str:
     )
 
 
-__all__ = ["against_late_costs"]
+__all__ = ["STEADY_WITHIN", "against_late_costs"]
