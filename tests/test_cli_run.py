@@ -653,3 +653,81 @@ def test_a_process_left_running_is_named_in_the_summary_and_the_report(tmp_path:
         if with_pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(with_pid), signal.SIGKILL)
+
+
+def _climbs(samples: Sequence[Mapping[str, Any]], key: str) -> int:
+    """Return how many times ``key`` rose from 0 (device memory: one climb each)."""
+    used = [s["values"].get(key) for s in samples]
+    levels = [u for u in used if u is not None]
+    return sum(1 for a, b in zip([0, *levels], levels, strict=False) if a == 0 and b > 0)
+
+
+def test_repeat_runs_the_workload_again_into_one_report(workload: Path, tmp_path: Path) -> None:
+    truth_path, report = tmp_path / "truth.json", tmp_path / "run.json"
+    args = _workload_args(workload, truth_path, steps=4, pause=0.1)
+    proc = _run(
+        ["--quiet", "--interval", "0.05", "--repeat", "3", "--json", str(report)],
+        _env(mirror="peer-resident"),
+        args,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = _report(report)
+    assert data["options"]["repeat"] == 3
+    assert data["exit"] == {"returncode": 0, "killed_by": None, "runs": 3}
+    # Each run climbed from no device memory and freed it: three climbs in one series.
+    assert _climbs(data["samples"], "sysman.0.used") == 3
+    assert data["samples"][-1]["values"]["sysman.0.used"] == 0
+    assert data["summary"]["verdict"] == "mirror"
+    assert "runs made" not in proc.stderr
+
+
+def test_repeat_stops_at_the_first_run_that_fails_and_says_so(tmp_path: Path) -> None:
+    report = tmp_path / "run.json"
+    proc = run_l0mem(
+        "run",
+        ["--quiet", "--repeat", "3", "--json", str(report), "--", "sh", "-c", "exit 5"],
+        host_env(sim.sim_env()),
+    )
+    assert proc.returncode == 5, proc.stderr
+    assert "l0mem run: 1 of 3 runs made: run 1 did not succeed whole" in proc.stderr
+    data = _report(report)
+    assert data["exit"]["runs"] == 1 and data["exit"]["returncode"] == 5
+
+
+def test_one_run_says_nothing_of_repeats(tmp_path: Path) -> None:
+    report = tmp_path / "run.json"
+    job = [sys.executable, "-c", "pass"]
+    proc = run_l0mem("run", ["--quiet", "--json", str(report), "--", *job], host_env(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    data = _report(report)
+    assert data["options"]["repeat"] == 1 and "runs" not in data["exit"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "101", "two", "1.5"])
+def test_repeat_refuses_what_is_no_count_of_runs(value: str) -> None:
+    proc = run_l0mem("run", ["--repeat", value, "--", "true"], dict(os.environ))
+    assert proc.returncode == 2, proc.stderr
+    assert "--repeat" in proc.stderr
+
+
+def test_a_stop_signal_during_repeats_ends_them_and_keeps_the_runs_made(tmp_path: Path) -> None:
+    report, marks = tmp_path / "run.json", tmp_path / "runs"
+    job = ["sh", "-c", f"echo run >> {marks}; sleep 0.4"]
+    l0mem = subprocess.Popen(
+        [sys.executable, "-m", "l0mem", "run", "--quiet", "--interval", "0.05", "--repeat", "5",
+         "--json", str(report), "--", *job],
+        env=host_env(dict(os.environ)), cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (
+        not marks.exists() or len(marks.read_text().splitlines()) < 2
+    ):
+        time.sleep(0.02)
+    l0mem.send_signal(signal.SIGINT)
+    _, stderr = l0mem.communicate(timeout=60)
+    assert l0mem.returncode == 128 + signal.SIGINT, stderr
+    data = _report(report)
+    assert data["stop_signal"] == "SIGINT"
+    assert data["exit"]["runs"] == 2
+    assert len(marks.read_text().splitlines()) == 2  # no run started after the stop
+    assert "runs made" not in stderr

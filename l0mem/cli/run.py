@@ -52,12 +52,14 @@ from l0mem.watch import (
     Watch,
     WatchResult,
     WatchSummary,
+    ran_whole,
     run_workload,
     watch_pid,
 )
 from l0mem.watch.sysman import SysmanReader, child_environment
 
 PID_MAX = 1 << 22  # the kernel's largest pid_max
+MAX_REPEAT = 100
 
 
 def _sysman(
@@ -133,6 +135,17 @@ def _stop_on_signals(watch: Watch) -> contextlib.AbstractContextManager[None]:
     "than the allocation's owner. Risk: a peer that really needs the memory resident pays "
     "at first touch.",
 )
+@click.option(
+    "--repeat",
+    type=IntRange(1, MAX_REPEAT),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Run the command N times, one run after another, and judge the runs' climbs "
+    "together: a cost of the workload's own comes back at the same step of every run, "
+    "another process's motion in one run is outvoted (the answer beside busy neighbours). "
+    "Stops after a run that fails, is stopped, or leaves processes running.",
+)
 @shared_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
 def run(
@@ -142,6 +155,7 @@ def run(
     follow: float,
     trace: bool,
     no_peer_residency: bool,
+    repeat: int,
     interval: float,
     answer_only: bool,
     verbose: bool,
@@ -213,6 +227,7 @@ def run(
                     if to_stdout(json_path, csv_path, plot_path, prometheus_path)
                     else None,
                     follow=follow,
+                    repeat=repeat,
                 )
         except CommandError as exc:
             fail("run", exc.code, str(exc))
@@ -229,6 +244,7 @@ def run(
                 "host_floor": host_floor,
                 "grace": grace,
                 "follow": None if math.isinf(follow) else follow,
+                "repeat": repeat,
                 "trace": session is not None,
                 "no_peer_residency": no_peer_residency,
                 "sysman": not no_sysman,
@@ -242,6 +258,10 @@ def run(
         if result.floor_stop is not None:
             fail("run", ExitCode.NO_DEVICE, result.floor_stop.message)
     code = run_exit_code(result, summary, fail_on_mirror)
+    runs = result.runs or 1
+    if runs < repeat and result.floor_stop is None and result.stop_signal is None:
+        why = "the host neared the floor" if ran_whole(result) else f"run {runs} did not succeed whole"
+        notice("run", f"{runs} of {repeat} runs made: {why}; the report judges those")
     workload = result.returncode
     if workload and result.stop_signal is None:
         # The workload's own code is passed on: say so, or it reads as one of l0mem's.

@@ -84,6 +84,7 @@ class WatchResult:
     # long l0mem followed them (keeping the floor), and those it left running.
     outlived: Outlived | None = None
     devices: tuple[str, ...] = ()  # the names of the devices Sysman read, where it did
+    runs: int | None = None  # run: how many times the workload was run (--repeat); None: watch
 
 
 @dataclasses.dataclass(frozen=True)

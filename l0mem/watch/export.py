@@ -58,6 +58,8 @@ def ending(result: WatchResult) -> dict[str, Any]:
     }
     if result.outlived is not None:
         out["outlived"] = result.outlived.to_dict()
+    if result.runs is not None:
+        out["runs"] = result.runs
     return out
 
 

@@ -9,6 +9,7 @@ a stop comes. Both return a :class:`~l0mem.watch.engine.WatchResult`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
@@ -81,13 +82,17 @@ def run_workload(
     prober: Any = None,
     stdout: int | None = None,
     follow: float = FOLLOW_AFTER_FIRST_S,
+    repeat: int = 1,
 ) -> WatchResult:
     """Start ``command`` and sample its tree until it ends; keep the floor, forward a stop.
 
     ``stdout``: the file descriptor the workload writes its standard output to
     (None: l0mem's). ``follow``: how many seconds the processes that outlive
     the first one are followed, the floor kept for them (``math.inf``: until
-    every one of them ends).
+    every one of them ends). ``repeat``: how many times the command is run,
+    one run after another into the same series, each a climb of its own;
+    repeating stops after a run that did not succeed whole
+    (:func:`ran_whole`) or with the host near the floor.
 
     l0mem is a child subreaper meanwhile (:func:`~l0mem.watch.workload.subreaper`):
     a process of the workload whose parent ended before a sample saw it (``sh
@@ -104,7 +109,27 @@ def run_workload(
         )  # fmt: skip
     check_floor(watch)
     with subreaper():
-        return _run(watch, command, env, source_factory, stdout, follow)
+        result = _run(watch, command, env, source_factory, stdout, follow)
+        runs = 1
+        while runs < repeat and ran_whole(result) and not (watch.stopped() or watch.floor_near()):
+            result = _run(watch, command, env, source_factory, stdout, follow)
+            runs += 1
+    # One run, as asked: the report says nothing of repeats. A stop that came
+    # between two runs ended the watch as well.
+    if repeat == 1:
+        return result
+    return dataclasses.replace(result, runs=runs, stop_signal=watch.stop_signal)
+
+
+def ran_whole(result: WatchResult) -> bool:
+    """Return whether a run succeeded whole: exit 0, not stopped, nothing of it left running."""
+    left = result.outlived is not None and bool(result.outlived.left_running)
+    return (
+        result.returncode == 0
+        and result.floor_stop is None
+        and result.stop_signal is None
+        and not left
+    )
 
 
 def _adopt(source: Source | None, factory: SourceFactory, pids: Sequence[int]) -> Source | None:
@@ -306,6 +331,7 @@ __all__ = [
     "FloorError",
     "SourceFactory",
     "check_floor",
+    "ran_whole",
     "run_workload",
     "take_baseline",
     "watch_pid",
