@@ -13,8 +13,9 @@ neighbour. The commands:
 
 - ``audit``: ``l0mem audit --setups l0,l0-multi,l0-peer-resident,l0-dmabuf
   --size 1G``; each set-up is a row (``audit:<set-up>``);
-- ``run``, ``run-trace``, ``run-npr``: ``l0mem run`` (``--trace``,
-  ``--no-peer-residency``) of ``examples/peer_resident_job.py --gib 1``;
+- ``run``, ``run-trace``, ``run-npr``, ``run-repeat``: ``l0mem run``
+  (``--trace``, ``--no-peer-residency``, ``--repeat 3``) of
+  ``examples/peer_resident_job.py --gib 1``;
 - ``watch``: the same job started here, held until ``l0mem watch --pid``
   has taken its first sample, then watched to its end.
 
@@ -35,9 +36,10 @@ Run ``i`` seeds its neighbour with ``--seed`` + i in every cell. A cell the
 simulator refuses (``--mirror-kinds anon`` before the simulator has it) is
 counted as errors, with the reason.
 
-A run takes 10 to 15 s here (the audit of four set-ups, or the 12 s job), so
-the whole default matrix (5 commands, 4 ratios, 9 neighbours, 2 mirror kinds,
-20 runs: 7,200 runs) takes about a day: choose axes, or set ``--time-limit``.
+A run takes 10 to 15 s here (the audit of four set-ups, or the 12 s job; 40 s
+for ``run-repeat``), so the whole default matrix (6 commands, 4 ratios, 9
+neighbours, 2 mirror kinds, 20 runs: 8,640 runs) takes more than a day: choose
+axes, or set ``--time-limit``.
 Other processes on the machine move host memory too; a ``quiet`` cell is
 only as quiet as the machine.
 
@@ -73,7 +75,7 @@ from tests.support.neighbour import GIB, MIB, Neighbour, parse_size
 
 SCHEMA = "l0mem.bench.noise/1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = ("audit", "run", "run-trace", "watch", "run-npr")
+COMMANDS = ("audit", "run", "run-trace", "watch", "run-npr", "run-repeat")
 KINDS = ("quiet", "anon", "pagecache", "shmem", "mixed")
 MIRROR_KINDS = ("memfd", "anon")
 MIRROR_MODES = ("peer-resident", "all")
@@ -174,7 +176,7 @@ def truth_ratio(target: str, ratio: float, mirror_mode: str) -> float:
     """Return the host/device ratio the simulator is configured to cost ``target``."""
     if mirror_mode == "all":
         return ratio
-    mirrors = target in ("audit:l0-peer-resident", "run", "run-trace", "watch")
+    mirrors = target in ("audit:l0-peer-resident", "run", "run-trace", "watch", "run-repeat")
     return ratio if mirrors else 0.0
 
 
@@ -447,7 +449,12 @@ def measure_once(
             elif cell.command == "watch":
                 found = {"watch": _watch(config, env, work)}
             else:
-                options = {"run": [], "run-trace": ["--trace"], "run-npr": ["--no-peer-residency"]}
+                options = {
+                    "run": [],
+                    "run-trace": ["--trace"],
+                    "run-npr": ["--no-peer-residency"],
+                    "run-repeat": ["--repeat", "3"],
+                }
                 found = {cell.command: _run(config, env, work, options[cell.command])}
             command_s = time.monotonic() - t0
         finally:

@@ -20,7 +20,7 @@ def test_the_truth_follows_the_simulators_configuration() -> None:
     for clean in ("audit:l0", "audit:l0-multi", "audit:l0-dmabuf", "run-npr"):
         assert noise.truth_ratio(clean, 2.0, "peer-resident") == 0.0
         assert noise.truth_ratio(clean, 2.0, "all") == 2.0
-    for job in ("run", "run-trace", "watch"):
+    for job in ("run", "run-trace", "watch", "run-repeat"):
         assert noise.truth_ratio(job, 1.0, "peer-resident") == 1.0
     classify = noise._classifier()
     assert [classify(r) for r in (0.0, 0.09, 0.1, 0.5, 0.74, 0.75, 2.0)] == [

@@ -679,6 +679,11 @@ def test_repeat_runs_the_workload_again_into_one_report(workload: Path, tmp_path
     assert data["samples"][-1]["values"]["sysman.0.used"] == 0
     assert data["summary"]["verdict"] == "mirror"
     assert "runs made" not in proc.stderr
+    # The details say how often it ran (not the answer: at most five lines).
+    shown = run_l0mem("run", ["--interval", "0.05", "--repeat", "2", "--", *args],
+                      _env(mirror="peer-resident"))  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "the workload ran 2 time(s), one run after another" in shown.stderr
 
 
 def test_repeat_stops_at_the_first_run_that_fails_and_says_so(tmp_path: Path) -> None:

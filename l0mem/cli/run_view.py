@@ -276,6 +276,11 @@ def summary_view(
         )
     if result.trace is not None:
         lines += trace_lines(result.trace)
+    if result.runs is not None:
+        lines.append(
+            f"the workload ran {result.runs} time(s), one run after another, its climbs judged "
+            "together (--repeat)"
+        )
     if result.outlived is not None:
         o = result.outlived
         text = (

@@ -43,6 +43,7 @@ class ClimbLine:
     line: SignalFit
     lumps: int
     climbs: int
+    levels: bool = False  # the line is the median of the steps from level to level (level_steps)
 
     def usable(self, config: AnalysisConfig) -> bool:
         """Return whether the line may speak: it fits, or it rose in lumps the steps explain."""
@@ -232,7 +233,7 @@ def against(
             if steps is not None and _mostly_past(steps[0], config):
                 levels = level_steps(samples, fit.signal, config, rate)
                 assert levels is not None  # the same steps
-                return ClimbLine(levels, found.lumps, 1), "not clean"
+                return ClimbLine(levels, found.lumps, 1, levels=True), "not clean"
         if not found.usable(config) or line.slope is None or line.interval is None:
             continue
         # Only across clean: partial against mirror is the windows' to say (beside a
@@ -262,9 +263,11 @@ def outside(
         return None
     climbed, other = found
     count = "" if climbed.climbs == 1 else f" (the median of {climbed.climbs} climbs)"
+    # The steps from level to level dispute as the climb's line does; the reason says which.
+    how = " at the median of its steps from level to level" if climbed.levels else ""
     return (
         f"its step windows say {verdict} {_DISPUTE} {other}{count} "
-        f"({fixed(climbed.line.slope or 0.0)} MiB/GiB): host memory moved outside the windows"
+        f"({fixed(climbed.line.slope or 0.0)} MiB/GiB{how}): host memory moved outside the windows"
     )
 
 
