@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from l0mem.trace import build
 from tests.support import sim
+from tests.support.installed import as_user, build_wheel, fresh_venv
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "examples" / "peer_resident_job.py"
@@ -29,16 +29,7 @@ MIB = 1 << 20
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Return the wheel .ci/wheel builds."""
-    out = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run(
-        ["bash", str(REPO / ".ci" / "wheel"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "L0MEM_VENV": str(Path(sys.executable).parents[1])},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return Path(proc.stdout.strip().splitlines()[-1])
+    return build_wheel(tmp_path_factory.mktemp("dist"))
 
 
 def test_the_wheel_carries_the_tracer_built_from_its_source_and_a_manylinux_tag(
@@ -58,32 +49,7 @@ def test_the_wheel_carries_the_tracer_built_from_its_source_and_a_manylinux_tag(
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Return a fresh virtual environment with the wheel (and its dependencies) installed."""
-    root = tmp_path_factory.mktemp("venv") / "env"
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, timeout=300)
-    proc = subprocess.run(
-        [str(root / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return root
-
-
-def _installed(base: dict[str, str], venv: Path, home: Path) -> dict[str, str]:
-    """Return ``base`` as a user of the installed wheel has it: its venv alone on PATH, no compiler.
-
-    Nothing of this checkout (PYTHONPATH, its venv, a tracer or simulator
-    built elsewhere) and an empty per-user cache.
-    """
-    env = {
-        k: v
-        for k, v in base.items()
-        if k not in ("PYTHONPATH", "VIRTUAL_ENV", build.PREBUILT_VAR, "L0MEM_SIM_LIBRARY")
-    }
-    (home / "cache").mkdir(exist_ok=True)
-    env.update(PATH=str(venv / "bin"), XDG_CACHE_HOME=str(home / "cache"), HOME=str(home))
-    return env
+    return fresh_venv(tmp_path_factory.mktemp("venv") / "env", wheel)
 
 
 def _packaged(venv: Path, env: dict[str, str], cwd: Path) -> str:
@@ -103,7 +69,7 @@ def test_run_trace_traces_with_the_wheels_tracer_where_no_compiler_is(
 ) -> None:
     bin_dir = venv / "bin"
     assert all(shutil.which(cc, path=str(bin_dir)) is None for cc in build.COMPILERS)
-    env = _installed(sim.sim_env(devices=2, mirror="peer-resident"), venv, tmp_path)
+    env = as_user(sim.sim_env(devices=2, mirror="peer-resident"), venv, tmp_path)
     cache = Path(env["XDG_CACHE_HOME"])
     report = tmp_path / "run.json"
     job = ["python", str(JOB), "--gib", "0.25", "--steps", "2", "--pause", "0.2", "--hold", "0.2"]
@@ -134,7 +100,7 @@ def test_the_demo_runs_on_the_simulated_driver_the_wheel_carries(
     bin_dir = venv / "bin"
     # Nothing points it at a simulator: the one the wheel carries is the one it finds.
     user = {k: v for k, v in os.environ.items() if not k.startswith("ZESIM_")}
-    env = _installed(user, venv, tmp_path)
+    env = as_user(user, venv, tmp_path)
     out = tmp_path / "demo"
     proc = subprocess.run(
         [str(bin_dir / "l0mem"), "demo", "--size", "32M", "--out", str(out)],
@@ -208,19 +174,9 @@ def checkout_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("not a git checkout: no tracked files to copy")
     tree = _tree(tmp_path_factory.mktemp("checkout") / "l0mem")
     root = tmp_path_factory.mktemp("plain") / "env"
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = str(root / "bin")
-    proc = subprocess.run(
-        [str(root / "bin" / "python"), "-m", "pip", "install", "-q", str(tree)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=tree,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return root
+    return fresh_venv(root, tree, env)
 
 
 def test_a_checkout_installs_and_audits_with_no_compiler(
@@ -230,7 +186,7 @@ def test_a_checkout_installs_and_audits_with_no_compiler(
     # without the tracer; the audit needs none.
     bin_dir = checkout_venv / "bin"
     assert all(shutil.which(cc, path=str(bin_dir)) is None for cc in build.COMPILERS)
-    env = _installed(sim.sim_env(devices=2, mirror="peer-resident"), checkout_venv, tmp_path)
+    env = as_user(sim.sim_env(devices=2, mirror="peer-resident"), checkout_venv, tmp_path)
     assert _packaged(checkout_venv, env, tmp_path) == "None"
     report = tmp_path / "audit.json"
     proc = subprocess.run(
@@ -262,7 +218,7 @@ def test_a_checkout_installs_and_audits_with_no_compiler(
 def test_run_trace_without_the_tracer_or_a_compiler_says_what_to_install(
     checkout_venv: Path, tmp_path: Path
 ) -> None:
-    env = _installed(sim.sim_env(devices=2), checkout_venv, tmp_path)
+    env = as_user(sim.sim_env(devices=2), checkout_venv, tmp_path)
     proc = subprocess.run(
         [str(checkout_venv / "bin" / "l0mem"), "run", "--trace", "--", "python", "-c", "pass"],
         capture_output=True,
