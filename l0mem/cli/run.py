@@ -52,7 +52,6 @@ from l0mem.watch import (
     Watch,
     WatchResult,
     WatchSummary,
-    ran_whole,
     run_workload,
     watch_pid,
 )
@@ -259,9 +258,8 @@ def run(
             fail("run", ExitCode.NO_DEVICE, result.floor_stop.message)
     code = run_exit_code(result, summary, fail_on_mirror)
     runs = result.runs or 1
-    if runs < repeat and result.floor_stop is None and result.stop_signal is None:
-        why = "the host neared the floor" if ran_whole(result) else f"run {runs} did not succeed whole"
-        notice("run", f"{runs} of {repeat} runs made: {why}; the report judges those")
+    if runs < repeat and watch.stop_signal is None:
+        notice("run", f"{runs} of {repeat} runs made: run {runs} did not succeed whole; the report judges those")
     workload = result.returncode
     if workload and result.stop_signal is None:
         # The workload's own code is passed on: say so, or it reads as one of l0mem's.

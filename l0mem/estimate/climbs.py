@@ -83,6 +83,35 @@ def _levels(up: Sequence[Sample], signal: str, rate: float) -> tuple[list[float]
     return idle, at
 
 
+def _judged(samples: Sequence[Sample], config: AnalysisConfig) -> list[list[Sample]]:
+    """Return the run's climbs with enough alloc samples to judge."""
+    return [c for c in climbs(samples) if sum(s.phase == "alloc" for s in c) >= config.min_points]
+
+
+def _together(
+    judged: Sequence[Sequence[Sample]], signal: str, config: AnalysisConfig, rate: float
+) -> tuple[list[float], list[float], list[float]] | None:
+    """Return the levels two climbs or more went through, the median step (MiB) to each, and their idle costs.
+
+    None with fewer than two climbs or ``config.min_points`` levels in common.
+    """
+    if len(judged) < 2:
+        return None
+    per = [_levels(c, signal, rate) for c in judged]
+    common = sorted(set.intersection(*(set(at) for _, at in per)) - {0.0})
+    if len(common) < config.min_points:
+        return None
+    # Level by level, the median of what each climb's step to that level cost:
+    # another process's jump moves one step of one climb, a late cost of the
+    # run's own the same step of every climb. (The median of the levels
+    # themselves would not do: a jump early in a climb moves every level after it.)
+    rises = [
+        statistics.median(at[x] - at.get(prev, 0.0) for _, at in per)
+        for prev, x in itertools.pairwise([0.0, *common])
+    ]
+    return common, rises, [c for costs, _ in per for c in costs]
+
+
 def climb_line(
     samples: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float
 ) -> ClimbLine:
@@ -92,27 +121,17 @@ def climb_line(
     to its peak. Several through the same levels: the line through their
     median at each level, its noise the idle costs' spread robust to jumps.
     """
-    judged = [c for c in climbs(samples) if sum(s.phase == "alloc" for s in c) >= config.min_points]
-    if len(judged) >= 2:
-        per = [_levels(c, signal, rate) for c in judged]
-        common = sorted(set.intersection(*(set(at) for _, at in per)))
-        if len(common) >= config.min_points:
-            # Level by level, the median of what each climb's step to that level cost:
-            # another process's jump moves one step of one climb, a late cost of the
-            # run's own the same step of every climb. (The median of the levels
-            # themselves would not do: a jump early in a climb moves every level after it.)
-            rises = [
-                statistics.median(at[x] - at.get(prev, 0.0) for _, at in per)
-                for prev, x in itertools.pairwise([0.0, *common])
-            ]
-            ys = list(itertools.accumulate(rises))
-            idle = [c for costs, _ in per for c in costs]
-            centre = statistics.median(idle) if idle else 0.0
-            # The idle costs' spread, unmoved by a jump in one climb's idle reads.
-            noise = robust_spread([c - centre for c in idle]) if len(idle) >= 2 else None
-            base = fit_signal(judged[0], signal, config, drift=rate, trend=False)
-            line = line_fit(base, noise, common, ys, config)
-            return ClimbLine(line, _lumps([centre, *ys], common[-1], config), len(judged))
+    judged = _judged(samples, config)
+    together = _together(judged, signal, config, rate)
+    if together is not None:
+        common, rises, idle = together
+        ys = list(itertools.accumulate(rises))
+        centre = statistics.median(idle) if idle else 0.0
+        # The idle costs' spread, unmoved by a jump in one climb's idle reads.
+        noise = robust_spread([c - centre for c in idle]) if len(idle) >= 2 else None
+        base = fit_signal(judged[0], signal, config, drift=rate, trend=False)
+        line = line_fit(base, noise, common, ys, config)
+        return ClimbLine(line, _lumps([centre, *ys], common[-1], config), len(judged))
     up = climb(samples)
     line = fit_signal(up, signal, config, drift=rate, trend=False)
     series = cost_series(up, signal, rate)
@@ -136,6 +155,24 @@ def _level_ratios(
     return ratios, sizes
 
 
+def level_ratios(
+    samples: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float
+) -> tuple[list[float], list[float]] | None:
+    """Return the run's steps from level to level, ``rate`` MiB/s taken out: cost per GiB and size (GiB).
+
+    Over several climbs through the same levels, each step is the median of
+    what every climb's step to that level cost (a neighbour's lump in one
+    climb is outvoted there); else the single climb's. None with fewer than
+    ``config.min_points`` steps.
+    """
+    together = _together(_judged(samples, config), signal, config, rate)
+    if together is None:
+        return _level_ratios(climb(samples), signal, config, rate)
+    common, rises, _ = together
+    sizes = [b - a for a, b in itertools.pairwise([0.0, *common])]
+    return [r / size for r, size in zip(rises, sizes, strict=True)], sizes
+
+
 def level_steps(
     samples: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float
 ) -> SignalFit | None:
@@ -147,14 +184,13 @@ def level_steps(
     fell in, and the median outvotes it. None with fewer than
     ``config.min_points`` steps.
     """
-    up = climb(samples)
-    found = _level_ratios(up, signal, config, rate)
+    found = level_ratios(samples, signal, config, rate)
     if found is None:
         return None
     ratios, sizes = found
     median = median_interval(ratios, config.confidence, sizes)
     return dataclasses.replace(
-        fit_signal(up, signal, config, drift=rate, trend=False),
+        fit_signal(climb(samples), signal, config, drift=rate, trend=False),
         method="steps",
         points=len(ratios),
         slope=median.median,
@@ -169,8 +205,7 @@ def steps_moved(
     samples: Sequence[Sample], signal: str, config: AnalysisConfig, rates: tuple[float, float]
 ) -> float | None:
     """Return how far (MiB/GiB, the median over the steps from level to level) taking out one drift rather than the other moves the steps."""
-    up = climb(samples)
-    found = [_level_ratios(up, signal, config, rate) for rate in rates]
+    found = [level_ratios(samples, signal, config, rate) for rate in rates]
     if found[0] is None or found[1] is None:
         return None
     return abs(statistics.median(a - b for a, b in zip(found[0][0], found[1][0], strict=True)))
@@ -225,15 +260,16 @@ def against(
     for rate in _rates(samples, fit, verdict, also):
         found = climb_line(samples, fit.signal, config, rate)
         line = found.line
-        if verdict == "clean" and found.climbs == 1:
+        if verdict == "clean":
             # A cost paid late in every step leaves a line over all the reads lagging
-            # behind the levels, and fitting poorly: the steps from level to level say
+            # behind the levels, and fitting poorly, and a neighbour's lump at one level
+            # of two climbs drags their median line: the steps from level to level say
             # it, where two in three of them or more lie past clean.
-            steps = _level_ratios(climb(samples), fit.signal, config, rate)
+            steps = level_ratios(samples, fit.signal, config, rate)
             if steps is not None and _mostly_past(steps[0], config):
                 levels = level_steps(samples, fit.signal, config, rate)
                 assert levels is not None  # the same steps
-                return ClimbLine(levels, found.lumps, 1, levels=True), "not clean"
+                return ClimbLine(levels, found.lumps, found.climbs, levels=True), "not clean"
         if not found.usable(config) or line.slope is None or line.interval is None:
             continue
         # Only across clean: partial against mirror is the windows' to say (beside a
@@ -298,6 +334,7 @@ __all__ = [
     "climb_line",
     "confirms_clean",
     "disputed",
+    "level_ratios",
     "level_steps",
     "outside",
     "steps_moved",

@@ -156,7 +156,10 @@ def fit_signal(
     series = cost_series(samples, signal, drift)
     idle = [c for phase, _, c in series if phase == "idle"]
     alloc = [(x, c) for phase, x, c in series if phase == "alloc"]
-    freed = [c for phase, _, c in series if phase == "freed"]
+    # What the run kept: the freed samples after its last climb (a run that climbs
+    # again freed everything in between).
+    ends = max((i for i, (phase, _, _) in enumerate(series) if phase == "alloc"), default=-1)
+    freed = [c for i, (phase, _, c) in enumerate(series) if phase == "freed" and i > ends]
     xs = [x for x, _ in alloc]
     ys = [c for _, c in alloc]
     line = least_squares(xs, ys)

@@ -187,7 +187,9 @@ def as_setup_run(
         )
         for i in range(start, len(known)):
             s, x, ok = known[i]
-            phase: Phase = "idle" if i < first else ("alloc" if i <= last else "freed")
+            # As the audit's: device memory held is alloc; none, once some was, freed (a
+            # job that frees everything and allocates again climbs again).
+            phase: Phase = "idle" if i < first else ("alloc" if i <= last and x > 0 else "freed")
             if phase == "alloc" and not keep_all and not (ok and x > 0):
                 continue
             if start < i < first and i not in marks:

@@ -92,7 +92,7 @@ def run_workload(
     every one of them ends). ``repeat``: how many times the command is run,
     one run after another into the same series, each a climb of its own;
     repeating stops after a run that did not succeed whole
-    (:func:`ran_whole`) or with the host near the floor.
+    (:func:`ran_whole`) or at a stop request.
 
     l0mem is a child subreaper meanwhile (:func:`~l0mem.watch.workload.subreaper`):
     a process of the workload whose parent ended before a sample saw it (``sh
@@ -111,14 +111,14 @@ def run_workload(
     with subreaper():
         result = _run(watch, command, env, source_factory, stdout, follow)
         runs = 1
-        while runs < repeat and ran_whole(result) and not (watch.stopped() or watch.floor_near()):
+        # The floor is kept by each run's own reads (a run that starts too near it is
+        # stopped at its first): the last reads before a run ended still hold its memory.
+        while runs < repeat and ran_whole(result) and not watch.stopped():
             result = _run(watch, command, env, source_factory, stdout, follow)
             runs += 1
-    # One run, as asked: the report says nothing of repeats. A stop that came
-    # between two runs ended the watch as well.
-    if repeat == 1:
-        return result
-    return dataclasses.replace(result, runs=runs, stop_signal=watch.stop_signal)
+    # One run, as asked: the report says nothing of repeats. A stop that came after
+    # the last run ended is the watch's, not the workload's (as after a single run).
+    return result if repeat == 1 else dataclasses.replace(result, runs=runs)
 
 
 def ran_whole(result: WatchResult) -> bool:
