@@ -102,10 +102,20 @@ def test_a_cost_paid_after_its_window_beside_a_neighbour_giving_back_is_never_cl
     assert summary.verdict in (truth(ratio), "inconclusive"), summary.analysis.reason
 
 
-def adversarial_job(seed: int) -> tuple[Series, float]:
-    """Return a random job of late host sides beside a neighbour giving back, and its ratio."""
+def adversarial_job(
+    seed: int,
+    *,
+    ratios: tuple[float, ...] = (0.0, 0.05, 0.3, 0.5, 0.8, 1.0),
+    lates: tuple[float, ...] = (0.0, 0.3, 0.5, 1.0),
+    givings: tuple[float, ...] = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0),
+) -> tuple[Series, float]:
+    """Return a random job of late host sides beside a neighbour giving back, and its ratio.
+
+    The ratio, the share paid late and the neighbour's pace are drawn from
+    ``ratios``, ``lates`` and ``givings``.
+    """
     rng = random.Random(seed)
-    ratio = rng.choice([0.0, 0.05, 0.3, 0.5, 0.8, 1.0])
+    ratio = rng.choice(ratios)
     gap = rng.choice([0.3, 0.5, 1.0])
     job = late_job(
         seed,
@@ -115,9 +125,9 @@ def adversarial_job(seed: int) -> tuple[Series, float]:
         gap=gap,
         start=rng.choice([0.3, 1.0]),
         host_rate=rng.choice([0.3e9, 1.3e9, 5e9]),
-        late=rng.choice([0.0, 0.3, 0.5, 1.0]),
+        late=rng.choice(lates),
         delay=rng.uniform(0.1, 0.6) * gap,
-        giving=rng.choice([0.0, 5.0, 10.0, 20.0, 40.0, 80.0]),
+        giving=rng.choice(givings),
         since=rng.choice([0.0, 1.0]),
         bumps=rng.randint(0, 3),
         jitter=rng.choice([0.0, 0.5, 1.5]),

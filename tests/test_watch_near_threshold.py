@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from l0mem.estimate import DEFAULT_CONFIG
@@ -12,30 +10,14 @@ from l0mem.watch.estimation import device_series, judged_samples, watch_config
 from l0mem.watch.late import STEADY_WITHIN
 from l0mem.watch.series import Series
 from l0mem.watch.summary import summarize
-from tests.test_watch_late import MIB, late_job, truth
+from tests.test_watch_late import MIB, adversarial_job, late_job, truth
 
 
 def near_job(seed: int) -> tuple[Series, float]:
     """Return a random job whose host side is 12-20% of its device memory, paid (in part) late, and its ratio."""
-    rng = random.Random(seed)
-    ratio = rng.choice([0.12, 0.15, 0.2])
-    gap = rng.choice([0.3, 0.5, 1.0])
-    job = late_job(
-        seed,
-        ratio,
-        steps=rng.randint(6, 14),
-        step=rng.choice([32, 64, 128, 256, 512]) * MIB,
-        gap=gap,
-        start=rng.choice([0.3, 1.0]),
-        host_rate=rng.choice([0.3e9, 1.3e9, 5e9]),
-        late=rng.choice([0.3, 0.5, 1.0]),
-        delay=rng.uniform(0.1, 0.6) * gap,
-        giving=rng.choice([5.0, 10.0, 20.0, 40.0, 80.0]),
-        since=rng.choice([0.0, 1.0]),
-        bumps=rng.randint(0, 3),
-        jitter=rng.choice([0.0, 0.5, 1.5]),
+    return adversarial_job(
+        seed, ratios=(0.12, 0.15, 0.2), lates=(0.3, 0.5, 1.0), givings=(5.0, 10.0, 20.0, 40.0, 80.0)
     )
-    return job, ratio
 
 
 @pytest.mark.parametrize("block", range(2))
