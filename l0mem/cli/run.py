@@ -141,9 +141,9 @@ def _stop_on_signals(watch: Watch) -> contextlib.AbstractContextManager[None]:
     show_default=True,
     metavar="N",
     help="Run the command N times, one run after another, and judge the runs' climbs "
-    "together: a cost of the workload's own comes back at the same step of every run, "
-    "another process's motion in one run is outvoted (the answer beside busy neighbours). "
-    "Stops after a run that fails, is stopped, or leaves processes running.",
+    "together as the audit judges its climbs: a cost of the workload's own comes back at "
+    "the same step of every run, another process's lump in one run is outvoted. Stops after "
+    "a run that fails, is stopped, or leaves processes running.",
 )
 @shared_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")

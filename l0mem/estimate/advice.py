@@ -165,8 +165,7 @@ def _moved_between(
         f"host reached over the whole climb says {level}: memory moved {where} "
         "(another process's, or a driver that makes its host pages after its "
         "calls, as deferred backing does); more or larger steps do not tell these apart; "
-        "allocating and freeing again does (l0mem audit climbs again until its climbs agree; "
-        "l0mem run --repeat 3 runs a workload again and judges its runs' climbs together), "
+        "allocating and freeing again does (l0mem audit climbs again until its climbs agree), "
         "or measuring when the machine is quieter"
     )
     return NextSteps(text, total.signal, total.noise_mib, total.points, None, None, missing, None)

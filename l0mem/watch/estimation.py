@@ -43,9 +43,7 @@ WINDOWS_FOR_STEPS = 6
 def more_evidence(tracing: bool) -> str:
     """Return what would give a watched job more evidence (``--trace`` only where it was not used)."""
     rest = (
-        "let the workload allocate in more or larger steps, run it a few times under "
-        "l0mem run --repeat 3 (a cost of its own comes back in every run, another process's "
-        "motion in one run is outvoted), or run it when the machine is quieter"
+        "let the workload allocate in more or larger steps, or run it when the machine is quieter"
     )
     if tracing:
         return rest
