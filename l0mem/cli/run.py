@@ -140,7 +140,7 @@ def _stop_on_signals(watch: Watch) -> contextlib.AbstractContextManager[None]:
     default=1,
     show_default=True,
     metavar="N",
-    help="Run the command N times, one run after another, and judge the runs' climbs "
+    help="Run the workload N times, one run after another, and judge the runs' climbs "
     "together as the audit judges its climbs: a cost of the workload's own comes back at "
     "the same step of every run, another process's lump in one run is outvoted. Stops after "
     "a run that fails, is stopped, or leaves processes running.",
