@@ -44,6 +44,8 @@ class ClimbLine:
     lumps: int
     climbs: int
     levels: bool = False  # the line is the median of the steps from level to level (level_steps)
+    # The steps from level to level (:func:`level_ratios`): cost per GiB and size (GiB)
+    steps: tuple[list[float], list[float]] | None = None
 
     def usable(self, config: AnalysisConfig) -> bool:
         """Return whether the line may speak: it fits, or it rose in lumps the steps explain."""
@@ -73,9 +75,14 @@ def _levels(up: Sequence[Sample], signal: str, rate: float) -> tuple[list[float]
     At each level the last sample there counts: it was read after whatever
     the step cost late.
     """
+    return _levels_of(cost_series(up, signal, rate))
+
+
+def _levels_of(series: Sequence[tuple[str, float, float]]) -> tuple[list[float], dict[float, float]]:
+    """Return :func:`_levels` of a climb's cost series (:func:`~l0mem.estimate.signals.cost_series`)."""
     idle: list[float] = []
     at: dict[float, float] = {}
-    for phase, x, cost in cost_series(up, signal, rate):
+    for phase, x, cost in series:
         if phase == "idle":
             idle.append(cost)
         else:
@@ -131,19 +138,20 @@ def climb_line(
         noise = robust_spread([c - centre for c in idle]) if len(idle) >= 2 else None
         base = fit_signal(judged[0], signal, config, drift=rate, trend=False)
         line = line_fit(base, noise, common, ys, config)
-        return ClimbLine(line, _lumps([centre, *ys], common[-1], config), len(judged))
+        lumps = _lumps([centre, *ys], common[-1], config)
+        return ClimbLine(line, lumps, len(judged), steps=_per_gib(common, rises))
     up = climb(samples)
     line = fit_signal(up, signal, config, drift=rate, trend=False)
     series = cost_series(up, signal, rate)
     peak = max((x for _, x, _ in series), default=0.0)
-    return ClimbLine(line, _lumps([c for _, _, c in series], peak, config), 1)
+    lumps = _lumps([c for _, _, c in series], peak, config)
+    return ClimbLine(line, lumps, 1, steps=_level_ratios(*_levels_of(series), config))
 
 
 def _level_ratios(
-    up: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float
+    idle: Sequence[float], at: dict[float, float], config: AnalysisConfig
 ) -> tuple[list[float], list[float]] | None:
-    """Return a climb's steps from level to level: cost per GiB and size (GiB), or None with too few."""
-    idle, at = _levels(up, signal, rate)
+    """Return a climb's steps from level to level (:func:`_levels`): cost per GiB and size (GiB), or None with too few."""
     # A climb that went back to no device memory on its way up has no step to level 0.
     levels = sorted(x for x in at if x > 0)
     if len(levels) < config.min_points:
@@ -167,8 +175,13 @@ def level_ratios(
     """
     together = _together(_judged(samples, config), signal, config, rate)
     if together is None:
-        return _level_ratios(climb(samples), signal, config, rate)
+        return _level_ratios(*_levels(climb(samples), signal, rate), config)
     common, rises, _ = together
+    return _per_gib(common, rises)
+
+
+def _per_gib(common: Sequence[float], rises: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Return the median steps to ``common`` levels (GiB), ``rises`` MiB, as cost per GiB and size."""
     sizes = [b - a for a, b in itertools.pairwise([0.0, *common])]
     return [r / size for r, size in zip(rises, sizes, strict=True)], sizes
 
@@ -176,7 +189,7 @@ def level_ratios(
 def level_steps(
     samples: Sequence[Sample], signal: str, config: AnalysisConfig, rate: float
 ) -> SignalFit | None:
-    """Return the median cost (MiB per GiB) of a single climb's steps from level to level, ``rate`` MiB/s taken out.
+    """Return the median cost (MiB per GiB) of the run's steps from level to level (:func:`level_ratios`), ``rate`` MiB/s taken out.
 
     Each step runs from the last read at one level to the last read at the
     next: by then whatever the step cost late is paid whole. A cost of the
@@ -185,9 +198,18 @@ def level_steps(
     ``config.min_points`` steps.
     """
     found = level_ratios(samples, signal, config, rate)
-    if found is None:
-        return None
-    ratios, sizes = found
+    return None if found is None else _steps_fit(samples, signal, config, rate, found)
+
+
+def _steps_fit(
+    samples: Sequence[Sample],
+    signal: str,
+    config: AnalysisConfig,
+    rate: float,
+    steps: tuple[list[float], list[float]],
+) -> SignalFit:
+    """Return the fit :func:`level_steps` gives of ``steps`` (cost per GiB and size of each)."""
+    ratios, sizes = steps
     median = median_interval(ratios, config.confidence, sizes)
     return dataclasses.replace(
         fit_signal(climb(samples), signal, config, drift=rate, trend=False),
@@ -265,11 +287,10 @@ def against(
             # behind the levels, and fitting poorly, and a neighbour's lump at one level
             # of two climbs drags their median line: the steps from level to level say
             # it, where two in three of them or more lie past clean.
-            steps = level_ratios(samples, fit.signal, config, rate)
+            steps = found.steps
             if steps is not None and _mostly_past(steps[0], config):
-                levels = level_steps(samples, fit.signal, config, rate)
-                assert levels is not None  # the same steps
-                return ClimbLine(levels, found.lumps, found.climbs, levels=True), "not clean"
+                levels = _steps_fit(samples, fit.signal, config, rate, steps)
+                return ClimbLine(levels, found.lumps, found.climbs, True, steps), "not clean"
         if not found.usable(config) or line.slope is None or line.interval is None:
             continue
         # Only across clean: partial against mirror is the windows' to say (beside a

@@ -21,7 +21,7 @@ from l0mem.watch.engine import (
     Watch,
     WatchResult,
 )
-from l0mem.watch.loop import FloorError, ran_whole, run_workload, watch_pid
+from l0mem.watch.loop import FloorError, run_workload, watch_pid
 from l0mem.watch.series import (
     Series,
     WatchSample,
@@ -67,7 +67,6 @@ __all__ = [
     "drm_memory",
     "host_cost",
     "live_ratio",
-    "ran_whole",
     "run_workload",
     "summarize",
     "watch_pid",

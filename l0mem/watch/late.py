@@ -65,12 +65,12 @@ def against_late_costs(
         return analysis
     rate = pauses.rate.median
     samples = judged_samples(series, xs, config)
-    taken = f"the {fixed(rate)} MiB/s the host moved at in the pause windows taken out"
     if analysis.verdict == "clean":
         why = _against_clean(samples, signal, fit, pauses.rate, config)
         if why is None:
             return analysis
         return undecided(analysis, signal, fit, why, _advice(series.tracing))
+    taken = f"the {fixed(rate)} MiB/s the host moved at in the pause windows taken out"
     levels = level_steps(samples, signal, config, rate)
     if levels is None or levels.interval is None or levels.slope is None:
         return analysis

@@ -92,7 +92,7 @@ def run_workload(
     every one of them ends). ``repeat``: how many times the command is run,
     one run after another into the same series, each a climb of its own;
     repeating stops after a run that did not succeed whole
-    (:func:`ran_whole`) or at a stop request.
+    (:func:`_ran_whole`) or at a stop request.
 
     l0mem is a child subreaper meanwhile (:func:`~l0mem.watch.workload.subreaper`):
     a process of the workload whose parent ended before a sample saw it (``sh
@@ -113,7 +113,7 @@ def run_workload(
         runs = 1
         # The floor is kept by each run's own reads (a run that starts too near it is
         # stopped at its first): the last reads before a run ended still hold its memory.
-        while runs < repeat and ran_whole(result) and not watch.stopped():
+        while runs < repeat and _ran_whole(result) and not watch.stopped():
             result = _run(watch, command, env, source_factory, stdout, follow)
             runs += 1
     # One run, as asked: the report says nothing of repeats. A stop that came after
@@ -121,7 +121,7 @@ def run_workload(
     return result if repeat == 1 else dataclasses.replace(result, runs=runs)
 
 
-def ran_whole(result: WatchResult) -> bool:
+def _ran_whole(result: WatchResult) -> bool:
     """Return whether a run succeeded whole: exit 0, not stopped, nothing of it left running."""
     left = result.outlived is not None and bool(result.outlived.left_running)
     return (
@@ -331,7 +331,6 @@ __all__ = [
     "FloorError",
     "SourceFactory",
     "check_floor",
-    "ran_whole",
     "run_workload",
     "take_baseline",
     "watch_pid",
