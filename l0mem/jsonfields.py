@@ -10,6 +10,7 @@ What it may import: nothing of l0mem.
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Mapping
 from typing import Any, cast
@@ -157,3 +158,21 @@ def json_obj(value: object, path: str) -> dict[str, Any]:
 def items(value: object, path: str, parse: Any) -> list[Any]:
     """Return every item of the list ``value`` parsed by ``parse(item, item_path)``."""
     return [parse(item, f"{path}[{i}]") for i, item in enumerate(array(value, path))]
+
+
+def check_utc_timestamp(text: str, path: str = "created") -> datetime.datetime:
+    """Return the datetime of an ISO 8601 UTC timestamp; raise ReportFormatError otherwise."""
+    try:
+        # fromisoformat on Python 3.10 does not take the "Z" suffix.
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise fail(path, f"not an ISO 8601 timestamp: {text!r}") from None
+    if when.utcoffset() != datetime.timedelta(0):
+        raise fail(path, f"timestamp must be in UTC: {text!r}")
+    return when
+
+
+def utc_now() -> str:
+    """Return the current time as an ISO 8601 UTC timestamp (second resolution)."""
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    return now.isoformat().replace("+00:00", "Z")

@@ -2,7 +2,7 @@
 
 Layers, each importing only downward::
 
-    _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, trace, bench  ->  estimate  ->  audit  ->  watch  ->  plots  ->  cli  ->  _entry  ->  __main__
+    _ze  ->  core, sycl  ->  backends  ->  allreduce, probe, trace, bench  ->  estimate  ->  audit, watch  ->  plots  ->  cli  ->  _entry  ->  __main__
 
 ``units``, ``files``, ``keepalive``, ``bf16``, ``driverenv``, ``jsonfields`` and ``schemas`` (the
 reports' JSON Schemas) are leaves (and the
@@ -11,8 +11,8 @@ root ``l0mem`` holds only ``__version__``): they import nothing of l0mem, and ev
 measures ``allreduce`` and reads ``probe``. ``trace`` (the allocation tracer a
 watched workload loads) imports only leaves too; ``estimate`` (signals, fits,
 verdicts and their uncertainty) reads ``probe`` only, and both ``audit`` and
-``watch`` judge with it; ``watch`` (``l0mem run`` and ``watch``) reads ``probe``
-and ``trace`` and reports in the audit's terms; ``pytest_plugin`` (l0mem's
+``watch`` judge with it, side by side (neither imports the other); ``watch``
+(``l0mem run`` and ``watch``) reads ``probe`` and ``trace``; ``pytest_plugin`` (l0mem's
 pytest plugin) reads ``probe`` and ``estimate``; ``plots`` draws the reports of ``audit``,
 ``watch`` and ``bench`` (``p2p``). Every import counts: at module
 level, inside functions, under ``TYPE_CHECKING``, and a module named as a
@@ -58,7 +58,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "estimate": frozenset({"probe"}) | LEAVES | {ROOT},
     "pytest_plugin": frozenset({"probe", "estimate"}) | LEAVES | {ROOT},
     "audit": _BELOW_BACKENDS | _MEASUREMENT | {"estimate"} | LEAVES | {ROOT},
-    "watch": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "estimate", "audit"} | LEAVES | {ROOT},
+    "watch": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "estimate"} | LEAVES | {ROOT},
     "plots": frozenset({"bench", "estimate", "audit", "watch"}) | LEAVES | {ROOT},
     "cli": _BELOW_BACKENDS | _MEASUREMENT | {"trace", "estimate", "audit", "watch", "plots"} | LEAVES | {ROOT},
     "_entry": frozenset({"cli"}),

@@ -15,7 +15,6 @@ field checks :mod:`l0mem.jsonfields`, all importable from here.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -38,6 +37,7 @@ from l0mem.jsonfields import (
     ReportFormatError,
     array,
     boolean,
+    check_utc_timestamp,
     fail,
     field,
     items,
@@ -48,6 +48,7 @@ from l0mem.jsonfields import (
     opt_string,
     str_map,
     string,
+    utc_now,
 )
 
 # "none": a run skipped before it had a device measured on nothing.
@@ -248,24 +249,6 @@ def check_fingerprint(fp: dict[str, Any], path: str = "fingerprint") -> dict[str
     each(fp, "simulated", path, opt_boolean)
     each(fp, "no_hardware", path, opt_string)
     return fp
-
-
-def check_utc_timestamp(text: str, path: str = "created") -> datetime.datetime:
-    """Return the datetime of an ISO 8601 UTC timestamp; raise ReportFormatError otherwise."""
-    try:
-        # fromisoformat on Python 3.10 does not take the "Z" suffix.
-        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise fail(path, f"not an ISO 8601 timestamp: {text!r}") from None
-    if when.utcoffset() != datetime.timedelta(0):
-        raise fail(path, f"timestamp must be in UTC: {text!r}")
-    return when
-
-
-def utc_now() -> str:
-    """Return the current time as an ISO 8601 UTC timestamp (second resolution)."""
-    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-    return now.isoformat().replace("+00:00", "Z")
 
 
 def plain_run(

@@ -6,7 +6,7 @@ records, and judges the host cost per device GiB in the audit's terms
 (:mod:`.summary`); :mod:`.series` reads the samples and :mod:`.export` writes
 JSON, CSV and a plot.
 
-What it may import: :mod:`l0mem.probe`, :mod:`l0mem.trace`, :mod:`l0mem.estimate`, :mod:`l0mem.audit`,
+What it may import: :mod:`l0mem.probe`, :mod:`l0mem.trace`, :mod:`l0mem.estimate`,
 the packages below them (:mod:`l0mem.bench`, :mod:`l0mem.allreduce`,
 :mod:`l0mem.backends`, :mod:`l0mem.core`, :mod:`l0mem.sycl`, :mod:`l0mem._ze`)
 and the leaves.

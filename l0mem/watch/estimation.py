@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from l0mem.audit.model import SetupRun, plain_run
 from l0mem.estimate import DEFAULT_CONFIG, analyze_samples
 from l0mem.estimate.bystanders import without_bystanders
 from l0mem.estimate.model import (
@@ -35,6 +34,15 @@ from l0mem.estimate.verdicts import separated
 from l0mem.units import fixed
 from l0mem.watch.series import IN_FLIGHT, Series, WatchSample, host_cost
 from l0mem.watch.windows import settled, step_windows
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRun:
+    """A watched series as the estimation reads it: its samples, and why signals are missing."""
+
+    samples: list[Sample]
+    unavailable: dict[str, str]
+
 
 # Fewer windows than this cannot give a 95% interval of their own (l0mem.estimate.steps.rank).
 WINDOWS_FOR_STEPS = 6
@@ -144,8 +152,8 @@ def as_setup_run(
     config: AnalysisConfig = DEFAULT_CONFIG,
     *,
     widen: bool = True,
-) -> SetupRun:
-    """Return the series as an audit set-up run whose device bytes are ``xs``.
+) -> JobRun:
+    """Return the series as the estimation's run, whose device bytes are ``xs``.
 
     The reference ("idle") is the last sample before device memory first grew
     (the baseline if it grew at once); "freed" are the samples after the last
@@ -199,7 +207,7 @@ def as_setup_run(
     else:
         samples.append(Sample(series.baseline.t, "idle", 0, dict(series.baseline.values)))
         samples += [Sample(s.t, "idle", 0, dict(s.values)) for s, _, _ in known]
-    return plain_run("watch", samples=samples, unavailable=dict(series.unavailable))
+    return JobRun(samples, dict(series.unavailable))
 
 
 def at_the_change(
@@ -339,6 +347,7 @@ def holding(
 __all__ = [
     "TREE_RSS",
     "WINDOWS_FOR_STEPS",
+    "JobRun",
     "as_setup_run",
     "at_the_change",
     "before_the_job",

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from l0mem import __version__
-from l0mem.audit.model import utc_now
 from l0mem.backends.base import is_simulator_name
 from l0mem.driverenv import recorded_environment
 from l0mem.estimate.model import AnalysisConfig
 from l0mem.files import PathLike, json_bytes, write_bytes
+from l0mem.jsonfields import utc_now
 from l0mem.probe.fingerprint import host_fingerprint
 from l0mem.text import os_text, printable
 from l0mem.watch.engine import WatchResult
