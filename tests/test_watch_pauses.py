@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from l0mem.watch import pauses as pauses_module
+from l0mem.watch import summary as summary_module
 from l0mem.watch.estimation import device_series, watch_config
 from l0mem.watch.pauses import MIN_PAUSES, pause_costs
 from l0mem.watch.series import Series, WatchSample
@@ -71,7 +71,9 @@ def test_a_host_that_keeps_taking_memory_never_makes_a_wrong_verdict(seed: int, 
 def test_without_the_pauses_check_that_host_makes_wrong_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
     # The class above exists: the windows alone call some of these jobs wrongly
     # (four of the 120 when written), every window read high the same way.
-    monkeypatch.setattr(pauses_module, "pause_costs", lambda *args, **kwargs: None)
+    monkeypatch.setattr(
+        summary_module, "against_the_pauses", lambda series, analysis, pauses, config: analysis
+    )
     wrong = sum(
         summarize(job(seed, ratio, churn=True)).verdict not in (TRUTH[ratio], "inconclusive")
         for seed in range(40)

@@ -261,6 +261,8 @@ def against(
     verdict: Verdict,
     config: AnalysisConfig,
     also: Sequence[float] = (),
+    *,
+    only: bool = False,
 ) -> tuple[ClimbLine, str] | None:
     """Return the climb that contradicts windows saying ``verdict`` and what it says instead, or None.
 
@@ -274,12 +276,12 @@ def against(
     its climbs confirm a clean (:func:`confirms_clean`). Against a mirror or a
     partial one, the whole interval must lie in clean. ``also``: other
     drifts (MiB a second) a clean is held to, as another process's rate
-    measured elsewhere.
+    measured elsewhere; ``only``: those alone (the others already tried).
     """
     if fit.method != "steps":
         return None
     clean = config.clean_threshold * 1024.0
-    for rate in _rates(samples, fit, verdict, also):
+    for rate in list(also) if only else _rates(samples, fit, verdict, also):
         found = climb_line(samples, fit.signal, config, rate)
         line = found.line
         if verdict == "clean":
@@ -313,9 +315,11 @@ def outside(
     verdict: Verdict,
     config: AnalysisConfig,
     also: Sequence[float] = (),
+    *,
+    only: bool = False,
 ) -> str | None:
     """Return why windows that say ``verdict`` are contradicted by the run's climbs (:func:`against`), or None."""
-    found = against(samples, fit, verdict, config, also)
+    found = against(samples, fit, verdict, config, also, only=only)
     if found is None:
         return None
     climbed, other = found

@@ -36,7 +36,7 @@ from l0mem.estimate.model import AnalysisConfig, Sample, SetupAnalysis, SignalFi
 from l0mem.estimate.order import Interval
 from l0mem.units import fixed
 from l0mem.watch.estimation import deciding_steps, holding, judged_samples, more_evidence, undecided
-from l0mem.watch.pauses import pause_costs
+from l0mem.watch.pauses import Pauses
 from l0mem.watch.series import Series
 
 # MiB/GiB: a pause windows' rate whose interval moves the steps from level to level
@@ -49,18 +49,18 @@ def against_late_costs(
     series: Series,
     xs: list[int | None],
     analysis: SetupAnalysis,
+    pauses: Pauses | None,
     config: AnalysisConfig,
-    still: list[int | None] | None = None,
 ) -> SetupAnalysis:
     """Return ``analysis`` checked for a host side paid after its windows (see the module).
 
-    ``still``: as for :func:`~l0mem.watch.pauses.pause_costs`.
+    ``pauses``: what the pause windows cost its deciding signal
+    (:func:`~l0mem.watch.pauses.pause_costs`).
     """
     decided = deciding_steps(analysis)
     if decided is None:
         return analysis
     signal, fit = decided
-    pauses = pause_costs(series, xs, signal, config, still)
     if pauses is None or pauses.rate is None:
         return analysis
     rate = pauses.rate.median
@@ -100,7 +100,7 @@ def _against_clean(
     moved = steps_moved(samples, signal, config, (rate.low, rate.high))
     if moved is None or moved >= STEADY_WITHIN:
         return None
-    why = outside(samples, fit, "clean", config, also=(rate.low,))
+    why = outside(samples, fit, "clean", config, also=(rate.low,), only=True)
     if why is None:
         return None
     return (

@@ -137,21 +137,16 @@ def widened(fit: SignalFit, pauses: Pauses) -> SignalFit:
 
 
 def against_the_pauses(
-    series: Series,
-    xs: list[int | None],
-    analysis: SetupAnalysis,
-    config: AnalysisConfig,
-    still: list[int | None] | None = None,
+    series: Series, analysis: SetupAnalysis, pauses: Pauses | None, config: AnalysisConfig
 ) -> SetupAnalysis:
     """Return ``analysis`` with the deciding interval widened by the bias the pauses show (see the module).
 
-    ``still``: as for :func:`pause_costs`.
+    ``pauses``: what the pause windows cost its deciding signal (:func:`pause_costs`).
     """
     decided = deciding_steps(analysis)
     if decided is None:
         return analysis
     signal, fit = decided
-    pauses = pause_costs(series, xs, signal, config, still)
     if pauses is not None and pauses.cost is None and _ran_together(pauses):
         return undecided(
             analysis,

@@ -20,13 +20,14 @@ from l0mem.watch.estimation import (
     TREE_RSS,
     as_setup_run,
     at_the_change,
+    deciding_steps,
     device_series,
     more_evidence,
     traced_from_zero,
     watch_config,
 )
 from l0mem.watch.late import against_late_costs
-from l0mem.watch.pauses import against_the_pauses
+from l0mem.watch.pauses import against_the_pauses, pause_costs
 from l0mem.watch.series import (
     Series,
     WatchSample,
@@ -169,8 +170,12 @@ def _checked(
     still: list[int | None] | None = None,
 ) -> SetupAnalysis:
     """Return ``analysis`` checked against what its windows cannot see: the pauses, costs paid late, the drift."""
-    analysis = against_the_pauses(series, xs, analysis, config, still)
-    analysis = against_late_costs(series, xs, analysis, config, still)
+    decided = deciding_steps(analysis)
+    # Both checks read the same pause windows of the deciding signal (the first one
+    # keeps it deciding, or leaves nothing decided for the second).
+    pauses = None if decided is None else pause_costs(series, xs, decided[0], config, still)
+    analysis = against_the_pauses(series, analysis, pauses, config)
+    analysis = against_late_costs(series, xs, analysis, pauses, config)
     return against_the_drift(series, xs, analysis, config)
 
 
