@@ -34,7 +34,8 @@ from l0mem.watch.summary import WatchSummary
 SCHEMA_NAME = "l0mem.watch"
 SCHEMA_MAJOR = 1
 # 1.2: samples are the reads that tell (see docs/watch-schema.md); options.look.
-SCHEMA_MINOR = 2
+# 1.3: options.repeat and exit.runs (run --repeat).
+SCHEMA_MINOR = 3
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 GIB = 1 << 30
 MIB = 1 << 20
