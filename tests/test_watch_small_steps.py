@@ -6,10 +6,12 @@ than their whole range), so one window a neighbour moved by a few MiB spanned
 two verdicts alone while it lay under the fixed rejection floor. The floor is
 now half of what clean allows the step (4 MiB at least), and the class is
 held both ways: the windows of clean jobs say clean, and jobs that pay 12%
-or more are never called clean. (At 32-64 MiB steps the verdict of many of
-those clean jobs stays ``inconclusive`` for another reason: the lumps' undoing
-in the pauses leaves the pause windows' rate uncertain by a few MiB/s, a late
-cost as large as a step's clean allowance, and a clean is held to that.)
+or more are never called clean. The same jobs' pauses (the lumps' undoing,
+the reads' jitter over 20-40 ms windows) left the pause windows' rate
+uncertain by a few MiB/s, a late cost as large as a small step's clean
+allowance, and a clean is held to that: the rate is now also read over
+eighths of the pauses (:func:`l0mem.watch.pauses.paced_rates`), and a clean
+is held where both measures allow.
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ import random
 import pytest
 
 from l0mem.estimate import steps as steps_module
+from l0mem.watch import pauses as pauses_module
+from l0mem.watch.estimation import device_series, watch_config
+from l0mem.watch.pauses import pause_costs
 from l0mem.watch.series import Series, WatchSample
 from l0mem.watch.summary import summarize
+from tests.test_watch_late import late_job
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -107,3 +113,31 @@ def test_the_floor_is_half_what_clean_allows_the_step(seed: int) -> None:
     floor = steps_module.reject_floor([window], 102.4)
     assert floor == max(4.0, min(16.0, 0.5 * 102.4 * step / GIB))
     assert steps_module.reject_floor([window], None) == 16.0
+
+
+def test_clean_jobs_at_small_steps_read_clean_with_the_paced_rate() -> None:
+    # The lumps' undoing in the pauses and the reads' jitter left the pause windows'
+    # rate uncertain by a few MiB/s; over eighths of the pauses it is known closer.
+    verdicts = [summarize(brief_lumps_job(seed, 0.0)[0]).verdict for seed in range(60)]
+    assert verdicts.count("clean") >= 54, verdicts
+
+
+def test_without_the_paced_rate_those_clean_jobs_read_inconclusive(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (33 of 60 clean when written, against 57 with it.)
+    monkeypatch.setattr(pauses_module, "paced_rates", lambda *args, **kwargs: [])
+    verdicts = [summarize(brief_lumps_job(seed, 0.0)[0]).verdict for seed in range(60)]
+    assert verdicts.count("clean") <= 45, verdicts
+
+
+@pytest.mark.parametrize("giving", [0.0, 10.0, 40.0])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_paced_rate_holds_the_neighbours_rate_not_the_late_cost(seed: int, giving: float) -> None:
+    # A 0.5 mirror of 64 MiB steps, wholly late, beside a neighbour giving back
+    # steadily, reads jittering by half a MiB: over eighths of the pauses the rate
+    # is the neighbour's (the late cost's eighth left out), and known closer than
+    # over the pause windows.
+    job = late_job(seed, 0.5, step=64 * MIB, late=1.0, delay=0.4, giving=giving, jitter=0.5)
+    found = pause_costs(job, device_series(job), "host.available", watch_config())
+    assert found is not None and found.rate is not None and found.paced is not None
+    assert found.paced.low <= -giving + 1.0 and -giving - 1.0 <= found.paced.high
+    assert found.paced.high - found.paced.low < (found.rate.high - found.rate.low) / 2
