@@ -54,7 +54,8 @@ autodoc_member_order = "bysource"
 _OUTSIDE = (
     "builtins|typing|typing_extensions|collections|collections\\.abc|ctypes|_ctypes|os|"
     "pathlib|threading|subprocess|signal|enum|types|io|abc|contextlib|dataclasses|datetime|"
-    "concurrent\\.futures|queue|selectors|socket|random|numpy|click|rich|dpctl|psutil"
+    "concurrent\\.futures|queue|selectors|socket|random|numpy|click|rich|dpctl|psutil|"
+    "pytest|_pytest"
 )
 _BUILTINS = (
     "int|float|complex|str|bytes|bytearray|memoryview|bool|object|None|NoneType|list|dict|"

@@ -79,8 +79,8 @@ class FakeProc:
 def drm_tree(root: Path) -> FakeProc:
     """100 -> (101 -> 103, 102); 104 listed as a child of 100 but already gone."""
     fake = FakeProc(root)
-    fake.process(100, 1, (101, 102, 104), rss_kb=1000, RssAnon=600, VmPin=64, VmLck=8)
-    fake.process(101, 100, (103,), rss_kb=200, RssAnon=100, VmPin=0, VmLck=4)
+    fake.process(100, 1, (101, 102, 104), rss_kb=1000, RssAnon=600, VmPin=64, VmLck=8, VmSwap=512)
+    fake.process(101, 100, (103,), rss_kb=200, RssAnon=100, VmPin=0, VmLck=4, VmSwap=32)
     fake.process(102, 100, rss_kb=30, RssAnon=10, VmPin=0, VmLck=0)
     fake.process(103, 101, rss_kb=4, RssAnon=4, VmPin=0, VmLck=0)
     fake.fd(100, 0, "/dev/pts/0", "pts.txt")
@@ -160,6 +160,7 @@ def test_tree_status_sums_include_pinned_and_locked(tmp_path):
     assert v["tree.RssAnon"] == (600 + 100 + 10 + 4) * KiB
     assert v["tree.VmPin"] == 64 * KiB
     assert v["tree.VmLck"] == 12 * KiB
+    assert v["tree.VmSwap"] == (512 + 32) * KiB  # swapped out: not in VmRSS
     assert "tree.RssFile" not in v and "not reported" in sample.snapshot.unavailable["tree.RssFile"]
     assert sample.by_process[101]["tree.VmLck"] == 4 * KiB
     assert v["cgroup.memory.current"] == 123456789

@@ -95,6 +95,10 @@ def test_run_writes_the_workloads_metrics(tmp_path: Path) -> None:
     assert metrics["l0mem_watch_samples"][0].value >= 5
     used = set(re.findall(r"\bl0mem_watch_[a-z0-9_]+", (EXAMPLES / "alerts.yml").read_text()))
     assert used and used <= set(metrics)
+    # The example alert fires only while a job runs: the final file stays behind.
+    exprs = re.findall(r"^\s*expr: (.*)$", (EXAMPLES / "alerts.yml").read_text(), re.M)
+    (watched,) = [e for e in exprs if "l0mem_watch_" in e]
+    assert watched.endswith("and l0mem_watch_running == 1")
 
 
 def test_a_directory_is_refused_before_anything_runs(tmp_path: Path) -> None:

@@ -21,10 +21,11 @@ the walks from ``python -m benchmarks.bench_sampling --crowd 3000``):
   against 8.4 ms on a machine of 275 processes; the benchmark prints both).
 - per-process memory: ``/proc/<pid>/status``, one read that gives the
   ``RssAnon``, ``RssFile``, ``RssShmem``, ``VmPin`` and ``VmLck`` psutil lacks along
-  with ``VmRSS`` (psutil's ``rss``, from a second file). USS, PSS and swap
-  (``memory_full_info``) are not read: they cost 14 ms per 200 processes, seven
-  whole samples (9.4 ms against 2.3 ms for the status files, as the benchmark
-  measures both), and ``run``'s tree has ended by the time of its summary.
+  with ``VmRSS`` (psutil's ``rss``, from a second file) and ``VmSwap`` (psutil's
+  ``swap``, which ``memory_full_info`` finds by walking every mapping). USS and
+  PSS are not read: they cost 14 ms per 200 processes, seven whole samples (9.4
+  ms against 2.3 ms for the status files, as the benchmark measures both), and
+  ``run``'s tree has ended by the time of its summary.
 - system memory: ``/proc/meminfo`` parsed once for every signal;
   ``psutil.virtual_memory`` lacks ``GPUActive``, ``Committed_AS`` and the rest,
   and its ``available`` is not always the kernel's MemAvailable

@@ -8,8 +8,9 @@ fields between kernel versions and an unknown line must not cost the others.
 - ``/proc/<pid>/status``: ``VmRSS``, ``RssAnon``, ``RssFile``, ``RssShmem`` in kB
   become ``proc.<Key>``; for a process tree (:mod:`l0mem.probe.tree`) the keys
   are :data:`TREE_STATUS_KEYS` (those plus ``VmPin``, pages pinned by
-  ``pin_user_pages`` such as RDMA and userptr, and ``VmLck``, mlocked) under
-  the prefix ``tree``.
+  ``pin_user_pages`` such as RDMA and userptr, ``VmLck``, mlocked, and
+  ``VmSwap``, swapped out: a tree the host pushes to swap looks smaller in
+  its RSS, not cheaper) under the prefix ``tree``.
 - ``/proc/<pid>/stat``: :func:`parse_stat` gives the state, parent pid and start
   time (what a process tree is walked and told apart by; not a signal).
 - ``/proc/meminfo``: every key with a ``kB`` unit becomes ``meminfo.<Key>``
@@ -33,7 +34,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 STATUS_KEYS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
-TREE_STATUS_KEYS = (*STATUS_KEYS, "VmPin", "VmLck")
+TREE_STATUS_KEYS = (*STATUS_KEYS, "VmPin", "VmLck", "VmSwap")
 VMSTAT_KEYS = ("nr_gpu_active", "nr_gpu_reclaim")
 MEMORY_STAT_KEYS = ("gpu_active", "gpu_reclaim")
 DRM_KEYS = ("total", "shared", "resident", "purgeable", "active")

@@ -5,9 +5,11 @@ the machine does not offer is absent from the mapping, never 0. Names:
 
 - ``proc.VmRSS``, ``proc.RssAnon``, ``proc.RssFile``, ``proc.RssShmem``: this process.
 - ``tree.VmRSS``, ``tree.RssAnon``, ``tree.RssFile``, ``tree.RssShmem``, ``tree.VmPin``,
-  ``tree.VmLck``: summed over a watched process and its descendants
+  ``tree.VmLck``, ``tree.VmSwap``: summed over a watched process and its descendants
   (:mod:`l0mem.probe.tree`); ``VmPin`` counts pages pinned for devices
-  (``pin_user_pages``), ``VmLck`` mlocked pages.
+  (``pin_user_pages``), ``VmLck`` mlocked pages, ``VmSwap`` pages swapped out (read
+  from the same status file, where psutil's ``memory_full_info`` would walk every
+  mapping for it).
 - ``meminfo.<Key>``: /proc/meminfo (``MemAvailable``, ``MemFree``, ``Committed_AS``,
   ``MemTotal``, ``Shmem``, ``GPUActive``, ``GPUReclaim``).
 - ``vmstat.nr_gpu_active``, ``vmstat.nr_gpu_reclaim``: /proc/vmstat, pages turned to bytes.
