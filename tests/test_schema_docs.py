@@ -126,3 +126,30 @@ def test_each_table_lists_the_schemas_fields_with_their_types(
     assert not missing, f"{page} {heading}: the schema's {missing} are not in the table"
     extra = sorted(documented - set(fields))
     assert not extra, f"{page} {heading}: {extra} are in the table but not in the schema"
+
+
+def _inline(schema: dict[str, Any], sub: Any) -> dict[str, Any]:
+    """Return the properties of the object ``sub`` defines in place (not a named part of its own), else {}."""
+    if "$ref" in sub or sub.get("type") not in ("object", ["object", "null"]):
+        return {}
+    return dict(sub.get("properties", {}))
+
+
+@pytest.mark.parametrize(("page", "heading", "index", "name", "where"), TABLES)
+def test_objects_described_in_a_row_name_every_field_the_schema_gives_them(
+    page: str, heading: str, index: int, name: str, where: str
+) -> None:
+    # An object defined in place (options, exit, floor_stop) is described in its
+    # row's meaning: every field of it the schema has is named there.
+    schema = schemas.load(name)
+    part = schema["$defs"][where] if where else schema
+    fields = part["properties"]
+    _header, _rule, *rows = _table(page, heading, index)
+    for row in rows:
+        for field in re.findall(r"`([^`]+)`", row[0]):
+            inner = _inline(schema, fields.get(field, {}))
+            if not inner:
+                continue
+            named = set(re.findall(r"`([a-z_][a-z0-9_]*)`", " ".join(row[1:])))
+            missing = sorted(set(inner) - named)
+            assert not missing, f"{page}: {field} has {missing} in the schema, not in its row"
