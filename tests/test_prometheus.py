@@ -29,8 +29,13 @@ def _parse(path: Path) -> dict[str, list[Any]]:
 
 
 def _check_names(metrics: dict[str, list[Any]]) -> None:
+    # Well formed, and each one in the monitoring guide's table of metrics.
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "monitoring.md").read_text()
+    rows = "\n".join(line for line in guide.splitlines() if line.startswith("| `l0mem_"))
+    documented = set(re.findall(r"`(l0mem_[a-z0-9_]+)`", rows))
     for name in metrics:
         assert NAME.match(name), name
+        assert name in documented, f"{name} is not in docs/guide/monitoring.md"
 
 
 def test_labels_and_values_survive_the_parser() -> None:
