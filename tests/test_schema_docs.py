@@ -100,14 +100,20 @@ def _doc_types(text: str) -> set[str]:
     return {_WORDS[w] for w in re.findall(r"[a-z]+", text) if w in _WORDS}
 
 
+def _fields_and_table(
+    page: str, heading: str, index: int, name: str, where: str
+) -> tuple[dict[str, Any], dict[str, Any], list[list[str]]]:
+    """Return the schema ``name``, the fields of its part ``where`` (top level: ""), and the page's table."""
+    schema = schemas.load(name)
+    part = schema["$defs"][where] if where else schema
+    return schema, part["properties"], _table(page, heading, index)
+
+
 @pytest.mark.parametrize(("page", "heading", "index", "name", "where"), TABLES)
 def test_each_table_lists_the_schemas_fields_with_their_types(
     page: str, heading: str, index: int, name: str, where: str
 ) -> None:
-    schema = schemas.load(name)
-    part = schema["$defs"][where] if where else schema
-    fields = part["properties"]
-    header, _rule, *rows = _table(page, heading, index)
+    schema, fields, (header, _rule, *rows) = _fields_and_table(page, heading, index, name, where)
     documented: set[str] = set()
     for row in rows:
         names = re.findall(r"`([^`]+)`", row[0])
@@ -141,10 +147,7 @@ def test_objects_described_in_a_row_name_every_field_the_schema_gives_them(
 ) -> None:
     # An object defined in place (options, exit, floor_stop) is described in its
     # row's meaning: every field of it the schema has is named there.
-    schema = schemas.load(name)
-    part = schema["$defs"][where] if where else schema
-    fields = part["properties"]
-    _header, _rule, *rows = _table(page, heading, index)
+    schema, fields, (_header, _rule, *rows) = _fields_and_table(page, heading, index, name, where)
     for row in rows:
         for field in re.findall(r"`([^`]+)`", row[0]):
             inner = _inline(schema, fields.get(field, {}))
