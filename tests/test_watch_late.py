@@ -281,3 +281,12 @@ def test_a_slow_host_side_beside_a_jumping_neighbour_is_never_clean(
     )
     summary = summarize(Series(base.baseline, samples, {}))
     assert summary.verdict != "clean", summary.analysis.reason
+
+
+def test_the_late_classes_benchmark_prints_every_class(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import late_classes
+
+    assert late_classes.main(["--jobs", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == list(late_classes.CLASSES)
+    assert all(int(line.split()[1]) == 2 for line in lines[1:])

@@ -71,7 +71,7 @@ def unexplained(
         for w in windows(samples, component)
         if w.step in of_total and w.device_bytes > 0
     ]
-    found = step_slope(paired, config.confidence, config.clean_threshold * 1024.0)
+    found = step_slope(paired, config.confidence)
     if found is not None and found.interval.coverage >= config.confidence:
         return found.slope
     a, b = cost_series(climb(samples), total), cost_series(climb(samples), component)

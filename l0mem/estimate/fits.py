@@ -113,9 +113,8 @@ def step_slopes(
 ) -> tuple[StepSlope | None, StepSlope | None]:
     """Return the slope over the windows that allocated and over those that freed (None: none)."""
     found = windows(samples, signal)
-    clean = config.clean_threshold * 1024.0
-    grow = step_slope([w for w in found if w.device_bytes > 0], config.confidence, clean)
-    shrink = step_slope([w for w in found if w.device_bytes < 0], config.confidence, clean)
+    grow = step_slope([w for w in found if w.device_bytes > 0], config.confidence)
+    shrink = step_slope([w for w in found if w.device_bytes < 0], config.confidence)
     return grow, shrink
 
 

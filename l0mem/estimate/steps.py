@@ -9,8 +9,7 @@ windows come at moments it cannot follow. So:
 
 - a window whose cost lies further from the median line than the windows'
   own spread allows (:data:`REJECT_SIGMAS` robust deviations, and never less
-  than :data:`REJECT_FLOOR_MIB`, or at small steps half what clean allows
-  the step) is rejected as disturbed and reported; where
+  than :data:`REJECT_FLOOR_MIB`) is rejected as disturbed and reported; where
   half the windows or more were disturbed, the group that agrees on one
   slope stands for the run (:mod:`l0mem.estimate.agree`);
 - the slope is the median of the kept windows' ratios, each window weighted
@@ -46,12 +45,6 @@ from l0mem.estimate.signals import GIB, MIB, signal_info, value
 REJECT_SIGMAS = 4.0
 # ... and never one closer than this: a quiet machine's jitter is not a neighbour.
 REJECT_FLOOR_MIB = 16.0
-# ... but at small steps, never closer than this share of what clean allows the step
-# (and JITTER_FLOOR_MIB at least): 16 MiB at 64 MiB steps is 250 MiB/GiB, and with
-# eight windows (whose median's interval is their whole range) one window left in that
-# far off spans two verdicts alone.
-REJECT_CLEAN_SHARE = 0.5
-JITTER_FLOOR_MIB = 4.0
 # Rejection stops short of this share of the windows: past it, the median must cope alone.
 MAX_REJECTED = 0.25
 # Up to this many windows, a group of them that agrees on one slope may stand for the run.
@@ -301,31 +294,13 @@ def robust_spread(residuals: Sequence[float]) -> float:
     return MAD_SCALE * statistics.median(abs(r) for r in residuals) if residuals else 0.0
 
 
-def reject_floor(found: Sequence[Window], clean: float | None) -> float:
-    """Return how far (MiB) from the median line a window must lie, at least, to be rejected.
-
-    ``clean``: the clean threshold (MiB/GiB); at steps too small for
-    :data:`REJECT_FLOOR_MIB` to stay under it, :data:`REJECT_CLEAN_SHARE` of
-    what it allows the median step. None: :data:`REJECT_FLOOR_MIB`.
-    """
-    if clean is None or not found:
-        return REJECT_FLOOR_MIB
-    step = statistics.median(abs(w.gib) for w in found)
-    return max(JITTER_FLOOR_MIB, min(REJECT_FLOOR_MIB, REJECT_CLEAN_SHARE * clean * step))
-
-
-def step_slope(
-    found: Sequence[Window], confidence: float, clean: float | None = None
-) -> StepSlope | None:
-    """Return the slope over ``found`` with disturbed windows rejected, or None without windows.
-
-    ``clean``: the clean threshold (MiB/GiB), for :func:`reject_floor`.
-    """
+def step_slope(found: Sequence[Window], confidence: float) -> StepSlope | None:
+    """Return the slope over ``found`` with disturbed windows rejected, or None without windows."""
     if not found:
         return None
     center = median_interval([w.ratio for w in found], confidence, [w.gib for w in found]).median
     residuals = [w.cost_mib - center * w.gib for w in found]
-    limit = max(REJECT_SIGMAS * robust_spread(residuals), reject_floor(found, clean))
+    limit = max(REJECT_SIGMAS * robust_spread(residuals), REJECT_FLOOR_MIB)
     order = sorted(range(len(found)), key=lambda i: -abs(residuals[i]))
     cap = int(MAX_REJECTED * len(found))
     out = {i for i in order[:cap] if abs(residuals[i]) > limit}
@@ -372,9 +347,7 @@ def windows_needed(slope: StepSlope, distance: float, confidence: float) -> int 
 
 
 __all__ = [
-    "JITTER_FLOOR_MIB",
     "MAX_REJECTED",
-    "REJECT_CLEAN_SHARE",
     "REJECT_FLOOR_MIB",
     "REJECT_SIGMAS",
     "StepSlope",
@@ -382,7 +355,6 @@ __all__ = [
     "drift",
     "local_drift",
     "reads",
-    "reject_floor",
     "robust_spread",
     "steady_rate",
     "step_slope",

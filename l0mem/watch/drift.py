@@ -131,7 +131,7 @@ def _taken(
         if w.device_bytes > 0
     ]
     seconds = sum(w.seconds for w in raw)
-    slope = step_slope(raw, config.confidence, config.clean_threshold * 1024.0)
+    slope = step_slope(raw, config.confidence)
     if slope is None or seconds <= 0:
         return None
     moved = sum(w.cost_mib - read[w.step].cost_mib for w in raw if w.step in read)

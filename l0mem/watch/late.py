@@ -21,9 +21,7 @@ motion. Two things still show it:
 So a clean is held to the climb with the pause windows' rate taken out
 (:func:`~l0mem.estimate.climbs.outside`) and, where that rate is a steady
 one's (:data:`STEADY_WITHIN`), with the end of its interval that would hide
-a cost taken out as well, as far as the rate read over eighths of the pauses
-allows too (:func:`~l0mem.watch.pauses.paced_rates`: the short windows' own
-interval is wide with the reads' jitter). A partial mirror or a mirror is held to the steps
+a cost taken out as well. A partial mirror or a mirror is held to the steps
 from level to level with that rate taken out: where their median's
 interval lies wholly above the windows, the interval widens to hold it (the
 windows missed a cost, or another process took memory in lumps as the job
@@ -68,7 +66,7 @@ def against_late_costs(
     rate = pauses.rate.median
     samples = judged_samples(series, xs, config)
     if analysis.verdict == "clean":
-        why = _against_clean(samples, signal, fit, pauses.rate, pauses.paced, config)
+        why = _against_clean(samples, signal, fit, pauses.rate, config)
         if why is None:
             return analysis
         return undecided(analysis, signal, fit, why, _advice(series.tracing))
@@ -89,18 +87,9 @@ def against_late_costs(
 
 
 def _against_clean(
-    samples: list[Sample],
-    signal: str,
-    fit: SignalFit,
-    rate: Interval,
-    paced: Interval | None,
-    config: AnalysisConfig,
+    samples: list[Sample], signal: str, fit: SignalFit, rate: Interval, config: AnalysisConfig
 ) -> str | None:
-    """Return why the climb, the pause windows' rate taken out, disputes a clean, or None.
-
-    ``paced``: the pauses' rate over longer spans of them
-    (:func:`~l0mem.watch.pauses.paced_rates`), a second measure of it.
-    """
+    """Return why the climb, the pause windows' rate taken out, disputes a clean, or None."""
     why = outside(samples, fit, "clean", config, also=(rate.median,))
     if why is not None:
         return f"{why} (the {fixed(rate.median)} MiB/s the host moved at in the pause windows taken out)"
@@ -111,17 +100,13 @@ def _against_clean(
     moved = steps_moved(samples, signal, config, (rate.low, rate.high))
     if moved is None or moved >= STEADY_WITHIN:
         return None
-    # The rate is where both measures of it allow: the short windows' jitter
-    # widens theirs at small steps, and the paced one holds the rate closer.
-    low = rate.low if paced is None else max(rate.low, paced.low)
-    why = outside(samples, fit, "clean", config, also=(low,), only=True)
+    why = outside(samples, fit, "clean", config, also=(rate.low,), only=True)
     if why is None:
         return None
-    both = "" if paced is None else f", and over eighths of the pauses {fixed(paced.low)} to {fixed(paced.high)}"
     return (
-        f"{why} (the {fixed(low)} MiB/s the host may have moved at in the pauses taken out: "
-        f"the end that would hide a cost of the rate's interval in the pause windows, "
-        f"{fixed(rate.low)} to {fixed(rate.high)}{both})"
+        f"{why} (the {fixed(rate.low)} MiB/s the host may have moved at in the pause windows "
+        f"taken out: the end of their rate's interval, {fixed(rate.low)} to {fixed(rate.high)}, "
+        "that would hide a cost)"
     )
 
 

@@ -39,14 +39,11 @@ from l0mem.watch.estimation import (
     more_evidence,
     undecided,
 )
-from l0mem.watch.series import Series, WatchSample
+from l0mem.watch.series import Series
 from l0mem.watch.windows import pause_windows, step_windows, window_spans
 
 # Fewer pause windows than this say nothing of a bias.
 MIN_PAUSES = 8
-# A pause's steady rate is read over this many spans of it, one after another (see
-# paced_rates).
-PAUSE_PARTS = 8
 # Step windows that take in this share of the time from the first to the last, at
 # this median length or more, ran into each other: the host never held still.
 RAN_TOGETHER = 0.75
@@ -65,8 +62,6 @@ class Pauses:
     widened: float = 0.0  # share of the step windows widened past the reads around their change
     # MiB of cost a second the host moved at in the pause windows, as read (no drift taken out)
     rate: Interval | None = None
-    # The same over eighths of the pauses, each pause's highest left out (paced_rates)
-    paced: Interval | None = None
 
 
 def pause_costs(
@@ -124,47 +119,7 @@ def pause_costs(
         return Pauses(None, len(costs), delta / GIB, covered, typical, grown)
     interval = median_interval(costs, config.confidence)
     moving = median_interval(rates, config.confidence) if len(rates) >= MIN_PAUSES else None
-    paced = paced_rates(times, found, at, info.sense, known, still)
-    steady = median_interval(paced, config.confidence) if len(paced) >= MIN_PAUSES else None
-    return Pauses(interval, len(costs), delta / GIB, covered, typical, grown, moving, steady)
-
-
-def paced_rates(
-    times: list[float],
-    found: list[tuple[int, int]],
-    at: dict[float, float],
-    sense: int,
-    known: list[tuple[int, WatchSample, int]],
-    still: list[int | None] | None,
-) -> list[float]:
-    """Return the rates (MiB of cost a second) the host moved at over :data:`PAUSE_PARTS` spans of each pause.
-
-    A pause window is as short as a step window (20-40 ms at 10 ms reads):
-    the reads' jitter, over so short a time, makes its rate uncertain by
-    tens of MiB/s, as much as clean allows a small step over a one-second
-    gap. An eighth of a pause holds as little of the job's cost paid once a
-    step after its window (it falls in one of the eight) and divides the
-    same jitter by a span several times as long. In each pause the span
-    that cost the most is left out: a late cost lies there, and leaving it
-    out can only make the rate lower, the side a clean is held to. Spans
-    across which ``still`` moved are left out, as in :func:`pause_costs`.
-    """
-    out: list[float] = []
-    for (_, closed), (opens, _) in itertools.pairwise(found):
-        span = (times[opens] - times[closed]) / PAUSE_PARTS
-        if span <= 0:
-            continue
-        rates, a = [], closed
-        while (b := next((j for j in range(a + 1, opens + 1) if times[j] >= times[a] + span), None)) is not None:
-            t0, t1 = times[a], times[b]
-            moved = still is None or len({still[i] for i in range(known[a][0], known[b][0] + 1)}) == 1
-            if t0 in at and t1 in at and moved:
-                rates.append(sense * (at[t1] - at[t0]) / MIB / (t1 - t0))
-            a = b
-        if len(rates) > 1:
-            rates.remove(max(rates))
-        out += rates
-    return out
+    return Pauses(interval, len(costs), delta / GIB, covered, typical, grown, moving)
 
 
 def widened(fit: SignalFit, pauses: Pauses) -> SignalFit:
@@ -239,12 +194,4 @@ def _ran_together(pauses: Pauses) -> bool:
     )
 
 
-__all__ = [
-    "MIN_PAUSES",
-    "PAUSE_PARTS",
-    "Pauses",
-    "against_the_pauses",
-    "paced_rates",
-    "pause_costs",
-    "widened",
-]
+__all__ = ["MIN_PAUSES", "Pauses", "against_the_pauses", "pause_costs", "widened"]
