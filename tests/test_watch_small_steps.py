@@ -15,24 +15,24 @@ import pytest
 
 from l0mem.watch.series import Series, WatchSample
 from l0mem.watch.summary import summarize
+from tests.test_watch_late import truth
 
 MIB = 1 << 20
 GIB = 1 << 30
 
 
-def brief_lumps_job(seed: int, ratio: float, step_mib: int | None = None) -> tuple[Series, int]:
-    """Return a watched job whose windows a neighbour hits with brief lumps, and its step (bytes).
+def brief_lumps_job(seed: int, ratio: float) -> Series:
+    """Return a watched job whose windows a neighbour hits with brief lumps.
 
-    Eight allocations of ``step_mib`` (else 32, 64 or 128) MiB a second apart, read every 8-12
+    Eight allocations of 32, 64 or 128 MiB a second apart, read every 8-12
     ms, the host side (``ratio`` of each step) made at once. In one or two
     of the step windows another process takes more than clean allows the
-    step, under the fixed 16 MiB (4.5 MiB at least), right as device memory
+    step, under the 16 MiB rejection floor (4.5 MiB at least), right as device memory
     moves, or gives it back, and undoes it 150-400 ms later; reads jitter by
     half a MiB.
     """
     rng = random.Random(seed)
     step = rng.choice([32, 64, 128]) * MIB
-    step = step if step_mib is None else step_mib * MIB
     changes = [1.0 + k + rng.uniform(0.0, 0.1) for k in range(8)]
     hit = rng.sample(range(8), rng.choice([1, 2]))
     lumps = []
@@ -52,19 +52,18 @@ def brief_lumps_job(seed: int, ratio: float, step_mib: int | None = None) -> tup
             "sysman.0.used": device,
         }
         samples.append(WatchSample(t, values, pids=1))
-    return Series(base, tuple(samples), {}), step
+    return Series(base, tuple(samples), {})
 
 
 @pytest.mark.parametrize("block", range(3))
 def test_clean_jobs_at_small_steps_beside_brief_lumps_are_never_partial_nor_mirror(block: int) -> None:
-    verdicts = [summarize(brief_lumps_job(seed, 0.0)[0]).verdict for seed in range(block * 20, block * 20 + 20)]
+    verdicts = [summarize(brief_lumps_job(seed, 0.0)).verdict for seed in range(block * 20, block * 20 + 20)]
     assert set(verdicts) <= {"clean", "inconclusive"}, verdicts
     assert "clean" in verdicts
 
 
 @pytest.mark.parametrize("ratio", [0.12, 0.15, 0.2, 0.3, 1.0])
 def test_jobs_that_pay_are_never_clean_beside_brief_lumps(ratio: float) -> None:
-    truth = "mirror" if ratio >= 0.75 else "partial"
-    verdicts = [summarize(brief_lumps_job(seed, ratio)[0]).verdict for seed in range(40)]
-    assert set(verdicts) <= {truth, "inconclusive"}, verdicts
-    assert verdicts.count(truth) >= 10, verdicts
+    verdicts = [summarize(brief_lumps_job(seed, ratio)).verdict for seed in range(40)]
+    assert set(verdicts) <= {truth(ratio), "inconclusive"}, verdicts
+    assert verdicts.count(truth(ratio)) >= 10, verdicts
